@@ -1,0 +1,555 @@
+//! The `shmem` device: HPVM 1.9's shared memory transport (SMT) between the
+//! processes of one job on one host, plus PM/Shmem's direct memory copy
+//! (single-copy remote read/write through `process_vm_readv/writev`).
+//!
+//! Opening attaches to the job's segment (creating it if first), takes an SMT
+//! ID by fetch-and-increment, records (rank, pid) in the process table and
+//! waits until all N local processes are there (the attach fence). The last
+//! process to attach removes the segment's name, so nothing is left in
+//! /dev/shm once a job runs, whatever happens to it afterwards.
+
+pub mod queue;
+pub mod segment;
+
+use self::queue::QueueMemory;
+use self::segment::{Geometry, QueueRef, Segment, FRAME_HEADER_BYTES};
+use crate::{
+    sys, Device, DeviceError, DeviceInfo, DeviceStats, JobKey, Options, Rank, RawRecv, RawSend,
+    CONTROL_RESERVE,
+};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Default payload per frame: frames are 4 KiB with their header.
+pub const DEFAULT_PAYLOAD: u32 = 4096 - FRAME_HEADER_BYTES as u32;
+
+/// Whether to use cross-memory attach for remote read/write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmaMode {
+    /// Probe each peer at open; use it where it works.
+    Auto,
+    /// Never: large messages go through frames.
+    Off,
+}
+
+/// How to open the shmem device.
+#[derive(Clone, Debug)]
+pub struct ShmemConfig {
+    /// Directory for the segment (`FM_SHM_DIR`, default /dev/shm).
+    pub dir: PathBuf,
+    pub job_key: JobKey,
+    /// This host's name, part of the segment name.
+    pub host: String,
+    pub rank: Rank,
+    /// Every rank on this host, this one included.
+    pub local_ranks: Vec<Rank>,
+    /// M (`FM_SHM_QUEUES`); default N up to 8 processes, else 8.
+    pub queues: Option<u32>,
+    /// F (`FM_SHM_FRAMES`); default from N and M.
+    pub frames: Option<u32>,
+    /// Payload bytes per frame (`FM_SHM_PAYLOAD`).
+    pub payload: Option<u32>,
+    pub cma: CmaMode,
+    /// How long to wait for the other local processes to attach.
+    pub attach_timeout: Duration,
+}
+
+impl ShmemConfig {
+    pub fn new(job_key: JobKey, rank: Rank, local_ranks: Vec<Rank>) -> Self {
+        ShmemConfig {
+            dir: PathBuf::from("/dev/shm"),
+            job_key,
+            host: sys::hostname(),
+            rank,
+            local_ranks,
+            queues: None,
+            frames: None,
+            payload: None,
+            cma: CmaMode::Auto,
+            attach_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// The segment's geometry for this configuration.
+    pub fn geometry(&self) -> Geometry {
+        let n = self.local_ranks.len().max(1) as u32;
+        let m = self
+            .queues
+            .unwrap_or(if n <= 8 { n } else { 8 })
+            .clamp(1, n);
+        let senders = n.div_ceil(m);
+        // Window per sender: generous for few senders, smaller for many.
+        let window = (256 / senders).clamp(4, 60);
+        let frames = self.frames.unwrap_or_else(|| {
+            (senders * (window + CONTROL_RESERVE))
+                .next_power_of_two()
+                .max(64)
+        });
+        Geometry {
+            procs: n,
+            queues: m,
+            frames,
+            payload: self.payload.unwrap_or(DEFAULT_PAYLOAD),
+        }
+    }
+
+    /// The segment's file name for this job and host.
+    pub fn segment_path(&self) -> PathBuf {
+        let host: String = self
+            .host
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        self.dir.join(format!("fm-{}-{}", self.job_key, host))
+    }
+}
+
+pub struct ShmemDevice {
+    seg: Segment,
+    rank: Rank,
+    my_smt: u32,
+    /// Per destination rank: the queue to send into (None: not on this host).
+    dest_queue: Vec<Option<QueueRef>>,
+    /// Per rank: pid and whether single-copy works towards it.
+    pid_of: Vec<u32>,
+    cma_ok: Vec<bool>,
+    /// My receive queues (those some peer sends into) and their private heads.
+    my_queues: Vec<QueueRef>,
+    heads: Vec<u32>,
+    /// Queue to poll first next time (round robin, so no sender starves).
+    next_queue: usize,
+    /// Ranks on this host.
+    local: Vec<bool>,
+    window: u32,
+    payload: usize,
+    fenced: bool,
+    /// Keeps the CMA probe word alive at a fixed address.
+    _probe: Box<u64>,
+    stats: DeviceStats,
+}
+
+impl ShmemDevice {
+    /// Open the device: attach to the segment and wait for the local peers.
+    pub fn open(cfg: &ShmemConfig) -> Result<Self, DeviceError> {
+        let g = cfg.geometry();
+        let n = g.procs;
+        let Some(_) = cfg.local_ranks.iter().position(|&r| r == cfg.rank) else {
+            return Err(DeviceError::Config {
+                device: "shmem",
+                reason: format!(
+                    "rank {} is not among the local ranks {:?}",
+                    cfg.rank, cfg.local_ranks
+                ),
+            });
+        };
+        if cfg.cma == CmaMode::Auto {
+            sys::allow_any_ptracer();
+        }
+        let path = cfg.segment_path();
+        let seg = Segment::create_or_open(&path, cfg.job_key, g, cfg.attach_timeout)?;
+        tracing::debug!(path = %path.display(), created = seg.created, geometry = ?g, "shmem segment mapped");
+
+        let my_smt = seg.next_smt_id().fetch_add(1, Ordering::AcqRel);
+        if my_smt >= n {
+            return Err(DeviceError::BadSegment {
+                path,
+                reason: format!("already has its {n} processes attached (a rank started twice?)"),
+            });
+        }
+        let probe = Box::new(0x464d_5052_4f42_4500u64 ^ std::process::id() as u64);
+        let entry = seg.proc_entry(my_smt);
+        entry.rank.store(cfg.rank, Ordering::Relaxed);
+        entry.pid.store(std::process::id(), Ordering::Relaxed);
+        entry
+            .probe_addr
+            .store(&*probe as *const u64 as u64, Ordering::Relaxed);
+        entry.probe_value.store(*probe, Ordering::Relaxed);
+        let mut dev = ShmemDevice {
+            seg,
+            rank: cfg.rank,
+            my_smt,
+            dest_queue: Vec::new(),
+            pid_of: Vec::new(),
+            cma_ok: Vec::new(),
+            my_queues: Vec::new(),
+            heads: Vec::new(),
+            next_queue: 0,
+            local: Vec::new(),
+            window: 0,
+            payload: g.payload as usize,
+            fenced: false,
+            _probe: probe,
+            stats: DeviceStats::default(),
+        };
+        if dev.seg.attached().fetch_add(1, Ordering::AcqRel) + 1 == n {
+            dev.seg.unlink();
+        }
+        dev.fence(cfg)?;
+        Ok(dev)
+    }
+
+    /// Wait until all N local processes attached, then build the rank maps.
+    fn fence(&mut self, cfg: &ShmemConfig) -> Result<(), DeviceError> {
+        let g = self.seg.geometry;
+        let n = g.procs;
+        let deadline = Instant::now() + cfg.attach_timeout;
+        let mut spins = 0u32;
+        while self.seg.attached().load(Ordering::Acquire) < n {
+            if Instant::now() > deadline {
+                self.seg.unlink();
+                let here = self.seg.attached().load(Ordering::Acquire);
+                return Err(DeviceError::Timeout {
+                    device: "shmem",
+                    what: format!("{} local processes to attach ({here} did)", n),
+                    secs: cfg.attach_timeout.as_secs(),
+                });
+            }
+            spins += 1;
+            if spins < 100 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        self.fenced = true;
+        let size = cfg.local_ranks.iter().copied().max().unwrap_or(0) as usize + 1;
+        let mut smt_of = vec![None; size.max(self.rank as usize + 1)];
+        self.pid_of = vec![0; smt_of.len()];
+        self.cma_ok = vec![false; smt_of.len()];
+        self.local = vec![false; smt_of.len()];
+        for id in 0..n {
+            let e = self.seg.proc_entry(id);
+            let rank = e.rank.load(Ordering::Relaxed);
+            let ok = cfg.local_ranks.contains(&rank) && (rank as usize) < smt_of.len();
+            if !ok || smt_of[rank as usize].is_some() {
+                return Err(DeviceError::BadSegment {
+                    path: self.seg.path.clone(),
+                    reason: format!("SMT ID {id} claims rank {rank}, which is not a free local rank of this job"),
+                });
+            }
+            smt_of[rank as usize] = Some(id);
+            self.pid_of[rank as usize] = e.pid.load(Ordering::Relaxed);
+            self.local[rank as usize] = true;
+        }
+        let m = g.queues;
+        self.dest_queue = smt_of
+            .iter()
+            .enumerate()
+            .map(|(r, s)| match s {
+                Some(id) if r as Rank != self.rank => Some(self.seg.queue(*id, self.my_smt % m)),
+                _ => None,
+            })
+            .collect();
+        for q in 0..m {
+            let used = (0..n).any(|id| id != self.my_smt && id % m == q);
+            if used {
+                self.my_queues.push(self.seg.queue(self.my_smt, q));
+                self.heads.push(0);
+            }
+        }
+        self.window = (g.frames / g.senders_per_queue())
+            .saturating_sub(CONTROL_RESERVE)
+            .max(1);
+        if cfg.cma == CmaMode::Auto {
+            self.probe_cma(&smt_of);
+        }
+        Ok(())
+    }
+
+    /// Try one single-copy read from each peer; remember where it works.
+    fn probe_cma(&mut self, smt_of: &[Option<u32>]) {
+        for (rank, id) in smt_of.iter().enumerate() {
+            let Some(id) = id else { continue };
+            if rank as Rank == self.rank {
+                continue;
+            }
+            let e = self.seg.proc_entry(*id);
+            let (addr, want) = (
+                e.probe_addr.load(Ordering::Relaxed),
+                e.probe_value.load(Ordering::Relaxed),
+            );
+            let mut got = [0u8; 8];
+            match sys::process_read(self.pid_of[rank], addr, &mut got) {
+                Ok(()) if u64::from_ne_bytes(got) == want => self.cma_ok[rank] = true,
+                Ok(()) => tracing::warn!(
+                    rank,
+                    "shmem: single-copy probe read wrong data; large messages use frames"
+                ),
+                Err(e) => tracing::warn!(
+                    rank,
+                    error = %e,
+                    "shmem: single-copy (process_vm_readv) to this peer is not allowed; large messages use frames. \
+                     Fix: sysctl kernel.yama.ptrace_scope=0, or run without a seccomp profile that blocks it"
+                ),
+            }
+        }
+    }
+
+    /// The geometry in use.
+    pub fn geometry(&self) -> Geometry {
+        self.seg.geometry
+    }
+
+    /// Pid of a local rank.
+    pub fn pid_of(&self, rank: Rank) -> Option<u32> {
+        self.local
+            .get(rank as usize)
+            .copied()
+            .unwrap_or(false)
+            .then(|| self.pid_of[rank as usize])
+    }
+
+    /// Check a polled frame; a frame that cannot be valid is dropped and counted.
+    #[inline(always)]
+    fn accept(&mut self, i: usize, q: QueueRef, f: u32) -> Option<RawRecv> {
+        if f >= q.frames() {
+            // A slot naming a frame that does not exist: nothing to release.
+            self.stats.dropped_malformed += 1;
+            tracing::warn!(
+                frame = f,
+                "shmem: dropped a slot with an impossible frame index"
+            );
+            return None;
+        }
+        let frame = q.frame(f);
+        // SAFETY: the published frame is ours to read until released.
+        let (len, src) = unsafe {
+            (
+                (frame.add(4) as *const u32).read(),
+                (frame.add(8) as *const u32).read(),
+            )
+        };
+        let src_ok = src != self.rank && self.local.get(src as usize).copied().unwrap_or(false);
+        if len as usize > self.payload || !src_ok {
+            self.stats.dropped_malformed += 1;
+            tracing::warn!(
+                len,
+                src,
+                mtu = self.payload,
+                "shmem: dropped a frame with an impossible length or source"
+            );
+            queue::release(&q, f);
+            return None;
+        }
+        self.stats.packets_received += 1;
+        self.stats.bytes_received += len as u64;
+        Some(RawRecv {
+            src,
+            // SAFETY: payload follows the header inside the frame.
+            ptr: unsafe { frame.add(FRAME_HEADER_BYTES) },
+            len: len as usize,
+            token: token(i, f),
+        })
+    }
+
+    /// Test hook: publish a frame whose header claims `claimed_len` bytes from
+    /// `claimed_src`, as a buggy or hostile process sharing the segment could.
+    #[doc(hidden)]
+    pub fn debug_publish_raw(
+        &mut self,
+        dest: Rank,
+        claimed_src: Rank,
+        claimed_len: u32,
+    ) -> Result<(), DeviceError> {
+        let q = self.queue_to(dest)?;
+        let f = queue::acquire_frame(&q).ok_or(DeviceError::NoBuffer {
+            device: "shmem",
+            dest,
+        })?;
+        // SAFETY: we own frame f until published.
+        unsafe { write_frame_header(q.frame(f), claimed_len, claimed_src) };
+        queue::publish(&q, f);
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn queue_to(&self, dest: Rank) -> Result<QueueRef, DeviceError> {
+        match self.dest_queue.get(dest as usize) {
+            Some(Some(q)) => Ok(*q),
+            _ => Err(DeviceError::NotAPeer {
+                device: "shmem",
+                dest,
+            }),
+        }
+    }
+}
+
+/// SAFETY: `frame` points at a frame this process owns (in-use set by it).
+#[inline(always)]
+unsafe fn write_frame_header(frame: *mut u8, len: u32, src: Rank) {
+    (frame.add(4) as *mut u32).write(len);
+    (frame.add(8) as *mut u32).write(src);
+}
+
+#[inline(always)]
+fn token(queue: usize, frame: u32) -> u64 {
+    ((queue as u64) << 32) | frame as u64
+}
+
+impl Device for ShmemDevice {
+    fn info(&self) -> DeviceInfo {
+        let mut options = Options::RELIABLE | Options::ORDERED | Options::RECEIVES;
+        if self.cma_ok.iter().any(|&ok| ok) {
+            options = options | Options::REMOTE_READ | Options::REMOTE_WRITE;
+        }
+        DeviceInfo {
+            name: "shmem",
+            options,
+            mtu: self.payload,
+        }
+    }
+
+    fn reaches(&self, dest: Rank) -> bool {
+        matches!(self.dest_queue.get(dest as usize), Some(Some(_)))
+    }
+
+    fn window(&self, _dest: Rank) -> u32 {
+        self.window
+    }
+
+    #[inline]
+    fn raw_send_buffer(&mut self, dest: Rank, len: usize) -> Result<RawSend, DeviceError> {
+        if len > self.payload {
+            return Err(DeviceError::TooLarge {
+                device: "shmem",
+                len,
+                mtu: self.payload,
+            });
+        }
+        let q = self.queue_to(dest)?;
+        match queue::acquire_frame(&q) {
+            Some(f) => Ok(RawSend {
+                // SAFETY: f < frames; the payload follows the frame header.
+                ptr: unsafe { q.frame(f).add(FRAME_HEADER_BYTES) },
+                cap: self.payload,
+                dest,
+                token: f as u64,
+            }),
+            None => {
+                self.stats.no_buffer += 1;
+                Err(DeviceError::NoBuffer {
+                    device: "shmem",
+                    dest,
+                })
+            }
+        }
+    }
+
+    #[inline]
+    fn raw_send(&mut self, buf: RawSend, len: usize) {
+        let Ok(q) = self.queue_to(buf.dest) else {
+            return;
+        };
+        let f = buf.token as u32;
+        // SAFETY: we own frame f (acquired in raw_send_buffer).
+        unsafe { write_frame_header(q.frame(f), len.min(self.payload) as u32, self.rank) };
+        queue::publish(&q, f);
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += len as u64;
+    }
+
+    fn raw_abort(&mut self, buf: RawSend) {
+        if let Ok(q) = self.queue_to(buf.dest) {
+            queue::abandon(&q, buf.token as u32);
+        }
+    }
+
+    #[inline]
+    fn raw_receive(&mut self) -> Option<RawRecv> {
+        let nq = self.my_queues.len();
+        for k in 0..nq {
+            let i = if nq == 1 {
+                0
+            } else {
+                (self.next_queue + k) % nq
+            };
+            let q = self.my_queues[i];
+            // Malformed frames are dropped and the same queue polled again.
+            while let Some(f) = queue::poll(&q, &mut self.heads[i]) {
+                if let Some(r) = self.accept(i, q, f) {
+                    if nq > 1 {
+                        self.next_queue = i + 1;
+                    }
+                    return Some(r);
+                }
+            }
+        }
+        None
+    }
+
+    #[inline]
+    fn raw_release(&mut self, token: u64) {
+        let (i, f) = ((token >> 32) as usize, token as u32);
+        if let Some(q) = self.my_queues.get(i) {
+            if f < q.frames() {
+                queue::release(q, f);
+            }
+        }
+    }
+
+    fn remote_read(
+        &mut self,
+        src: Rank,
+        remote_addr: u64,
+        buf: &mut [u8],
+    ) -> Result<(), DeviceError> {
+        if !self.remote_memory_to(src) {
+            return Err(DeviceError::Unsupported {
+                device: "shmem",
+                op: "single-copy read from this peer",
+            });
+        }
+        sys::process_read(self.pid_of[src as usize], remote_addr, buf).map_err(|e| {
+            DeviceError::Io {
+                device: "shmem",
+                context: format!("process_vm_readv from rank {src}"),
+                source: e,
+            }
+        })
+    }
+
+    fn remote_write(
+        &mut self,
+        dest: Rank,
+        remote_addr: u64,
+        data: &[u8],
+    ) -> Result<(), DeviceError> {
+        if !self.remote_memory_to(dest) {
+            return Err(DeviceError::Unsupported {
+                device: "shmem",
+                op: "single-copy write to this peer",
+            });
+        }
+        sys::process_write(self.pid_of[dest as usize], remote_addr, data).map_err(|e| {
+            DeviceError::Io {
+                device: "shmem",
+                context: format!("process_vm_writev to rank {dest}"),
+                source: e,
+            }
+        })
+    }
+
+    fn remote_memory_to(&self, peer: Rank) -> bool {
+        self.cma_ok.get(peer as usize).copied().unwrap_or(false)
+    }
+
+    fn stats(&self) -> DeviceStats {
+        self.stats.clone()
+    }
+}
+
+impl Drop for ShmemDevice {
+    fn drop(&mut self) {
+        // Before the fence nobody else may remove the name; make sure it goes.
+        if !self.fenced {
+            self.seg.unlink();
+        }
+    }
+}

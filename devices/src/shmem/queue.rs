@@ -1,0 +1,172 @@
+//! The SMT queue of HPVM 1.9 (paper 000, section 5), independent of where its
+//! memory lives, so that the same code runs on a mapped segment and under loom.
+//!
+//! A receiver owns a *free list* — a ring of `F` frames (power of two), each
+//! with an in-use flag — and a *receive queue* — a ring of `F` slots holding
+//! frame indices.
+//!
+//! Send:
+//! 1. fetch-and-increment the free-list head to pick a frame;
+//! 2. test-and-set its in-use flag; if it was taken, go back to 1 (a sender
+//!    descheduled while copying holds its frame, and the others leapfrog it);
+//! 3. copy the packet into the frame (caller);
+//! 4. fetch-and-increment the receive-queue tail;
+//! 5. store the frame index into that slot, last, with Release.
+//!
+//! Receive: load the slot at the receiver's private head with Acquire (the
+//! memory-notified poll: one cache line that stays in cache until a sender
+//! writes it); on a hit advance the head, read the frame in place, then clear
+//! its in-use flag with Release.
+//!
+//! Each slot value carries the queue position it was written for
+//! (`position << 32 | frame`), so a slot never needs clearing and a value from
+//! an earlier lap is never mistaken for a new one.
+//!
+//! Flow control (FM credits) guarantees that senders never hold more than `F`
+//! frames of one queue together, which bounds step 1–2 and means a slot is
+//! always consumed before its position comes round again.
+//!
+//! With exactly one possible sender per queue (M = N), steps 1, 2 and 4 need
+//! no read-modify-write: the paper's "no synchronization primitives are needed
+//! in the queues" case. [`QueueMemory::exclusive`] selects it.
+
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// The 32-bit atomic operations the queue needs.
+pub trait Atomic32 {
+    fn load(&self, order: Ordering) -> u32;
+    fn store(&self, v: u32, order: Ordering);
+    fn fetch_add(&self, v: u32, order: Ordering) -> u32;
+    fn swap(&self, v: u32, order: Ordering) -> u32;
+}
+
+/// The 64-bit atomic operations the queue needs.
+pub trait Atomic64 {
+    fn load(&self, order: Ordering) -> u64;
+    fn store(&self, v: u64, order: Ordering);
+}
+
+impl Atomic32 for AtomicU32 {
+    #[inline(always)]
+    fn load(&self, o: Ordering) -> u32 {
+        AtomicU32::load(self, o)
+    }
+    #[inline(always)]
+    fn store(&self, v: u32, o: Ordering) {
+        AtomicU32::store(self, v, o)
+    }
+    #[inline(always)]
+    fn fetch_add(&self, v: u32, o: Ordering) -> u32 {
+        AtomicU32::fetch_add(self, v, o)
+    }
+    #[inline(always)]
+    fn swap(&self, v: u32, o: Ordering) -> u32 {
+        AtomicU32::swap(self, v, o)
+    }
+}
+
+impl Atomic64 for AtomicU64 {
+    #[inline(always)]
+    fn load(&self, o: Ordering) -> u64 {
+        AtomicU64::load(self, o)
+    }
+    #[inline(always)]
+    fn store(&self, v: u64, o: Ordering) {
+        AtomicU64::store(self, v, o)
+    }
+}
+
+/// Where one queue's control words, slots and in-use flags are.
+pub trait QueueMemory {
+    type A32: Atomic32;
+    type A64: Atomic64;
+    /// Number of frames and of slots: a power of two.
+    fn frames(&self) -> u32;
+    /// Whether at most one process ever sends into this queue.
+    fn exclusive(&self) -> bool;
+    fn free_head(&self) -> &Self::A32;
+    fn rq_tail(&self) -> &Self::A32;
+    /// Slot `i`, `i < frames()`.
+    fn slot(&self, i: u32) -> &Self::A64;
+    /// In-use flag of frame `i`, `i < frames()`.
+    fn in_use(&self, frame: u32) -> &Self::A32;
+}
+
+/// The slot value that says "position `pos` holds `frame`".
+#[inline(always)]
+pub fn slot_value(pos: u32, frame: u32) -> u64 {
+    ((pos as u64) << 32) | frame as u64
+}
+
+/// The value a fresh slot `i` starts with: a position one lap back, no frame.
+pub fn initial_slot_value(i: u32, frames: u32) -> u64 {
+    slot_value(i.wrapping_sub(frames), u32::MAX)
+}
+
+/// Steps 1–2: take a free frame. `None` when `2 × F` candidates were all
+/// taken, which the credit protocol rules out; the caller reports back-pressure.
+#[inline]
+pub fn acquire_frame<Q: QueueMemory>(q: &Q) -> Option<u32> {
+    let mask = q.frames() - 1;
+    if q.exclusive() {
+        // Single sender: frames come back in the order they were used.
+        for _ in 0..2 * q.frames() {
+            let h = q.free_head().load(Relaxed);
+            q.free_head().store(h.wrapping_add(1), Relaxed);
+            let f = h & mask;
+            if q.in_use(f).load(Acquire) == 0 {
+                q.in_use(f).store(1, Relaxed);
+                return Some(f);
+            }
+        }
+        return None;
+    }
+    for _ in 0..2 * q.frames() {
+        let f = q.free_head().fetch_add(1, Relaxed) & mask;
+        if q.in_use(f).swap(1, Acquire) == 0 {
+            return Some(f);
+        }
+    }
+    None
+}
+
+/// Steps 4–5: put a filled frame on the receive queue.
+#[inline]
+pub fn publish<Q: QueueMemory>(q: &Q, frame: u32) {
+    let pos = if q.exclusive() {
+        let t = q.rq_tail().load(Relaxed);
+        q.rq_tail().store(t.wrapping_add(1), Relaxed);
+        t
+    } else {
+        q.rq_tail().fetch_add(1, Relaxed)
+    };
+    q.slot(pos & (q.frames() - 1))
+        .store(slot_value(pos, frame), Release);
+}
+
+/// Give a frame back without publishing it.
+#[inline]
+pub fn abandon<Q: QueueMemory>(q: &Q, frame: u32) {
+    q.in_use(frame).store(0, Release);
+}
+
+/// Receive: the frame at `head`, if a sender has published it. The returned
+/// index is whatever the slot holds: callers check it is `< frames()`.
+#[inline(always)]
+pub fn poll<Q: QueueMemory>(q: &Q, head: &mut u32) -> Option<u32> {
+    let h = *head;
+    let v = q.slot(h & (q.frames() - 1)).load(Acquire);
+    if (v >> 32) as u32 == h {
+        *head = h.wrapping_add(1);
+        Some(v as u32)
+    } else {
+        None
+    }
+}
+
+/// Receive, last step: the frame is free again.
+#[inline(always)]
+pub fn release<Q: QueueMemory>(q: &Q, frame: u32) {
+    q.in_use(frame).store(0, Release);
+}

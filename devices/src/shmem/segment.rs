@@ -1,0 +1,448 @@
+//! The shared segment of one job on one host: layout, creation, attach, checks.
+//!
+//! Array-based (processes map it at different addresses, so no pointers):
+//!
+//! ```text
+//! 0      header (one page): magic, layout version, job key, geometry, counters
+//! 4096   process table: N entries of 64 bytes (rank, pid, CMA probe word)
+//! ...    queues: for each receiver SMT ID r, for each of its M queues:
+//!          control (256 B): free-list head @0, receive-queue tail @128
+//!          slots:  F × u64 (frame index tagged with its queue position)
+//!          frames: F × stride; frame = in-use u32, len u32, src rank u32, pad, payload
+//! ```
+
+use super::queue::{initial_slot_value, QueueMemory};
+use crate::{sys, DeviceError, JobKey};
+use memmap2::MmapMut;
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+pub const MAGIC: u64 = u64::from_le_bytes(*b"FM-SMT\0\x01");
+pub const LAYOUT_VERSION: u32 = 1;
+const READY: u32 = 0x5245_4459;
+pub const HEADER_BYTES: usize = 4096;
+pub const PROC_ENTRY_BYTES: usize = 64;
+pub const QUEUE_CTL_BYTES: usize = 256;
+pub const FRAME_HEADER_BYTES: usize = 16;
+/// Largest sane geometry, so that a corrupt header cannot make us map terabytes.
+const MAX_PROCS: u32 = 4096;
+const MAX_FRAMES: u32 = 1 << 16;
+const MAX_PAYLOAD: u32 = 1 << 24;
+
+/// Header at offset 0. Only the atomics change after creation.
+#[repr(C)]
+struct Header {
+    magic: u64,
+    version: u32,
+    header_bytes: u32,
+    job_key: u64,
+    total_bytes: u64,
+    procs: u32,
+    queues: u32,
+    frames: u32,
+    payload: u32,
+    creator_pid: u32,
+    ready: AtomicU32,
+    next_smt_id: AtomicU32,
+    attached: AtomicU32,
+}
+
+/// One process's entry in the process table (indexed by SMT ID).
+#[repr(C)]
+pub struct ProcEntry {
+    pub rank: AtomicU32,
+    pub pid: AtomicU32,
+    pub probe_addr: AtomicU64,
+    pub probe_value: AtomicU64,
+}
+
+/// Shape of a segment; every process of a job computes the same one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// N: processes on this host.
+    pub procs: u32,
+    /// M: queues per receiver, 1 ≤ M ≤ N.
+    pub queues: u32,
+    /// F: frames per queue, a power of two.
+    pub frames: u32,
+    /// Payload bytes per frame.
+    pub payload: u32,
+}
+
+impl Geometry {
+    pub fn stride(&self) -> usize {
+        (FRAME_HEADER_BYTES + self.payload as usize).next_multiple_of(64)
+    }
+    fn slots_bytes(&self) -> usize {
+        (self.frames as usize * 8).next_multiple_of(64)
+    }
+    pub fn queue_bytes(&self) -> usize {
+        QUEUE_CTL_BYTES + self.slots_bytes() + self.frames as usize * self.stride()
+    }
+    fn queues_offset(&self) -> usize {
+        (HEADER_BYTES + self.procs as usize * PROC_ENTRY_BYTES).next_multiple_of(4096)
+    }
+    pub fn total_bytes(&self) -> u64 {
+        self.queues_offset() as u64
+            + self.procs as u64 * self.queues as u64 * self.queue_bytes() as u64
+    }
+    /// Most senders that can share one queue.
+    pub fn senders_per_queue(&self) -> u32 {
+        self.procs.div_ceil(self.queues)
+    }
+    /// Exactly one possible sender per queue: the queue needs no atomic RMW.
+    pub fn exclusive(&self) -> bool {
+        self.queues >= self.procs
+    }
+    pub fn validate(&self) -> Result<(), String> {
+        if self.procs == 0 || self.procs > MAX_PROCS {
+            return Err(format!("{} processes (1..={MAX_PROCS})", self.procs));
+        }
+        if self.queues == 0 || self.queues > self.procs {
+            return Err(format!(
+                "{} queues per receiver (1..={})",
+                self.queues, self.procs
+            ));
+        }
+        if !self.frames.is_power_of_two() || self.frames < 8 || self.frames > MAX_FRAMES {
+            return Err(format!(
+                "{} frames per queue (a power of two, 8..={MAX_FRAMES})",
+                self.frames
+            ));
+        }
+        if self.payload < 64 || self.payload > MAX_PAYLOAD {
+            return Err(format!(
+                "{} payload bytes per frame (64..={MAX_PAYLOAD})",
+                self.payload
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A mapped segment.
+pub struct Segment {
+    map: MmapMut,
+    pub geometry: Geometry,
+    pub path: PathBuf,
+    pub created: bool,
+}
+
+/// One queue inside a mapped segment.
+#[derive(Clone, Copy)]
+pub struct QueueRef {
+    base: *mut u8,
+    frames: u32,
+    exclusive: bool,
+    stride: usize,
+    slots_bytes: usize,
+}
+
+impl QueueRef {
+    /// Pointer to frame `i`'s header.
+    #[inline(always)]
+    pub fn frame(&self, i: u32) -> *mut u8 {
+        // SAFETY (caller's contract): i < frames, so the frame lies inside the mapping.
+        unsafe {
+            self.base
+                .add(QUEUE_CTL_BYTES + self.slots_bytes + i as usize * self.stride)
+        }
+    }
+}
+
+impl QueueMemory for QueueRef {
+    type A32 = AtomicU32;
+    type A64 = AtomicU64;
+    #[inline(always)]
+    fn frames(&self) -> u32 {
+        self.frames
+    }
+    #[inline(always)]
+    fn exclusive(&self) -> bool {
+        self.exclusive
+    }
+    #[inline(always)]
+    fn free_head(&self) -> &AtomicU32 {
+        // SAFETY: aligned word inside the mapping, only accessed atomically.
+        unsafe { &*(self.base as *const AtomicU32) }
+    }
+    #[inline(always)]
+    fn rq_tail(&self) -> &AtomicU32 {
+        // SAFETY: as above.
+        unsafe { &*(self.base.add(128) as *const AtomicU32) }
+    }
+    #[inline(always)]
+    fn slot(&self, i: u32) -> &AtomicU64 {
+        debug_assert!(i < self.frames);
+        // SAFETY: i < frames; 8-byte aligned inside the slot array.
+        unsafe { &*(self.base.add(QUEUE_CTL_BYTES + i as usize * 8) as *const AtomicU64) }
+    }
+    #[inline(always)]
+    fn in_use(&self, frame: u32) -> &AtomicU32 {
+        debug_assert!(frame < self.frames);
+        // SAFETY: first word of frame `frame`, aligned to 64.
+        unsafe { &*(self.frame(frame) as *const AtomicU32) }
+    }
+}
+
+// SAFETY: QueueRef points into a shared mapping whose words are only accessed
+// atomically or under the queue protocol; the mapping outlives every QueueRef
+// (the device owns both).
+unsafe impl Send for QueueRef {}
+
+fn bad(path: &Path, reason: impl Into<String>) -> DeviceError {
+    DeviceError::BadSegment {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+fn io_err(path: &Path, what: &str, source: std::io::Error) -> DeviceError {
+    DeviceError::Io {
+        device: "shmem",
+        context: format!("{what} {}", path.display()),
+        source,
+    }
+}
+
+impl Segment {
+    /// Create the segment, or attach to the one another process of the job created.
+    pub fn create_or_open(
+        path: &Path,
+        key: JobKey,
+        geometry: Geometry,
+        timeout: Duration,
+    ) -> Result<Segment, DeviceError> {
+        geometry.validate().map_err(|e| DeviceError::Config {
+            device: "shmem",
+            reason: e,
+        })?;
+        match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+        {
+            Ok(file) => Self::create(file, path, key, geometry),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                Self::open(path, key, geometry, timeout)
+            }
+            Err(e) => Err(io_err(path, "create", e)),
+        }
+    }
+
+    fn create(file: File, path: &Path, key: JobKey, g: Geometry) -> Result<Segment, DeviceError> {
+        let total = g.total_bytes();
+        if let Err(source) = sys::fallocate(&file, total) {
+            let _ = std::fs::remove_file(path);
+            return Err(DeviceError::NoSpace {
+                path: path.to_path_buf(),
+                bytes: total,
+                source,
+            });
+        }
+        // SAFETY: we created the file and reserved its storage; other processes
+        // only touch it through the protocol below.
+        let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| {
+            let _ = std::fs::remove_file(path);
+            io_err(path, "map", e)
+        })?;
+        let seg = {
+            let base = map.as_mut_ptr();
+            // SAFETY: the mapping is at least HEADER_BYTES long and page aligned.
+            let h = unsafe { &mut *(base as *mut Header) };
+            h.magic = MAGIC;
+            h.version = LAYOUT_VERSION;
+            h.header_bytes = HEADER_BYTES as u32;
+            h.job_key = key.0;
+            h.total_bytes = total;
+            h.procs = g.procs;
+            h.queues = g.queues;
+            h.frames = g.frames;
+            h.payload = g.payload;
+            h.creator_pid = std::process::id();
+            Segment {
+                map,
+                geometry: g,
+                path: path.to_path_buf(),
+                created: true,
+            }
+        };
+        for r in 0..g.procs {
+            for q in 0..g.queues {
+                let queue = seg.queue(r, q);
+                for i in 0..g.frames {
+                    QueueMemory::slot(&queue, i)
+                        .store(initial_slot_value(i, g.frames), Ordering::Relaxed);
+                }
+            }
+        }
+        seg.header().ready.store(READY, Ordering::Release);
+        Ok(seg)
+    }
+
+    fn open(
+        path: &Path,
+        key: JobKey,
+        g: Geometry,
+        timeout: Duration,
+    ) -> Result<Segment, DeviceError> {
+        let deadline = Instant::now() + timeout;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| io_err(path, "open", e))?;
+        // Wait for the creator to size the file and publish the header.
+        loop {
+            let len = file.metadata().map_err(|e| io_err(path, "stat", e))?.len();
+            if len >= HEADER_BYTES as u64 {
+                // SAFETY: mapping a prefix that exists; read-only view of the header.
+                let head = unsafe { memmap2::MmapOptions::new().len(HEADER_BYTES).map(&file) }
+                    .map_err(|e| io_err(path, "map header of", e))?;
+                // SAFETY: HEADER_BYTES ≥ size_of::<Header>(); ready is read atomically.
+                let h = unsafe { &*(head.as_ptr() as *const Header) };
+                if h.ready.load(Ordering::Acquire) == READY {
+                    Self::check_header(path, h, key, g, len)?;
+                    break;
+                }
+                if h.magic != 0 && h.magic != MAGIC {
+                    return Err(bad(path, "not an fm shared-memory segment (wrong magic)"));
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(DeviceError::Timeout {
+                    device: "shmem",
+                    what: format!("the creator of {} to initialise it", path.display()),
+                    secs: timeout.as_secs(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // SAFETY: size checked against the header above.
+        let map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| io_err(path, "map", e))?;
+        Ok(Segment {
+            map,
+            geometry: g,
+            path: path.to_path_buf(),
+            created: false,
+        })
+    }
+
+    fn check_header(
+        path: &Path,
+        h: &Header,
+        key: JobKey,
+        g: Geometry,
+        file_len: u64,
+    ) -> Result<(), DeviceError> {
+        if h.magic != MAGIC {
+            return Err(bad(path, "not an fm shared-memory segment (wrong magic)"));
+        }
+        if h.version != LAYOUT_VERSION {
+            return Err(bad(
+                path,
+                format!(
+                    "layout version {} but this fm uses version {LAYOUT_VERSION}",
+                    h.version
+                ),
+            ));
+        }
+        if h.job_key != key.0 {
+            return Err(bad(
+                path,
+                format!("belongs to job {:016x}, not to this job {key}", h.job_key),
+            ));
+        }
+        let theirs = Geometry {
+            procs: h.procs,
+            queues: h.queues,
+            frames: h.frames,
+            payload: h.payload,
+        };
+        if theirs != g {
+            return Err(bad(
+                path,
+                format!("geometry {theirs:?} differs from this process's {g:?} (check FM_SHM_* settings are the same for every rank)"),
+            ));
+        }
+        if h.total_bytes != g.total_bytes() || file_len != g.total_bytes() {
+            return Err(bad(
+                path,
+                format!("size {file_len} bytes, expected {}", g.total_bytes()),
+            ));
+        }
+        Ok(())
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: the mapping starts with a Header.
+        unsafe { &*(self.map.as_ptr() as *const Header) }
+    }
+
+    pub fn next_smt_id(&self) -> &AtomicU32 {
+        &self.header().next_smt_id
+    }
+
+    pub fn attached(&self) -> &AtomicU32 {
+        &self.header().attached
+    }
+
+    pub fn proc_entry(&self, smt_id: u32) -> &ProcEntry {
+        assert!(smt_id < self.geometry.procs);
+        // SAFETY: inside the process table, 64-byte aligned.
+        unsafe {
+            &*(self
+                .map
+                .as_ptr()
+                .add(HEADER_BYTES + smt_id as usize * PROC_ENTRY_BYTES)
+                as *const ProcEntry)
+        }
+    }
+
+    /// Queue `q` of receiver `r`.
+    pub fn queue(&self, r: u32, q: u32) -> QueueRef {
+        let g = &self.geometry;
+        assert!(r < g.procs && q < g.queues);
+        let off =
+            g.queues_offset() + (r as usize * g.queues as usize + q as usize) * g.queue_bytes();
+        QueueRef {
+            // SAFETY: off + queue_bytes ≤ total_bytes = mapping length.
+            base: unsafe { self.map.as_ptr().add(off) as *mut u8 },
+            frames: g.frames,
+            exclusive: g.exclusive(),
+            stride: g.stride(),
+            slots_bytes: g.slots_bytes(),
+        }
+    }
+
+    /// Remove the name; the mapping stays valid for everyone who has it.
+    pub fn unlink(&self) {
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => tracing::debug!(path = %self.path.display(), "shmem segment unlinked"),
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "could not remove shmem segment")
+            }
+        }
+    }
+}
+
+/// Read the header of a segment file without attaching: (job key, creator pid),
+/// or `None` if it is not a valid fm segment. Used to find stale segments.
+pub fn peek(path: &Path) -> Option<(JobKey, u32)> {
+    let file = File::open(path).ok()?;
+    if file.metadata().ok()?.len() < HEADER_BYTES as u64 {
+        return None;
+    }
+    // SAFETY: read-only map of an existing prefix.
+    let head = unsafe { memmap2::MmapOptions::new().len(HEADER_BYTES).map(&file) }.ok()?;
+    // SAFETY: as in `open`.
+    let h = unsafe { &*(head.as_ptr() as *const Header) };
+    (h.magic == MAGIC).then_some((JobKey(h.job_key), h.creator_pid))
+}

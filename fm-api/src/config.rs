@@ -1,0 +1,200 @@
+//! Configuration of one FM process: from the environment `fmrun` sets, or
+//! built by hand for tests and embedding. Every knob, its variable and its
+//! default is listed in docs/CONFIG.md.
+
+use crate::error::{FmError, Result};
+use fm_devices::shmem::CmaMode;
+use fm_devices::{sys, JobKey, Rank};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which devices a process opens (`FM_NET`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Net {
+    /// Every device available: today self + shmem + null.
+    Auto,
+    /// Desktop-only: self + shmem inside this host, the NULL transport between hosts.
+    Null,
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub rank: Rank,
+    pub size: usize,
+    pub job_key: JobKey,
+    /// Name of this host.
+    pub host: String,
+    /// Host of every rank; ranks on `host` talk over shared memory.
+    pub hosts: Vec<String>,
+    pub net: Net,
+    pub shm_dir: PathBuf,
+    pub shm_queues: Option<u32>,
+    pub shm_frames: Option<u32>,
+    pub shm_payload: Option<u32>,
+    pub cma: CmaMode,
+    /// Pieces at least this long go by single copy where the device can.
+    pub cma_threshold: usize,
+    /// Upper bound on the credit window per destination (packets).
+    pub max_credits: Option<u32>,
+    pub attach_timeout: Duration,
+}
+
+impl Config {
+    /// A job of `size` ranks on this host, this process being `rank`.
+    pub fn local(rank: Rank, size: usize, job_key: JobKey) -> Config {
+        let host = sys::hostname();
+        Config {
+            rank,
+            size,
+            job_key,
+            hosts: vec![host.clone(); size],
+            host,
+            net: Net::Auto,
+            shm_dir: PathBuf::from("/dev/shm"),
+            shm_queues: None,
+            shm_frames: None,
+            shm_payload: None,
+            cma: CmaMode::Auto,
+            cma_threshold: 16 * 1024,
+            max_credits: None,
+            attach_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// From the environment. Without FM_RANK and FM_SIZE this is a singleton
+    /// job (rank 0 of 1), as MPI does for a program started by hand.
+    pub fn from_env() -> Result<Config> {
+        let rank: Option<u32> = parse_var("FM_RANK")?;
+        let size: Option<usize> = parse_var("FM_SIZE")?;
+        let (rank, size) = match (rank, size) {
+            (None, None) => (0, 1),
+            (Some(r), Some(s)) => (r, s),
+            _ => {
+                return Err(FmError::Config(
+                    "FM_RANK and FM_SIZE must be set together (fmrun sets both)".into(),
+                ))
+            }
+        };
+        if size == 0 || rank as usize >= size {
+            return Err(FmError::Env {
+                var: "FM_RANK",
+                value: rank.to_string(),
+                reason: format!("must be below FM_SIZE={size}"),
+            });
+        }
+        let job_key = match std::env::var("FM_JOB_KEY") {
+            Ok(v) => JobKey(u64::from_str_radix(v.trim(), 16).map_err(|e| FmError::Env {
+                var: "FM_JOB_KEY",
+                value: v.clone(),
+                reason: format!("not a hexadecimal job key: {e}"),
+            })?),
+            Err(_) if size == 1 => JobKey(rand::random()),
+            Err(_) => {
+                return Err(FmError::Config(
+                    "FM_JOB_KEY is not set: every rank of a job must share one key (start the job with fmrun)".into(),
+                ))
+            }
+        };
+        let mut cfg = Config::local(rank, size, job_key);
+        if let Ok(h) = std::env::var("FM_HOST") {
+            cfg.host = h;
+        }
+        cfg.hosts = match std::env::var("FM_HOSTS") {
+            Ok(v) => {
+                let hosts: Vec<String> = v.split(',').map(|s| s.trim().to_string()).collect();
+                if hosts.len() != size || hosts.iter().any(|h| h.is_empty()) {
+                    return Err(FmError::Env {
+                        var: "FM_HOSTS",
+                        value: v,
+                        reason: format!("must name one host for each of the {size} ranks"),
+                    });
+                }
+                hosts
+            }
+            Err(_) => vec![cfg.host.clone(); size],
+        };
+        if cfg.hosts[rank as usize] != cfg.host {
+            return Err(FmError::Config(format!(
+                "FM_HOSTS puts rank {rank} on host {:?} but this is {:?} (set FM_HOST)",
+                cfg.hosts[rank as usize], cfg.host
+            )));
+        }
+        if let Ok(v) = std::env::var("FM_NET") {
+            cfg.net = match v.as_str() {
+                "auto" | "" => Net::Auto,
+                "null" | "shmem" | "shmem,null" => Net::Null,
+                _ => {
+                    return Err(FmError::Env {
+                        var: "FM_NET",
+                        value: v,
+                        reason: "known values: auto, null".into(),
+                    })
+                }
+            };
+        }
+        if let Ok(d) = std::env::var("FM_SHM_DIR") {
+            cfg.shm_dir = PathBuf::from(d);
+        }
+        cfg.shm_queues = parse_var("FM_SHM_QUEUES")?;
+        cfg.shm_frames = parse_var("FM_SHM_FRAMES")?;
+        cfg.shm_payload = parse_var("FM_SHM_PAYLOAD")?;
+        if let Ok(v) = std::env::var("FM_SHM_CMA") {
+            cfg.cma = match v.as_str() {
+                "auto" | "on" | "1" => CmaMode::Auto,
+                "off" | "0" => CmaMode::Off,
+                _ => {
+                    return Err(FmError::Env {
+                        var: "FM_SHM_CMA",
+                        value: v,
+                        reason: "known values: auto, off".into(),
+                    })
+                }
+            };
+        }
+        if let Some(t) = parse_var("FM_SHM_CMA_THRESHOLD")? {
+            cfg.cma_threshold = t;
+        }
+        cfg.max_credits = parse_var("FM_CREDITS")?;
+        if cfg.max_credits == Some(0) {
+            return Err(FmError::Env {
+                var: "FM_CREDITS",
+                value: "0".into(),
+                reason: "at least one credit is needed".into(),
+            });
+        }
+        if let Some(s) = parse_var::<u64>("FM_ATTACH_TIMEOUT")? {
+            cfg.attach_timeout = Duration::from_secs(s);
+        }
+        Ok(cfg)
+    }
+
+    /// Ranks on this process's host.
+    pub fn local_ranks(&self) -> Vec<Rank> {
+        (0..self.size as Rank)
+            .filter(|&r| self.hosts[r as usize] == self.host)
+            .collect()
+    }
+}
+
+fn parse_var<T: std::str::FromStr>(var: &'static str) -> Result<Option<T>>
+where
+    T::Err: std::fmt::Display,
+{
+    match std::env::var(var) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|e: T::Err| FmError::Env {
+                var,
+                value: v,
+                reason: e.to_string(),
+            }),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(FmError::Env {
+            var,
+            value: v.to_string_lossy().into_owned(),
+            reason: "not valid UTF-8".into(),
+        }),
+    }
+}

@@ -1,0 +1,593 @@
+//! The sending half of FM and everything a handler may use: streams, credits,
+//! the stash of packets that arrived while we could not run handlers, and the
+//! control packets (credit returns, completions of single-copy pieces).
+
+use crate::error::{FmError, Result};
+use crate::wait::Waiter;
+use crate::wire::{self, Header, Kind, FIRST, HEADER, LAST};
+use fm_composite::{Composite, Member};
+use fm_devices::{Device, DeviceError, Rank, RawRecv, RawSend};
+use std::collections::VecDeque;
+
+/// Counters of one FM endpoint.
+#[derive(Clone, Debug, Default)]
+pub struct FmStats {
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Times a sender had to wait for credits.
+    pub credit_stalls: u64,
+    /// Credit-return packets sent (returns not piggybacked on data).
+    pub credit_packets: u64,
+    /// Packets copied aside because they arrived while handlers could not run.
+    pub stashed_packets: u64,
+    /// Pieces moved by single copy from the sender's memory.
+    pub single_copy_pieces: u64,
+    /// Messages for a handler ID nobody registered: consumed and dropped.
+    pub dropped_unknown_handler: u64,
+    /// Packets that broke the protocol (bad header, stray continuation): dropped.
+    pub dropped_malformed: u64,
+}
+
+/// A packet handed to the FM layer: in device memory, or copied aside.
+pub(crate) enum Packet {
+    Device(RawRecv),
+    Stashed { src: Rank, bytes: Vec<u8> },
+}
+
+impl Packet {
+    pub(crate) fn src(&self) -> Rank {
+        match self {
+            Packet::Device(r) => r.src,
+            Packet::Stashed { src, .. } => *src,
+        }
+    }
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            // SAFETY: device memory stays valid until the token is released,
+            // which only `Endpoint::release` does, consuming the packet.
+            Packet::Device(r) => unsafe { std::slice::from_raw_parts(r.ptr, r.len) },
+            Packet::Stashed { bytes, .. } => bytes,
+        }
+    }
+}
+
+/// The open outgoing message.
+struct OutMsg {
+    dest: Rank,
+    handler: u16,
+    declared: usize,
+    given: usize,
+    /// Device slot being filled, and bytes in it (header included).
+    slot: Option<(RawSend, usize)>,
+    first_sent: bool,
+}
+
+pub struct Endpoint {
+    pub(crate) dev: Composite,
+    rank: Rank,
+    size: usize,
+    /// Payload bytes per packet towards each destination (device MTU − header).
+    room: Vec<usize>,
+    /// Credits we hold towards each destination.
+    credits: Vec<u32>,
+    /// Credits we owe each source (packets of theirs we consumed).
+    owed: Vec<u32>,
+    /// Return credits to a source once this many are owed.
+    return_at: Vec<u32>,
+    /// Packets set aside per source, oldest first.
+    stash: Vec<VecDeque<Vec<u8>>>,
+    stashed: usize,
+    /// Single-copy pieces of ours a destination has not finished reading.
+    awaiting_fin: Vec<bool>,
+    /// Control packets that found no slot yet: (dest, kind).
+    pending_control: Vec<(Rank, Kind)>,
+    out: Option<OutMsg>,
+    pub(crate) in_handler: bool,
+    cma_threshold: usize,
+    pub(crate) stats: FmStats,
+}
+
+impl Endpoint {
+    pub(crate) fn new(dev: Composite, max_credits: Option<u32>, cma_threshold: usize) -> Self {
+        let size = dev.size();
+        let rank = dev.rank();
+        let mut room = Vec::with_capacity(size);
+        let mut credits = Vec::with_capacity(size);
+        let mut return_at = Vec::with_capacity(size);
+        for r in 0..size as Rank {
+            let (mtu, window) = match dev.device_for(r) {
+                Some(m) => (m.info().mtu, m.window(r)),
+                None => (0, 0),
+            };
+            let window = max_credits.map_or(window, |c| window.min(c));
+            room.push(mtu.saturating_sub(HEADER));
+            credits.push(window);
+            return_at.push(window.div_ceil(2).max(1));
+        }
+        Endpoint {
+            dev,
+            rank,
+            size,
+            room,
+            credits,
+            owed: vec![0; size],
+            return_at,
+            stash: (0..size).map(|_| VecDeque::new()).collect(),
+            stashed: 0,
+            awaiting_fin: vec![false; size],
+            pending_control: Vec::new(),
+            out: None,
+            in_handler: false,
+            cma_threshold,
+            stats: FmStats::default(),
+        }
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    /// Number of ranks in the job.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The composite device underneath.
+    pub fn composite(&self) -> &Composite {
+        &self.dev
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &FmStats {
+        &self.stats
+    }
+
+    fn check_dest(&self, dest: Rank) -> Result<()> {
+        if dest as usize >= self.size {
+            return Err(FmError::NoSuchRank {
+                rank: dest,
+                size: self.size,
+            });
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ send
+
+    /// FM_begin_message: open a message of exactly `len` bytes to `dest`, for
+    /// handler `handler` there.
+    pub fn begin_message(&mut self, dest: Rank, len: usize, handler: u16) -> Result<()> {
+        self.check_dest(dest)?;
+        if let Some(o) = &self.out {
+            return Err(FmError::MessageOpen { dest: o.dest });
+        }
+        if len > u32::MAX as usize {
+            return Err(FmError::TooLong {
+                len,
+                limit: u32::MAX as usize,
+            });
+        }
+        let want = HEADER + len.min(self.room[dest as usize]);
+        let slot = self.acquire_data_slot(dest, want)?;
+        self.out = Some(OutMsg {
+            dest,
+            handler,
+            declared: len,
+            given: 0,
+            slot: Some((slot, HEADER)),
+            first_sent: false,
+        });
+        Ok(())
+    }
+
+    /// FM_send_piece: append `data` to the open message (gather).
+    pub fn send_piece(&mut self, data: &[u8]) -> Result<()> {
+        let Some(o) = self.out.as_mut() else {
+            return Err(FmError::NoMessageOpen);
+        };
+        if o.given + data.len() > o.declared {
+            return Err(FmError::LengthMismatch {
+                dest: o.dest,
+                declared: o.declared,
+                given: o.given + data.len(),
+            });
+        }
+        let dest = o.dest;
+        if data.len() >= self.cma_threshold && self.dev.remote_memory_to(dest) {
+            return self.send_remote_piece(data);
+        }
+        let room = self.room[dest as usize];
+        let mut data = data;
+        while !data.is_empty() {
+            let o = self.out.as_mut().expect("open message");
+            let Some((slot, fill)) = o.slot.as_mut() else {
+                let left = o.declared - o.given;
+                let slot = self.acquire_data_slot(dest, HEADER + left.min(room))?;
+                self.out.as_mut().expect("open message").slot = Some((slot, HEADER));
+                continue;
+            };
+            let space = slot.cap.min(HEADER + room) - *fill;
+            if space == 0 {
+                self.flush_slot(0);
+                continue;
+            }
+            let n = space.min(data.len());
+            // SAFETY: the slot has `cap` writable bytes; fill + n ≤ cap.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), slot.ptr.add(*fill), n) };
+            *fill += n;
+            o.given += n;
+            data = &data[n..];
+        }
+        Ok(())
+    }
+
+    /// FM_end_message: send what is left. A message shorter than declared is
+    /// padded with zeros (so the receiver is never left waiting) and reported.
+    pub fn end_message(&mut self) -> Result<()> {
+        let Some(o) = self.out.as_ref() else {
+            return Err(FmError::NoMessageOpen);
+        };
+        let (dest, declared, given) = (o.dest, o.declared, o.given);
+        if given < declared {
+            let zeros = vec![0u8; declared - given];
+            self.send_piece(&zeros)?;
+        }
+        let o = self.out.as_mut().expect("open message");
+        if o.slot.is_some() {
+            self.flush_slot(LAST);
+        }
+        self.out = None;
+        self.stats.messages_sent += 1;
+        self.stats.bytes_sent += declared as u64;
+        if given < declared {
+            return Err(FmError::LengthMismatch {
+                dest,
+                declared,
+                given,
+            });
+        }
+        Ok(())
+    }
+
+    /// Send a whole message in one call.
+    pub fn send(&mut self, dest: Rank, handler: u16, data: &[u8]) -> Result<()> {
+        self.begin_message(dest, data.len(), handler)?;
+        self.send_piece(data)?;
+        self.end_message()
+    }
+
+    /// Send the open slot with `flags` (FIRST is added for a message's first packet).
+    fn flush_slot(&mut self, mut flags: u8) {
+        let o = self.out.as_mut().expect("open message");
+        let Some((slot, fill)) = o.slot.take() else {
+            return;
+        };
+        if !o.first_sent {
+            flags |= FIRST;
+            o.first_sent = true;
+        }
+        let h = Header {
+            kind: Kind::Data,
+            flags,
+            handler: o.handler,
+            credits: std::mem::take(&mut self.owed[o.dest as usize]),
+            msg_len: o.declared as u32,
+        };
+        // SAFETY: every slot has at least HEADER bytes.
+        h.encode(unsafe { std::slice::from_raw_parts_mut(slot.ptr, HEADER) });
+        self.dev.raw_send(slot, fill);
+    }
+
+    /// A long piece: leave it where it is and let the receiver copy it once.
+    fn send_remote_piece(&mut self, data: &[u8]) -> Result<()> {
+        let o = self.out.as_mut().expect("open message");
+        let dest = o.dest;
+        // Data already gathered goes first, in order.
+        match &o.slot {
+            Some((_, fill)) if *fill > HEADER => self.flush_slot(0),
+            Some(_) => {
+                // An empty slot: give it back with its credit.
+                let (slot, _) = o.slot.take().expect("slot");
+                self.dev.raw_abort(slot);
+                self.credits[dest as usize] += 1;
+            }
+            None => {}
+        }
+        let slot = self.acquire_data_slot(dest, HEADER + wire::REMOTE_PAYLOAD)?;
+        let o = self.out.as_mut().expect("open message");
+        let mut flags = 0;
+        if !o.first_sent {
+            flags |= FIRST;
+            o.first_sent = true;
+        }
+        o.given += data.len();
+        if o.given == o.declared {
+            flags |= LAST;
+        }
+        let h = Header {
+            kind: Kind::Remote,
+            flags,
+            handler: o.handler,
+            credits: std::mem::take(&mut self.owed[dest as usize]),
+            msg_len: o.declared as u32,
+        };
+        // SAFETY: the slot holds HEADER + REMOTE_PAYLOAD bytes.
+        let p = unsafe { std::slice::from_raw_parts_mut(slot.ptr, HEADER + wire::REMOTE_PAYLOAD) };
+        h.encode(p);
+        p[HEADER..HEADER + 8].copy_from_slice(&(data.as_ptr() as u64).to_le_bytes());
+        p[HEADER + 8..].copy_from_slice(&(data.len() as u64).to_le_bytes());
+        self.awaiting_fin[dest as usize] = true;
+        self.dev.raw_send(slot, HEADER + wire::REMOTE_PAYLOAD);
+        self.stats.single_copy_pieces += 1;
+        // `data` must stay untouched until the receiver has copied it.
+        let mut w = Waiter::new();
+        while self.awaiting_fin[dest as usize] {
+            if self.progress_stalled()? {
+                w.reset();
+            } else {
+                w.snooze();
+            }
+        }
+        Ok(())
+    }
+
+    /// A slot for a data packet: waits for a credit, extracting meanwhile.
+    fn acquire_data_slot(&mut self, dest: Rank, len: usize) -> Result<RawSend> {
+        let d = dest as usize;
+        let mut w = Waiter::new();
+        let mut stalled = false;
+        loop {
+            if self.credits[d] > 0 {
+                match self.dev.raw_send_buffer(dest, len) {
+                    Ok(slot) => {
+                        self.credits[d] -= 1;
+                        return Ok(slot);
+                    }
+                    Err(DeviceError::NoBuffer { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            } else if let Some(Member::Null(_)) = self.dev.device_for(dest) {
+                // The null transport: the device itself reports no route.
+                return Err(self
+                    .dev
+                    .raw_send_buffer(dest, len)
+                    .err()
+                    .map(Into::into)
+                    .unwrap_or_else(|| {
+                        FmError::Config(format!("rank {dest} has no usable device"))
+                    }));
+            }
+            if !stalled {
+                stalled = true;
+                self.stats.credit_stalls += 1;
+            }
+            if self.progress_stalled()? {
+                w.reset();
+            } else {
+                w.snooze();
+            }
+        }
+    }
+
+    // --------------------------------------------------------------- receive
+
+    /// The next packet from anyone: stashed ones first, then the devices.
+    pub(crate) fn next_packet(&mut self) -> Option<Packet> {
+        if self.stashed > 0 {
+            for src in 0..self.size {
+                if let Some(bytes) = self.stash[src].pop_front() {
+                    self.stashed -= 1;
+                    return Some(Packet::Stashed {
+                        src: src as Rank,
+                        bytes,
+                    });
+                }
+            }
+        }
+        self.dev.raw_receive().map(Packet::Device)
+    }
+
+    /// The next packet from `src` (the rest of a message being read). Packets
+    /// from others are stashed; control packets are applied. Waits.
+    pub(crate) fn next_packet_from(&mut self, src: Rank) -> Result<Packet> {
+        let mut w = Waiter::new();
+        loop {
+            if let Some(bytes) = self.stash[src as usize].pop_front() {
+                self.stashed -= 1;
+                return Ok(Packet::Stashed { src, bytes });
+            }
+            self.flush_control();
+            match self.dev.raw_receive() {
+                Some(r) if r.src == src => return Ok(Packet::Device(r)),
+                Some(r) => {
+                    w.reset();
+                    self.absorb(r)?;
+                }
+                None => w.snooze(),
+            }
+        }
+    }
+
+    /// Handle a packet while handlers cannot run: control packets take
+    /// effect; data packets are copied aside and their slot and credit go
+    /// back; a single-copy piece is copied out of the sender now and
+    /// completed, so two processes sending large pieces head-to-head never
+    /// wait on each other.
+    fn absorb(&mut self, raw: RawRecv) -> Result<()> {
+        let src = raw.src;
+        let p = Packet::Device(raw);
+        let h = match Header::decode(p.bytes()) {
+            Ok(h) => h,
+            Err(_) => {
+                self.drop_malformed(p, "bad header");
+                return Ok(());
+            }
+        };
+        self.take_credits(src, &h);
+        let bytes = match h.kind {
+            Kind::Credit | Kind::Fin => {
+                self.on_control(src, &h, p);
+                return Ok(());
+            }
+            Kind::Data => p.bytes().to_vec(),
+            Kind::Remote => {
+                let Some((addr, len)) = wire::decode_remote(&p.bytes()[HEADER..]) else {
+                    self.drop_malformed(p, "bad single-copy descriptor");
+                    return Ok(());
+                };
+                let mut bytes = vec![0u8; HEADER + len as usize];
+                bytes[..HEADER].copy_from_slice(&p.bytes()[..HEADER]);
+                bytes[0] = Kind::Data as u8;
+                let read = self.dev.remote_read(src, addr, &mut bytes[HEADER..]);
+                self.send_fin(src);
+                read?;
+                bytes
+            }
+        };
+        let mut bytes = bytes;
+        // Credits were applied now; do not apply them twice.
+        bytes[4..8].copy_from_slice(&0u32.to_le_bytes());
+        self.stash[src as usize].push_back(bytes);
+        self.stashed += 1;
+        self.stats.stashed_packets += 1;
+        self.release(p);
+        Ok(())
+    }
+
+    /// Count and release a packet that breaks the protocol.
+    pub(crate) fn drop_malformed(&mut self, p: Packet, why: &'static str) {
+        self.stats.dropped_malformed += 1;
+        tracing::warn!(
+            src = p.src(),
+            len = p.bytes().len(),
+            why,
+            "fm: dropped a malformed packet"
+        );
+        self.release(p);
+    }
+
+    /// Put a packet back in front of its source's queue (it belongs to a later message).
+    pub(crate) fn unread(&mut self, p: Packet) {
+        let src = p.src();
+        let mut bytes = p.bytes().to_vec();
+        if bytes.len() >= HEADER {
+            // Its credits were applied when it was first read.
+            bytes[4..8].copy_from_slice(&0u32.to_le_bytes());
+        }
+        self.stash[src as usize].push_front(bytes);
+        self.stashed += 1;
+        if let Packet::Device(_) = p {
+            self.release(p);
+        }
+    }
+
+    /// Apply piggybacked credits of a data packet's header.
+    #[inline(always)]
+    pub(crate) fn take_credits(&mut self, src: Rank, h: &Header) {
+        if h.credits != 0 {
+            self.credits[src as usize] = self.credits[src as usize].saturating_add(h.credits);
+        }
+    }
+
+    /// A credit return or a completion: apply it and release the packet.
+    pub(crate) fn on_control(&mut self, src: Rank, h: &Header, p: Packet) {
+        self.take_credits(src, h);
+        if h.kind == Kind::Fin {
+            self.awaiting_fin[src as usize] = false;
+        }
+        // Control packets consume no credit, so none is owed for them.
+        self.free(p);
+    }
+
+    /// Release a consumed data packet: its slot goes back and a credit is owed.
+    pub(crate) fn release(&mut self, p: Packet) {
+        let src = p.src() as usize;
+        let was_device = matches!(p, Packet::Device(_));
+        self.free(p);
+        if was_device {
+            self.owed[src] += 1;
+            if self.owed[src] >= self.return_at[src] {
+                self.send_control(src as Rank, Kind::Credit);
+            }
+        }
+    }
+
+    fn free(&mut self, p: Packet) {
+        if let Packet::Device(r) = p {
+            self.dev.raw_release(r.token);
+        }
+    }
+
+    /// Tell `dest` we finished copying its single-copy piece.
+    pub(crate) fn send_fin(&mut self, dest: Rank) {
+        self.send_control(dest, Kind::Fin);
+    }
+
+    /// Send a control packet from the reserve; if no slot is free, keep it for later.
+    fn send_control(&mut self, dest: Rank, kind: Kind) {
+        let credits = if kind == Kind::Credit || self.owed[dest as usize] > 0 {
+            self.owed[dest as usize]
+        } else {
+            0
+        };
+        if kind == Kind::Credit && credits == 0 {
+            return;
+        }
+        match self.dev.raw_send_buffer(dest, HEADER) {
+            Ok(slot) => {
+                let h = Header {
+                    kind,
+                    flags: 0,
+                    handler: 0,
+                    credits,
+                    msg_len: 0,
+                };
+                // SAFETY: the slot holds at least HEADER bytes.
+                h.encode(unsafe { std::slice::from_raw_parts_mut(slot.ptr, HEADER) });
+                self.dev.raw_send(slot, HEADER);
+                self.owed[dest as usize] -= credits;
+                if kind == Kind::Credit {
+                    self.stats.credit_packets += 1;
+                }
+            }
+            Err(e) => {
+                tracing::debug!(dest, error = %e, "fm: control packet deferred");
+                if kind == Kind::Fin || !self.pending_control.contains(&(dest, kind)) {
+                    self.pending_control.push((dest, kind));
+                }
+            }
+        }
+    }
+
+    /// Retry control packets that found no slot earlier.
+    #[inline]
+    pub(crate) fn flush_control(&mut self) {
+        if self.pending_control.is_empty() {
+            return;
+        }
+        for (dest, kind) in std::mem::take(&mut self.pending_control) {
+            self.send_control(dest, kind);
+        }
+    }
+
+    /// One round of progress while a sender is stalled (no credit, or waiting
+    /// for a completion). Returns whether anything arrived.
+    fn progress_stalled(&mut self) -> Result<bool> {
+        self.flush_control();
+        match self.dev.raw_receive() {
+            Some(r) => {
+                self.absorb(r)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Whether there is an open outgoing message.
+    pub(crate) fn message_open(&self) -> bool {
+        self.out.is_some()
+    }
+}

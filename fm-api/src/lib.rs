@@ -1,0 +1,351 @@
+//! # fm — Fast Messages over a composite of devices
+//!
+//! The FM 2.x programming model (HPVM): handlers registered by ID, messages
+//! sent as streams of pieces (gather) and received in pieces inside the
+//! handler (scatter), `extract` to run handlers, and credit-based flow control.
+//!
+//! ```no_run
+//! use fm::Fm;
+//! const PING: u16 = 1;
+//! let mut fm = Fm::builder()
+//!     .handler(PING, "ping", |m| {
+//!         let data = m.receive_vec()?;
+//!         println!("{} bytes from rank {}", data.len(), m.src());
+//!         Ok(())
+//!     })
+//!     .from_env()?
+//!     .build()?;
+//! let next = (fm.rank() + 1) % fm.size() as u32;
+//! fm.send(next, PING, b"hello")?;
+//! while fm.stats().messages_received == 0 {
+//!     fm.extract_wait(usize::MAX)?;
+//! }
+//! # Ok::<(), fm::FmError>(())
+//! ```
+//!
+//! Guarantees: messages from one sender to one receiver are delivered exactly
+//! once and in the order sent; a handler runs once per message and may start
+//! before the whole message has arrived (each `receive` waits for the bytes it
+//! asks for); bytes a handler does not read are discarded when it returns.
+//! A sender out of credit keeps receiving — arriving packets are set aside and
+//! their credits returned — so processes that send to each other head-to-head
+//! never deadlock; the set-aside messages' handlers run at the next `extract`.
+//! Handlers may send (replies) but not extract.
+//!
+//! `Fm` is used from one thread at a time (it is `&mut self` throughout);
+//! wrap it in a `Mutex` to share it, so the single-thread path pays nothing.
+
+pub mod config;
+mod endpoint;
+pub mod error;
+mod incoming;
+pub mod job;
+pub mod wait;
+pub mod wire;
+
+pub use config::{Config, Net};
+pub use endpoint::{Endpoint, FmStats};
+pub use error::{FmError, Result};
+pub use fm_devices::{JobKey, Rank};
+pub use incoming::Incoming;
+
+use endpoint::Packet;
+use fm_composite::{Composite, Member};
+use fm_devices::null::NullDevice;
+use fm_devices::selfloop::SelfDevice;
+use fm_devices::shmem::{ShmemConfig, ShmemDevice};
+use std::ops::{Deref, DerefMut};
+use wait::Waiter;
+use wire::{Header, Kind};
+
+/// A message handler: runs on the destination for each message sent to its ID.
+pub type Handler = Box<dyn FnMut(&mut Incoming<'_>) -> Result<()>>;
+
+/// Handler IDs from this one up are fm's own (barrier).
+pub const RESERVED_HANDLERS: u16 = 0xFF00;
+const BARRIER_ARRIVE: u16 = 0xFF00;
+const BARRIER_RELEASE: u16 = 0xFF01;
+
+/// Builds an [`Fm`]: handlers first, then the configuration.
+pub struct FmBuilder {
+    handlers: Vec<(u16, String, Handler)>,
+    config: Option<Config>,
+}
+
+impl FmBuilder {
+    /// Register `f` for handler ID `id` (below [`RESERVED_HANDLERS`]); `name`
+    /// identifies it when the resource manager compares handler tables.
+    pub fn handler<F>(mut self, id: u16, name: &str, f: F) -> Self
+    where
+        F: FnMut(&mut Incoming<'_>) -> Result<()> + 'static,
+    {
+        self.handlers.push((id, name.to_string(), Box::new(f)));
+        self
+    }
+
+    /// Use this configuration.
+    pub fn config(mut self, c: Config) -> Self {
+        self.config = Some(c);
+        self
+    }
+
+    /// Take the configuration from the environment (`FM_RANK`, `FM_SIZE`, …).
+    pub fn from_env(mut self) -> Result<Self> {
+        self.config = Some(Config::from_env()?);
+        Ok(self)
+    }
+
+    /// Open the devices, attach to the job and return the endpoint.
+    pub fn build(self) -> Result<Fm> {
+        let config = match self.config {
+            Some(c) => c,
+            None => Config::from_env()?,
+        };
+        let mut table: Vec<Option<Handler>> = Vec::new();
+        let mut names: Vec<(u16, String)> = Vec::new();
+        for (id, name, f) in self.handlers {
+            if id >= RESERVED_HANDLERS {
+                return Err(FmError::Config(format!(
+                    "handler ID {id:#x} ({name:?}) is reserved for fm (use IDs below {RESERVED_HANDLERS:#x})"
+                )));
+            }
+            if let Some((_, first)) = names.iter().find(|(i, _)| *i == id) {
+                return Err(FmError::DuplicateHandler {
+                    id,
+                    first: first.clone(),
+                    second: name,
+                });
+            }
+            if table.len() <= id as usize {
+                table.resize_with(id as usize + 1, || None);
+            }
+            table[id as usize] = Some(f);
+            names.push((id, name));
+        }
+        names.sort();
+        let dev = open_composite(&config)?;
+        tracing::debug!(
+            rank = config.rank,
+            size = config.size,
+            "fm: endpoint open\n{}",
+            dev.table()
+        );
+        Ok(Fm {
+            ep: Endpoint::new(dev, config.max_credits, config.cma_threshold),
+            handlers: table,
+            names,
+            barrier_epoch: 0,
+            barrier_arrived: 0,
+            barrier_released: 0,
+            config,
+        })
+    }
+}
+
+/// Open self, shmem (when the job has other ranks on this host) and null,
+/// and build the destination device table.
+fn open_composite(c: &Config) -> Result<Composite> {
+    let mut members = vec![Member::SelfLoop(SelfDevice::open(c.rank))];
+    let local = c.local_ranks();
+    if local.len() > 1 {
+        let mut s = ShmemConfig::new(c.job_key, c.rank, local);
+        s.dir = c.shm_dir.clone();
+        s.host = c.host.clone();
+        s.queues = c.shm_queues;
+        s.frames = c.shm_frames;
+        s.payload = c.shm_payload;
+        s.cma = c.cma;
+        s.attach_timeout = c.attach_timeout;
+        members.push(Member::Shmem(ShmemDevice::open(&s)?));
+    }
+    // No inter-host network device exists yet: `auto` and `null` both give
+    // the NULL transport between hosts.
+    members.push(Member::Null(NullDevice::open(c.hosts.clone())));
+    Ok(Composite::new(c.rank, c.hosts.clone(), members)?)
+}
+
+/// One FM process: its endpoint and its handler table.
+pub struct Fm {
+    ep: Endpoint,
+    handlers: Vec<Option<Handler>>,
+    names: Vec<(u16, String)>,
+    barrier_epoch: u64,
+    barrier_arrived: u64,
+    barrier_released: u64,
+    config: Config,
+}
+
+impl Deref for Fm {
+    type Target = Endpoint;
+    fn deref(&self) -> &Endpoint {
+        &self.ep
+    }
+}
+
+impl DerefMut for Fm {
+    fn deref_mut(&mut self) -> &mut Endpoint {
+        &mut self.ep
+    }
+}
+
+impl Fm {
+    pub fn builder() -> FmBuilder {
+        FmBuilder {
+            handlers: Vec::new(),
+            config: None,
+        }
+    }
+
+    /// `Fm::builder().from_env()?.build()` with no handlers of its own.
+    pub fn init() -> Result<Fm> {
+        Fm::builder().from_env()?.build()
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// (ID, name) of every registered handler, sorted by ID.
+    pub fn handler_names(&self) -> &[(u16, String)] {
+        &self.names
+    }
+
+    /// A fingerprint of the handler table (IDs and names), equal across ranks
+    /// that registered the same handlers.
+    pub fn handler_fingerprint(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for (id, name) in &self.names {
+            for b in id
+                .to_le_bytes()
+                .iter()
+                .chain(name.as_bytes())
+                .chain([0u8].iter())
+            {
+                h ^= *b as u64;
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        h
+    }
+
+    /// FM_extract: run the handlers of arrived messages, until `max_bytes`
+    /// bytes have been handled or nothing more has arrived. Returns the
+    /// number of messages handled.
+    pub fn extract(&mut self, max_bytes: usize) -> Result<usize> {
+        if self.ep.in_handler {
+            return Err(FmError::Reentrant);
+        }
+        if let Some(_o) = self.ep.message_open().then_some(()) {
+            return Err(FmError::MessageOpen { dest: u32::MAX });
+        }
+        self.ep.flush_control();
+        let mut bytes = 0usize;
+        let mut messages = 0usize;
+        while bytes < max_bytes {
+            let Some(p) = self.ep.next_packet() else {
+                break;
+            };
+            if let Some(len) = self.dispatch(p)? {
+                bytes += len;
+                messages += 1;
+            }
+        }
+        Ok(messages)
+    }
+
+    /// Like [`Fm::extract`], but waits (spinning, then yielding) until at
+    /// least one message was handled.
+    pub fn extract_wait(&mut self, max_bytes: usize) -> Result<usize> {
+        let mut w = Waiter::new();
+        loop {
+            let n = self.extract(max_bytes)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            w.snooze();
+        }
+    }
+
+    /// Handle one packet taken from the front of the queues. Returns the
+    /// message length if it started a message.
+    #[inline]
+    fn dispatch(&mut self, p: Packet) -> Result<Option<usize>> {
+        let src = p.src();
+        let h = match Header::decode(p.bytes()) {
+            Ok(h) => h,
+            Err(_) => {
+                self.ep.drop_malformed(p, "bad header");
+                return Ok(None);
+            }
+        };
+        self.ep.take_credits(src, &h);
+        if matches!(h.kind, Kind::Credit | Kind::Fin) {
+            self.ep.on_control(src, &h, p);
+            return Ok(None);
+        }
+        if !h.first() {
+            self.ep.drop_malformed(p, "continuation without a message");
+            return Ok(None);
+        }
+        let len = h.msg_len as usize;
+        let id = h.handler;
+        self.ep.stats.messages_received += 1;
+        let mut m = Incoming::start(&mut self.ep, p, &h);
+        let result = if id >= RESERVED_HANDLERS {
+            match id {
+                BARRIER_ARRIVE => self.barrier_arrived += 1,
+                BARRIER_RELEASE => self.barrier_released += 1,
+                _ => {
+                    m.endpoint().stats.dropped_unknown_handler += 1;
+                    tracing::warn!(
+                        src,
+                        handler = id,
+                        "fm: dropped a message for an unknown fm handler"
+                    );
+                }
+            }
+            Ok(())
+        } else if let Some(f) = self.handlers.get_mut(id as usize).and_then(Option::as_mut) {
+            m.endpoint().in_handler = true;
+            let r = f(&mut m);
+            m.endpoint().in_handler = false;
+            r
+        } else {
+            m.endpoint().stats.dropped_unknown_handler += 1;
+            tracing::warn!(
+                src,
+                handler = id,
+                len,
+                "fm: dropped a message for a handler ID nobody registered"
+            );
+            Ok(())
+        };
+        m.finish()?;
+        result.map(|()| Some(len))
+    }
+
+    /// Wait until every rank has entered the barrier.
+    pub fn barrier(&mut self) -> Result<()> {
+        let size = self.ep.size() as u64;
+        if size == 1 {
+            return Ok(());
+        }
+        self.barrier_epoch += 1;
+        let epoch = self.barrier_epoch;
+        if self.ep.rank() == 0 {
+            while self.barrier_arrived < epoch * (size - 1) {
+                self.extract_wait(usize::MAX)?;
+            }
+            for r in 1..size as Rank {
+                self.ep.send(r, BARRIER_RELEASE, &[])?;
+            }
+        } else {
+            self.ep.send(0, BARRIER_ARRIVE, &[])?;
+            while self.barrier_released < epoch {
+                self.extract_wait(usize::MAX)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,283 @@
+//! The program the multi-process tests launch, one process per rank.
+//!
+//! fm-testprog alltoall MESSAGES MAX_SIZE SEED
+//!     every rank sends MESSAGES messages spread over all other ranks, sizes
+//!     log-uniform in 0..=MAX_SIZE, in random pieces; receivers read in random
+//!     chunks and check every byte, the count and the order per sender.
+//! fm-testprog headtohead MESSAGES SIZE
+//!     ranks 0 and 1 each send all their messages to the other before
+//!     extracting once (run it with FM_CREDITS=1).
+//! fm-testprog ring ROUNDS
+//!     a token goes round the ring ROUNDS times, every rank replying from its handler.
+//! fm-testprog noroute
+//!     rank 0 sends to the last rank, which FM_HOSTS places on another host.
+
+use fm::{Fm, FmError, Incoming};
+use fm_tests::{fill, Rng};
+use std::cell::RefCell;
+use std::process::ExitCode;
+use std::rc::Rc;
+
+const DATA: u16 = 1;
+const TOKEN: u16 = 2;
+
+fn main() -> ExitCode {
+    fm_tests::init_tracing();
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |i: usize| -> u64 { args.get(i).and_then(|s| s.parse().ok()).unwrap_or(0) };
+    let r = match args.get(1).map(String::as_str) {
+        Some("alltoall") => alltoall(arg(2), arg(3), arg(4)),
+        Some("headtohead") => headtohead(arg(2), arg(3) as usize),
+        Some("ring") => ring(arg(2)),
+        Some("noroute") => noroute(),
+        _ => Err("usage: fm-testprog alltoall|headtohead|ring|noroute ...".into()),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "fm-testprog rank {}: {e}",
+                std::env::var("FM_RANK").unwrap_or_default()
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+type Res = Result<(), String>;
+
+fn err(e: FmError) -> String {
+    e.to_string()
+}
+
+/// What a receiver has seen: next expected sequence number per sender, and errors.
+struct Seen {
+    next: Vec<u64>,
+    errors: Vec<String>,
+    rng: Rng,
+}
+
+/// Message layout: seq (u64), then payload bytes made by `fill`.
+fn check_message(m: &mut Incoming<'_>, seen: &mut Seen, me: u32) -> fm::Result<()> {
+    let src = m.src();
+    let len = m.len();
+    let mut head = [0u8; 8];
+    if len < 8 {
+        seen.errors.push(format!(
+            "message of {len} bytes from {src} is shorter than its header"
+        ));
+        return Ok(());
+    }
+    m.receive(&mut head)?;
+    let seq = u64::from_le_bytes(head);
+    if seq != seen.next[src as usize] {
+        seen.errors.push(format!(
+            "from {src}: got seq {seq}, expected {}",
+            seen.next[src as usize]
+        ));
+    }
+    seen.next[src as usize] = seq + 1;
+    let mut got = vec![0u8; len - 8];
+    // Scatter: read in random chunks.
+    let mut off = 0;
+    while off < got.len() {
+        let chunk = (seen.rng.upto(got.len() as u64 - off as u64) as usize).max(1);
+        let n = m.receive(&mut got[off..off + chunk])?;
+        if n != chunk {
+            seen.errors.push(format!(
+                "from {src} seq {seq}: receive gave {n} of {chunk} bytes"
+            ));
+            return Ok(());
+        }
+        off += n;
+    }
+    let mut want = vec![0u8; got.len()];
+    fill(&mut want, src, me, seq);
+    if got != want {
+        let at = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(0);
+        seen.errors.push(format!(
+            "from {src} seq {seq} len {len}: payload differs at byte {}",
+            at + 8
+        ));
+    }
+    Ok(())
+}
+
+fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
+    let rank: u32 = std::env::var("FM_RANK")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let seen = Rc::new(RefCell::new(Seen {
+        next: Vec::new(),
+        errors: Vec::new(),
+        rng: Rng::new(seed ^ 0xabc ^ rank as u64),
+    }));
+    let s2 = seen.clone();
+    let mut fm = Fm::builder()
+        .handler(DATA, "data", move |m| {
+            let me = m.endpoint().rank();
+            check_message(m, &mut s2.borrow_mut(), me)
+        })
+        .from_env()
+        .map_err(err)?
+        .build()
+        .map_err(err)?;
+    let size = fm.size() as u32;
+    seen.borrow_mut().next = vec![0; size as usize];
+    let mut rng = Rng::new(seed.wrapping_add(rank as u64 * 7919));
+    let mut seq = vec![0u64; size as usize];
+    let mut buf = Vec::new();
+    for i in 0..messages {
+        let dst = (rank + 1 + (i % (size as u64 - 1)) as u32) % size;
+        let len = rng.size(max_size).max(8) as usize;
+        buf.resize(len, 0);
+        let s = seq[dst as usize];
+        buf[..8].copy_from_slice(&s.to_le_bytes());
+        fill(&mut buf[8..], rank, dst, s);
+        seq[dst as usize] += 1;
+        // Gather: up to three pieces.
+        fm.begin_message(dst, len, DATA).map_err(err)?;
+        let a = rng.upto(len as u64) as usize;
+        let b = a + rng.upto((len - a) as u64) as usize;
+        for piece in [&buf[..a], &buf[a..b], &buf[b..]] {
+            fm.send_piece(piece).map_err(err)?;
+        }
+        fm.end_message().map_err(err)?;
+        if i % 16 == 0 {
+            fm.extract(usize::MAX).map_err(err)?;
+        }
+    }
+    // Everyone tells everyone how many they sent, then waits for its own.
+    let expected: Vec<u64> = (0..size)
+        .map(|src| {
+            if src == rank {
+                0
+            } else {
+                count_sent(messages, src, rank, size)
+            }
+        })
+        .collect();
+    loop {
+        let done = seen
+            .borrow()
+            .next
+            .iter()
+            .zip(&expected)
+            .all(|(a, b)| a >= b);
+        if done {
+            break;
+        }
+        fm.extract_wait(usize::MAX).map_err(err)?;
+    }
+    fm.barrier().map_err(err)?;
+    fm.extract(usize::MAX).map_err(err)?;
+    let s = seen.borrow();
+    if s.next != expected {
+        return Err(format!(
+            "received counts {:?}, expected {:?}",
+            s.next, expected
+        ));
+    }
+    if !s.errors.is_empty() {
+        return Err(format!(
+            "{} errors, first: {:?}",
+            s.errors.len(),
+            &s.errors[..s.errors.len().min(5)]
+        ));
+    }
+    let st = fm.stats();
+    if st.dropped_malformed != 0 || st.dropped_unknown_handler != 0 {
+        return Err(format!("drops: {st:?}"));
+    }
+    eprintln!(
+        "rank {rank}: ok, received {} messages; stats {:?}",
+        expected.iter().sum::<u64>(),
+        st
+    );
+    Ok(())
+}
+
+/// How many of `src`'s `messages` go to `dst` (same round-robin as the sender).
+fn count_sent(messages: u64, src: u32, dst: u32, size: u32) -> u64 {
+    (0..messages)
+        .filter(|i| (src + 1 + (i % (size as u64 - 1)) as u32) % size == dst)
+        .count() as u64
+}
+
+fn headtohead(messages: u64, size: usize) -> Res {
+    let got = Rc::new(RefCell::new(0u64));
+    let g2 = got.clone();
+    let mut fm = Fm::builder()
+        .handler(DATA, "data", move |m| {
+            let v = m.receive_vec()?;
+            if v.len() == m.len() {
+                *g2.borrow_mut() += 1;
+            }
+            Ok(())
+        })
+        .from_env()
+        .map_err(err)?
+        .build()
+        .map_err(err)?;
+    let peer = 1 - fm.rank();
+    let buf = vec![7u8; size];
+    for _ in 0..messages {
+        fm.send(peer, DATA, &buf).map_err(err)?;
+    }
+    while *got.borrow() < messages {
+        fm.extract_wait(usize::MAX).map_err(err)?;
+    }
+    eprintln!(
+        "rank {}: head-to-head ok, stats {:?}",
+        fm.rank(),
+        fm.stats()
+    );
+    fm.barrier().map_err(err)
+}
+
+fn ring(rounds: u64) -> Res {
+    let seen = Rc::new(RefCell::new(0u64));
+    let s2 = seen.clone();
+    let mut fm = Fm::builder()
+        .handler(TOKEN, "token", move |m| {
+            let v = m.receive_vec()?;
+            let hop = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
+            *s2.borrow_mut() += 1;
+            let ep = m.endpoint();
+            let next = (ep.rank() + 1) % ep.size() as u32;
+            let size = ep.size() as u64;
+            if hop + 1 < rounds * size {
+                ep.send(next, TOKEN, &(hop + 1).to_le_bytes())?;
+            }
+            Ok(())
+        })
+        .from_env()
+        .map_err(err)?
+        .build()
+        .map_err(err)?;
+    // Hop h is received by rank (h + 1) mod size: every rank sees `rounds` hops.
+    if fm.rank() == 0 {
+        let first = 1 % fm.size() as u32;
+        fm.send(first, TOKEN, &0u64.to_le_bytes()).map_err(err)?;
+    }
+    while *seen.borrow() < rounds {
+        fm.extract_wait(usize::MAX).map_err(err)?;
+    }
+    fm.barrier().map_err(err)
+}
+
+fn noroute() -> Res {
+    let mut fm = Fm::init().map_err(err)?;
+    let last = fm.size() as u32 - 1;
+    if fm.rank() != 0 {
+        return Ok(());
+    }
+    match fm.send(last, DATA, b"x") {
+        Err(e @ FmError::Device(fm_devices::DeviceError::NoRoute { .. })) => {
+            println!("no-route: {e}");
+            Ok(())
+        }
+        other => Err(format!("expected a no-route error, got {other:?}")),
+    }
+}

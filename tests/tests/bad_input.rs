@@ -1,0 +1,254 @@
+//! Bad input from outside: foreign or corrupt segments, impossible frames,
+//! messages for handlers nobody registered. Each is a clear error or a
+//! counted drop — never a crash, a hang or a corrupted delivery.
+
+use fm::{Config, Fm, JobKey};
+use fm_devices::shmem::segment::{Geometry, Segment};
+use fm_devices::shmem::{ShmemConfig, ShmemDevice};
+use fm_devices::{Device, DeviceError, DeviceExt};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A private directory for segments, removed at the end even on failure.
+struct TempDir(PathBuf);
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!(
+            "fm-test-{tag}-{}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(&p).expect("mkdir");
+        TempDir(p)
+    }
+}
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn config(dir: &TempDir, key: u64, rank: u32, n: u32) -> ShmemConfig {
+    let mut c = ShmemConfig::new(JobKey(key), rank, (0..n).collect());
+    c.dir = dir.0.clone();
+    c.attach_timeout = Duration::from_secs(10);
+    c
+}
+
+/// Open ranks 0..n of one job in threads of this process.
+fn open_all(dir: &TempDir, key: u64, n: u32) -> Vec<ShmemDevice> {
+    let hs: Vec<_> = (0..n)
+        .map(|r| {
+            let c = config(dir, key, r, n);
+            std::thread::spawn(move || ShmemDevice::open(&c).expect("open"))
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().expect("join")).collect()
+}
+
+fn open_err(c: &ShmemConfig) -> String {
+    match ShmemDevice::open(c) {
+        Ok(_) => panic!("opened a segment that should be refused"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn segment_with_wrong_magic_is_refused() {
+    let dir = TempDir::new("magic");
+    let c = config(&dir, 0x11, 0, 2);
+    std::fs::write(c.segment_path(), vec![0xA5u8; 64 * 1024]).expect("write");
+    let e = open_err(&c);
+    assert!(e.contains("wrong magic"), "{e}");
+}
+
+#[test]
+fn segment_with_other_layout_version_is_refused() {
+    let dir = TempDir::new("version");
+    let c = config(&dir, 0x12, 0, 2);
+    let seg = Segment::create_or_open(
+        &c.segment_path(),
+        c.job_key,
+        c.geometry(),
+        Duration::from_secs(1),
+    )
+    .expect("create");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(c.segment_path())
+        .expect("open");
+    f.write_all_at(&99u32.to_le_bytes(), 8)
+        .expect("write version");
+    drop(seg);
+    let e = open_err(&c);
+    assert!(e.contains("layout version 99"), "{e}");
+}
+
+#[test]
+fn segment_of_another_job_is_refused() {
+    let dir = TempDir::new("job");
+    let c = config(&dir, 0x13, 0, 2);
+    let _seg = Segment::create_or_open(
+        &c.segment_path(),
+        JobKey(0x99),
+        c.geometry(),
+        Duration::from_secs(1),
+    )
+    .expect("create");
+    let e = open_err(&c);
+    assert!(e.contains("belongs to job 0000000000000099"), "{e}");
+}
+
+#[test]
+fn segment_with_other_geometry_is_refused() {
+    let dir = TempDir::new("geom");
+    let c = config(&dir, 0x14, 0, 2);
+    let g = Geometry {
+        frames: c.geometry().frames * 2,
+        ..c.geometry()
+    };
+    let _seg = Segment::create_or_open(&c.segment_path(), c.job_key, g, Duration::from_secs(1))
+        .expect("create");
+    let e = open_err(&c);
+    assert!(e.contains("geometry"), "{e}");
+}
+
+#[test]
+fn truncated_segment_is_refused() {
+    let dir = TempDir::new("trunc");
+    let c = config(&dir, 0x15, 0, 2);
+    let _seg = Segment::create_or_open(
+        &c.segment_path(),
+        c.job_key,
+        c.geometry(),
+        Duration::from_secs(1),
+    )
+    .expect("create");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(c.segment_path())
+        .expect("open");
+    f.set_len(8192).expect("truncate");
+    let e = open_err(&c);
+    assert!(e.contains("size 8192"), "{e}");
+}
+
+#[test]
+fn missing_peer_times_out_with_a_clear_error_and_no_segment() {
+    let dir = TempDir::new("alone");
+    let mut c = config(&dir, 0x16, 0, 2);
+    c.attach_timeout = Duration::from_secs(1);
+    let e = open_err(&c);
+    assert!(e.contains("timed out") && e.contains("1 did"), "{e}");
+    assert!(!c.segment_path().exists(), "segment left behind");
+}
+
+#[test]
+fn frames_with_impossible_length_or_source_are_counted_drops() {
+    let dir = TempDir::new("frame");
+    let mut devs = open_all(&dir, 0x21, 3);
+    let mut d1 = devs.remove(1);
+    let mut d0 = devs.remove(0);
+    let mtu = d0.info().mtu as u32;
+    d0.debug_publish_raw(1, 0, mtu + 1).expect("publish");
+    d0.debug_publish_raw(1, 0, u32::MAX).expect("publish");
+    d0.debug_publish_raw(1, 77, 8).expect("publish");
+    d0.debug_publish_raw(1, 1, 8).expect("publish"); // claims to come from the receiver itself
+    let mut b = d0.get_send_buffer(1, 5).expect("buffer");
+    b.copy_from_slice(b"hello");
+    b.send();
+    let r = d1.receive().expect("the good packet still arrives");
+    assert_eq!((&r[..], r.src()), (&b"hello"[..], 0));
+    drop(r);
+    assert!(d1.receive().is_none());
+    assert_eq!(d1.stats().dropped_malformed, 4);
+}
+
+#[test]
+fn oversized_send_is_an_error_not_a_corruption() {
+    let dir = TempDir::new("big");
+    let mut devs = open_all(&dir, 0x22, 2);
+    let mtu = devs[0].info().mtu;
+    let e = devs[0]
+        .get_send_buffer(1, mtu + 1)
+        .err()
+        .expect("too large");
+    assert!(matches!(e, DeviceError::TooLarge { .. }), "{e}");
+    let e = devs[0].get_send_buffer(5, 1).err().expect("not a peer");
+    assert!(matches!(e, DeviceError::NotAPeer { dest: 5, .. }), "{e}");
+}
+
+#[test]
+fn message_for_unregistered_handler_is_dropped_and_counted() {
+    let dir = TempDir::new("handler");
+    let key = JobKey(0x31);
+    let mk = |rank: u32| {
+        let mut c = Config::local(rank, 2, key);
+        c.shm_dir = dir.0.clone();
+        c
+    };
+    let c0 = mk(0);
+    let sender = std::thread::spawn(move || {
+        let mut fm = Fm::builder().config(c0).build().expect("rank 0");
+        fm.send(1, 42, &[1u8; 100_000])
+            .expect("send to unknown handler");
+        fm.send(1, 1, b"after").expect("send");
+        fm.barrier().expect("barrier");
+    });
+    let got = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let g2 = got.clone();
+    let mut fm = Fm::builder()
+        .handler(1, "known", move |m| {
+            g2.borrow_mut().push(m.receive_vec()?);
+            Ok(())
+        })
+        .config(mk(1))
+        .build()
+        .expect("rank 1");
+    while got.borrow().is_empty() {
+        fm.extract_wait(usize::MAX).expect("extract");
+    }
+    fm.barrier().expect("barrier");
+    sender.join().expect("sender");
+    assert_eq!(got.borrow().as_slice(), &[b"after".to_vec()]);
+    assert_eq!(fm.stats().dropped_unknown_handler, 1);
+}
+
+#[test]
+fn full_segment_directory_is_a_clean_error_when_root() {
+    if unsafe { libc_geteuid() } != 0 {
+        eprintln!("SKIPPED full_segment_directory_is_a_clean_error_when_root: needs root to mount a small tmpfs");
+        return;
+    }
+    let dir = TempDir::new("tiny");
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&dir.0)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("SKIPPED full_segment_directory_is_a_clean_error_when_root: mount failed");
+        return;
+    }
+    struct Umount(PathBuf);
+    impl Drop for Umount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _u = Umount(dir.0.clone());
+    let c = config(&dir, 0x41, 0, 4);
+    let e = open_err(&c);
+    assert!(
+        e.contains("cannot allocate") && e.contains("FM_SHM_DIR"),
+        "{e}"
+    );
+    assert!(!c.segment_path().exists());
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}

@@ -1,0 +1,167 @@
+//! Real processes on real shared memory: the one-host spine end to end.
+
+use fm::job::LocalJob;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn testprog(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_fm-testprog"));
+    c.args(args);
+    c
+}
+
+/// No segment of this job may be left behind.
+fn assert_no_segment(job: fm::JobKey) {
+    let left: Vec<_> = std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&format!("fm-{job}")))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "segments left in /dev/shm: {left:?}");
+}
+
+fn run(size: usize, timeout: Duration, env: &[(&str, &str)], args: &[&str]) -> Duration {
+    let start = Instant::now();
+    let job = LocalJob::spawn(size, false, |_| {
+        let mut c = testprog(args);
+        c.envs(env.iter().copied());
+        c
+    })
+    .expect("spawn");
+    let key = job.job_key;
+    let out = job.wait(timeout);
+    assert!(out.success(), "job {args:?} failed: {out:?}");
+    assert_no_segment(key);
+    start.elapsed()
+}
+
+/// 4 processes send 100,000 messages all-to-all (25,000 each), sizes 0 B to
+/// 256 KiB, in random pieces, read in random chunks: every byte checked,
+/// every message exactly once and in order per sender.
+#[test]
+fn alltoall_4_processes_100k_messages_checked() {
+    let t = run(
+        4,
+        Duration::from_secs(900),
+        &[],
+        &["alltoall", "25000", "262144", "42"],
+    );
+    eprintln!("all-to-all took {t:?}");
+}
+
+/// The same through frames only (no single-copy path).
+#[test]
+fn alltoall_without_single_copy() {
+    run(
+        3,
+        Duration::from_secs(300),
+        &[("FM_SHM_CMA", "off")],
+        &["alltoall", "3000", "100000", "7"],
+    );
+}
+
+/// One shared queue per receiver (M = 1): senders contend with
+/// fetch-and-increment and leapfrog each other.
+#[test]
+fn alltoall_shared_queues() {
+    run(
+        4,
+        Duration::from_secs(300),
+        &[("FM_SHM_QUEUES", "1")],
+        &["alltoall", "5000", "20000", "9"],
+    );
+}
+
+/// Two processes each send everything to the other before extracting, with
+/// one credit: extract-on-stall keeps both going.
+#[test]
+fn head_to_head_with_one_credit() {
+    run(
+        2,
+        Duration::from_secs(120),
+        &[("FM_CREDITS", "1")],
+        &["headtohead", "20000", "64"],
+    );
+}
+
+/// Head-to-head with multi-packet and single-copy messages and two credits.
+#[test]
+fn head_to_head_large_messages_tiny_credits() {
+    run(
+        2,
+        Duration::from_secs(120),
+        &[("FM_CREDITS", "2")],
+        &["headtohead", "300", "70000"],
+    );
+    run(
+        2,
+        Duration::from_secs(120),
+        &[("FM_CREDITS", "1"), ("FM_SHM_CMA", "off")],
+        &["headtohead", "300", "70000"],
+    );
+}
+
+/// Six processes on two cores: a token ring where every hop waits for a
+/// descheduled peer, then all-to-all traffic. Must make steady progress.
+#[test]
+fn oversubscribed_6_processes() {
+    let t = run(6, Duration::from_secs(120), &[], &["ring", "500"]);
+    eprintln!("6-process ring, 3000 hops: {t:?}");
+    let t = run(
+        6,
+        Duration::from_secs(240),
+        &[],
+        &["alltoall", "3000", "65536", "3"],
+    );
+    eprintln!("6-process all-to-all: {t:?}");
+}
+
+/// Rank 2 is on another host and the job has no network: the NULL transport
+/// answers a send with a no-route error naming the rank and its host.
+#[test]
+fn null_transport_reports_no_route() {
+    let mut job = LocalJob::spawn(3, false, |rank| {
+        let mut c = testprog(&["noroute"]);
+        c.env("FM_HOSTS", "hostA,hostA,hostB")
+            .env("FM_HOST", if rank == 2 { "hostB" } else { "hostA" })
+            .env("FM_NET", "null")
+            .stdout(Stdio::piped());
+        c
+    })
+    .expect("spawn");
+    let mut out0 = job.take_stdout(0).expect("stdout");
+    let key = job.job_key;
+    let outcome = job.wait(Duration::from_secs(60));
+    assert!(outcome.success(), "{outcome:?}");
+    let mut text = String::new();
+    out0.read_to_string(&mut text).expect("read");
+    assert!(
+        text.contains("no route to rank 2") && text.contains("hostB") && text.contains("null"),
+        "{text}"
+    );
+    assert_no_segment(key);
+}
+
+/// A rank killed mid-job leaves no segment: the name is gone once all attached.
+#[test]
+fn killed_job_leaves_no_segment() {
+    let job =
+        LocalJob::spawn(2, false, |_| testprog(&["headtohead", "100000000", "64"])).expect("spawn");
+    std::thread::sleep(Duration::from_millis(500));
+    let key = job.job_key;
+    for pid in job.pids() {
+        // SAFETY: signalling our own children.
+        unsafe { libc_kill(pid as i32, 9) };
+    }
+    let _ = job.wait(Duration::from_secs(10));
+    assert_no_segment(key);
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
