@@ -48,8 +48,6 @@ struct Model {
     data: Vec<UnsafeCell<(u32, u32)>>,
     /// Credits each sender holds (returned by the receiver on release).
     credits: Vec<AtomicU32>,
-    /// Model-only: publications so far (see `receive_all`).
-    published: AtomicU32,
 }
 
 impl QueueMemory for Model {
@@ -88,92 +86,113 @@ fn model(frames: u32, senders: u32, exclusive: bool) -> Arc<Model> {
         in_use: (0..frames).map(|_| A32(AtomicU32::new(0))).collect(),
         data: (0..frames).map(|_| UnsafeCell::new((0, 0))).collect(),
         credits: (0..senders).map(|_| AtomicU32::new(window)).collect(),
-        published: AtomicU32::new(0),
     })
 }
 
-fn sender(m: &Model, me: u32, msgs: u32) {
+/// Send up to `msgs` messages; a sender that finds no credit after a few
+/// tries stops (every wait in the model is bounded, so loom's search is
+/// finite). Returns how many it sent.
+fn sender(m: &Model, me: u32, msgs: u32) -> u32 {
     for seq in 0..msgs {
-        // FM credit: wait for one (the receiver returns it on release).
-        loop {
-            // An RMW, not a load: see the note in `receive_all`.
-            let c = m.credits[me as usize].fetch_add(0, Ordering::Acquire);
-            if c > 0 {
+        let mut credit = false;
+        for _ in 0..3 {
+            if m.credits[me as usize].load(Ordering::Acquire) > 0 {
                 m.credits[me as usize].fetch_sub(1, Ordering::Relaxed);
+                credit = true;
                 break;
             }
             loom::thread::yield_now();
         }
-        let f = queue::acquire_frame(m).expect("credits guarantee a free frame");
+        if !credit {
+            return seq;
+        }
+        // Under adversarial scheduling another sender can take each free frame
+        // just before we reach it; the queue then reports back-pressure after
+        // 2F tries (fm retries later). Here: give the credit back and stop.
+        let Some(f) = queue::acquire_frame(m) else {
+            m.credits[me as usize].fetch_add(1, Ordering::Relaxed);
+            return seq;
+        };
         m.data[f as usize].with_mut(|p| unsafe { *p = (me, seq) });
         queue::publish(m, f);
-        m.published.fetch_add(1, Ordering::Release);
     }
+    msgs
 }
 
-fn receive_all(m: &Model, senders: u32, msgs: u32) {
+/// Check and consume one message; returns whether there was one.
+fn take_one(m: &Model, head: &mut u32, next: &mut [u32]) -> bool {
+    let Some(f) = queue::poll(m, head) else {
+        return false;
+    };
+    assert!(f < m.frames, "slot names a frame that does not exist");
+    let (src, seq) = m.data[f as usize].with(|p| unsafe { *p });
+    assert_eq!(
+        seq, next[src as usize],
+        "per-sender FIFO order broken or message duplicated"
+    );
+    next[src as usize] += 1;
+    queue::release(m, f);
+    m.credits[src as usize].fetch_add(1, Ordering::Release);
+    true
+}
+
+/// Run `senders` senders of `msgs` messages each against a receiver that polls
+/// `polls` times while they run and drains the queue after they finish.
+fn run(frames: u32, senders: u32, msgs: u32, exclusive: bool, polls: u32) {
+    let m = model(frames, senders, exclusive);
+    let hs: Vec<_> = (0..senders)
+        .map(|me| {
+            let m = m.clone();
+            loom::thread::spawn(move || sender(&m, me, msgs))
+        })
+        .collect();
     let mut head = 0u32;
     let mut next = vec![0u32; senders as usize];
-    let mut got = 0;
-    while got < senders * msgs {
-        match queue::poll(m, &mut head) {
-            Some(f) => {
-                assert!(f < m.frames, "slot names a frame that does not exist");
-                let (src, seq) = m.data[f as usize].with(|p| unsafe { *p });
-                assert_eq!(seq, next[src as usize], "per-sender FIFO order broken");
-                next[src as usize] += 1;
-                queue::release(m, f);
-                m.credits[src as usize].fetch_add(1, Ordering::Release);
-                got += 1;
-            }
-            None => {
-                // Loom may let a spinning load return the same old value
-                // forever (legal in C11, never on hardware). This read-modify-
-                // write of a model-only counter always sees the latest
-                // publication, so the next poll sees every slot stored before it.
-                m.published.fetch_add(0, Ordering::AcqRel);
-                loom::thread::yield_now()
-            }
+    for _ in 0..polls {
+        if !take_one(&m, &mut head, &mut next) {
+            loom::thread::yield_now();
         }
     }
-    assert!(
-        queue::poll(m, &mut head).is_none(),
-        "extra message delivered"
-    );
+    let sent: Vec<u32> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+    // Joining made every publication visible: the rest must all be there.
+    while take_one(&m, &mut head, &mut next) {}
+    if next != sent {
+        let slots: Vec<u64> = (0..m.frames)
+            .map(|i| m.slots[i as usize].0.load(Ordering::SeqCst))
+            .collect();
+        let iu: Vec<u32> = (0..m.frames)
+            .map(|i| m.in_use[i as usize].0.load(Ordering::SeqCst))
+            .collect();
+        panic!(
+            "a message was lost: received {next:?} sent {sent:?}; head {head} tail {} free head {} slots {slots:x?} in_use {iu:?}",
+            m.rq_tail.0.load(Ordering::SeqCst),
+            m.free_head.0.load(Ordering::SeqCst)
+        );
+    }
 }
 
-/// Two senders share one queue of 2 frames and each sends 2 messages: the
-/// rings wrap, senders leapfrog each other, and every message arrives exactly
-/// once and in order per sender.
+/// Two senders share one queue of 2 frames (one credit each) and send 2
+/// messages each: frames and slots wrap, senders leapfrog each other, and
+/// every message arrives exactly once and in order per sender.
 #[test]
 fn two_senders_one_receiver_wraps() {
     let mut b = loom::model::Builder::new();
-    b.max_branches = 100_000;
-    b.check(|| {
-        let m = model(2, 2, false);
-        let hs: Vec<_> = (0..2)
-            .map(|me| {
-                let m = m.clone();
-                loom::thread::spawn(move || sender(&m, me, 2))
-            })
-            .collect();
-        receive_all(&m, 2, 2);
-        for h in hs {
-            h.join().unwrap();
-        }
-    });
+    b.preemption_bound = Some(3);
+    b.check(|| run(2, 2, 2, false, 3));
 }
 
 /// The exclusive (one sender per queue, M = N) variant without read-modify-write.
 #[test]
 fn exclusive_sender_wraps() {
-    loom::model(|| {
-        let m = model(2, 1, true);
-        let s = {
-            let m = m.clone();
-            loom::thread::spawn(move || sender(&m, 0, 4))
-        };
-        receive_all(&m, 1, 4);
-        s.join().unwrap();
-    });
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| run(2, 1, 4, true, 4));
+}
+
+/// Three senders on a queue of 4 frames (one credit each, plus spare frames).
+#[test]
+fn three_senders_one_receiver() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(2);
+    b.check(|| run(4, 3, 2, false, 3));
 }

@@ -30,7 +30,7 @@
 //! no read-modify-write: the paper's "no synchronization primitives are needed
 //! in the queues" case. [`QueueMemory::exclusive`] selects it.
 
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// The 32-bit atomic operations the queue needs.
@@ -139,7 +139,13 @@ pub fn publish<Q: QueueMemory>(q: &Q, frame: u32) {
         q.rq_tail().store(t.wrapping_add(1), Relaxed);
         t
     } else {
-        q.rq_tail().fetch_add(1, Relaxed)
+        // AcqRel, not Relaxed: a sender whose position comes one lap after a
+        // slow sender's must store after it. The chain is: slow store →
+        // receiver reads it → receiver frees a frame → a sender takes it and
+        // increments the tail (Release) → we increment (Acquire) → our store.
+        // With Relaxed, C11 lets our store precede the slow one in the slot's
+        // modification order and the message is lost (found by loom).
+        q.rq_tail().fetch_add(1, AcqRel)
     };
     q.slot(pos & (q.frames() - 1))
         .store(slot_value(pos, frame), Release);
