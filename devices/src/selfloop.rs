@@ -54,6 +54,7 @@ impl Device for SelfDevice {
         SLOTS as u32 - CONTROL_RESERVE
     }
 
+    #[inline]
     fn raw_send_buffer(&mut self, dest: Rank, len: usize) -> Result<RawSend, DeviceError> {
         if dest != self.rank {
             return Err(DeviceError::NotAPeer {
@@ -83,6 +84,7 @@ impl Device for SelfDevice {
         })
     }
 
+    #[inline]
     fn raw_send(&mut self, buf: RawSend, len: usize) {
         debug_assert!(len <= MTU);
         self.stats.packets_sent += 1;
@@ -95,6 +97,7 @@ impl Device for SelfDevice {
         self.free.push(buf.token as u32);
     }
 
+    #[inline]
     fn raw_receive(&mut self) -> Option<RawRecv> {
         let (idx, len) = self.ready.pop_front()?;
         self.stats.packets_received += 1;
@@ -107,6 +110,7 @@ impl Device for SelfDevice {
         })
     }
 
+    #[inline]
     fn raw_release(&mut self, token: u64) {
         self.free.push(token as u32);
     }

@@ -2,7 +2,7 @@
 //! built by hand for tests and embedding. Every knob, its variable and its
 //! default is listed in docs/CONFIG.md.
 
-use crate::error::{FmError, Result};
+use crate::error::{ErrorKind, Result};
 use fm_devices::shmem::CmaMode;
 use fm_devices::{sys, JobKey, Rank};
 use std::path::PathBuf;
@@ -70,29 +70,31 @@ impl Config {
             (None, None) => (0, 1),
             (Some(r), Some(s)) => (r, s),
             _ => {
-                return Err(FmError::Config(
+                return Err(ErrorKind::Config(
                     "FM_RANK and FM_SIZE must be set together (fmrun sets both)".into(),
-                ))
+                )
+                .into())
             }
         };
         if size == 0 || rank as usize >= size {
-            return Err(FmError::Env {
+            return Err(ErrorKind::Env {
                 var: "FM_RANK",
                 value: rank.to_string(),
                 reason: format!("must be below FM_SIZE={size}"),
-            });
+            }
+            .into());
         }
         let job_key = match std::env::var("FM_JOB_KEY") {
-            Ok(v) => JobKey(u64::from_str_radix(v.trim(), 16).map_err(|e| FmError::Env {
+            Ok(v) => JobKey(u64::from_str_radix(v.trim(), 16).map_err(|e| ErrorKind::Env {
                 var: "FM_JOB_KEY",
                 value: v.clone(),
                 reason: format!("not a hexadecimal job key: {e}"),
             })?),
             Err(_) if size == 1 => JobKey(rand::random()),
             Err(_) => {
-                return Err(FmError::Config(
+                return Err(ErrorKind::Config(
                     "FM_JOB_KEY is not set: every rank of a job must share one key (start the job with fmrun)".into(),
-                ))
+                ).into())
             }
         };
         let mut cfg = Config::local(rank, size, job_key);
@@ -103,32 +105,35 @@ impl Config {
             Ok(v) => {
                 let hosts: Vec<String> = v.split(',').map(|s| s.trim().to_string()).collect();
                 if hosts.len() != size || hosts.iter().any(|h| h.is_empty()) {
-                    return Err(FmError::Env {
+                    return Err(ErrorKind::Env {
                         var: "FM_HOSTS",
                         value: v,
                         reason: format!("must name one host for each of the {size} ranks"),
-                    });
+                    }
+                    .into());
                 }
                 hosts
             }
             Err(_) => vec![cfg.host.clone(); size],
         };
         if cfg.hosts[rank as usize] != cfg.host {
-            return Err(FmError::Config(format!(
+            return Err(ErrorKind::Config(format!(
                 "FM_HOSTS puts rank {rank} on host {:?} but this is {:?} (set FM_HOST)",
                 cfg.hosts[rank as usize], cfg.host
-            )));
+            ))
+            .into());
         }
         if let Ok(v) = std::env::var("FM_NET") {
             cfg.net = match v.as_str() {
                 "auto" | "" => Net::Auto,
                 "null" | "shmem" | "shmem,null" => Net::Null,
                 _ => {
-                    return Err(FmError::Env {
+                    return Err(ErrorKind::Env {
                         var: "FM_NET",
                         value: v,
                         reason: "known values: auto, null".into(),
-                    })
+                    }
+                    .into())
                 }
             };
         }
@@ -143,11 +148,12 @@ impl Config {
                 "auto" | "on" | "1" => CmaMode::Auto,
                 "off" | "0" => CmaMode::Off,
                 _ => {
-                    return Err(FmError::Env {
+                    return Err(ErrorKind::Env {
                         var: "FM_SHM_CMA",
                         value: v,
                         reason: "known values: auto, off".into(),
-                    })
+                    }
+                    .into())
                 }
             };
         }
@@ -156,11 +162,12 @@ impl Config {
         }
         cfg.max_credits = parse_var("FM_CREDITS")?;
         if cfg.max_credits == Some(0) {
-            return Err(FmError::Env {
+            return Err(ErrorKind::Env {
                 var: "FM_CREDITS",
                 value: "0".into(),
                 reason: "at least one credit is needed".into(),
-            });
+            }
+            .into());
         }
         if let Some(s) = parse_var::<u64>("FM_ATTACH_TIMEOUT")? {
             cfg.attach_timeout = Duration::from_secs(s);
@@ -181,20 +188,20 @@ where
     T::Err: std::fmt::Display,
 {
     match std::env::var(var) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|e: T::Err| FmError::Env {
+        Ok(v) => v.trim().parse().map(Some).map_err(|e: T::Err| {
+            ErrorKind::Env {
                 var,
                 value: v,
                 reason: e.to_string(),
-            }),
+            }
+            .into()
+        }),
         Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(v)) => Err(FmError::Env {
+        Err(std::env::VarError::NotUnicode(v)) => Err(ErrorKind::Env {
             var,
             value: v.to_string_lossy().into_owned(),
             reason: "not valid UTF-8".into(),
-        }),
+        }
+        .into()),
     }
 }

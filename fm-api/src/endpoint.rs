@@ -2,7 +2,7 @@
 //! the stash of packets that arrived while we could not run handlers, and the
 //! control packets (credit returns, completions of single-copy pieces).
 
-use crate::error::{FmError, Result};
+use crate::error::{ErrorKind, Result};
 use crate::wait::Waiter;
 use crate::wire::{self, Header, Kind, FIRST, HEADER, LAST};
 use fm_composite::{Composite, Member};
@@ -140,6 +140,12 @@ impl Endpoint {
         &self.dev
     }
 
+    /// The composite, mutably: for benchmarks and tools that call devices
+    /// directly. Packets taken from it bypass FM (no handlers, no credits).
+    pub fn composite_mut(&mut self) -> &mut Composite {
+        &mut self.dev
+    }
+
     /// Counters.
     pub fn stats(&self) -> &FmStats {
         &self.stats
@@ -147,10 +153,11 @@ impl Endpoint {
 
     fn check_dest(&self, dest: Rank) -> Result<()> {
         if dest as usize >= self.size {
-            return Err(FmError::NoSuchRank {
+            return Err(ErrorKind::NoSuchRank {
                 rank: dest,
                 size: self.size,
-            });
+            }
+            .into());
         }
         Ok(())
     }
@@ -162,13 +169,14 @@ impl Endpoint {
     pub fn begin_message(&mut self, dest: Rank, len: usize, handler: u16) -> Result<()> {
         self.check_dest(dest)?;
         if let Some(o) = &self.out {
-            return Err(FmError::MessageOpen { dest: o.dest });
+            return Err(ErrorKind::MessageOpen { dest: o.dest }.into());
         }
         if len > u32::MAX as usize {
-            return Err(FmError::TooLong {
+            return Err(ErrorKind::TooLong {
                 len,
                 limit: u32::MAX as usize,
-            });
+            }
+            .into());
         }
         let want = HEADER + len.min(self.room[dest as usize]);
         let slot = self.acquire_data_slot(dest, want)?;
@@ -186,14 +194,15 @@ impl Endpoint {
     /// FM_send_piece: append `data` to the open message (gather).
     pub fn send_piece(&mut self, data: &[u8]) -> Result<()> {
         let Some(o) = self.out.as_mut() else {
-            return Err(FmError::NoMessageOpen);
+            return Err(ErrorKind::NoMessageOpen.into());
         };
         if o.given + data.len() > o.declared {
-            return Err(FmError::LengthMismatch {
+            return Err(ErrorKind::LengthMismatch {
                 dest: o.dest,
                 declared: o.declared,
                 given: o.given + data.len(),
-            });
+            }
+            .into());
         }
         let dest = o.dest;
         if data.len() >= self.cma_threshold && self.dev.remote_memory_to(dest) {
@@ -228,7 +237,7 @@ impl Endpoint {
     /// padded with zeros (so the receiver is never left waiting) and reported.
     pub fn end_message(&mut self) -> Result<()> {
         let Some(o) = self.out.as_ref() else {
-            return Err(FmError::NoMessageOpen);
+            return Err(ErrorKind::NoMessageOpen.into());
         };
         let (dest, declared, given) = (o.dest, o.declared, o.given);
         if given < declared {
@@ -243,17 +252,47 @@ impl Endpoint {
         self.stats.messages_sent += 1;
         self.stats.bytes_sent += declared as u64;
         if given < declared {
-            return Err(FmError::LengthMismatch {
+            return Err(ErrorKind::LengthMismatch {
                 dest,
                 declared,
                 given,
-            });
+            }
+            .into());
         }
         Ok(())
     }
 
     /// Send a whole message in one call.
+    #[inline]
     pub fn send(&mut self, dest: Rank, handler: u16, data: &[u8]) -> Result<()> {
+        // Fast path: the whole message fits one packet and a credit is at hand.
+        let d = dest as usize;
+        if d < self.size
+            && self.out.is_none()
+            && data.len() <= self.room[d]
+            && data.len() < self.cma_threshold
+            && self.credits[d] > 0
+        {
+            if let Ok(slot) = self.dev.raw_send_buffer(dest, HEADER + data.len()) {
+                self.credits[d] -= 1;
+                let h = Header {
+                    kind: Kind::Data,
+                    flags: FIRST | LAST,
+                    handler,
+                    credits: std::mem::take(&mut self.owed[d]),
+                    msg_len: data.len() as u32,
+                };
+                // SAFETY: the slot has room for the header and the data.
+                unsafe {
+                    h.encode(std::slice::from_raw_parts_mut(slot.ptr, HEADER));
+                    std::ptr::copy_nonoverlapping(data.as_ptr(), slot.ptr.add(HEADER), data.len());
+                }
+                self.dev.raw_send(slot, HEADER + data.len());
+                self.stats.messages_sent += 1;
+                self.stats.bytes_sent += data.len() as u64;
+                return Ok(());
+            }
+        }
         self.begin_message(dest, data.len(), handler)?;
         self.send_piece(data)?;
         self.end_message()
@@ -357,7 +396,7 @@ impl Endpoint {
                     .err()
                     .map(Into::into)
                     .unwrap_or_else(|| {
-                        FmError::Config(format!("rank {dest} has no usable device"))
+                        ErrorKind::Config(format!("rank {dest} has no usable device")).into()
                     }));
             }
             if !stalled {
@@ -375,6 +414,7 @@ impl Endpoint {
     // --------------------------------------------------------------- receive
 
     /// The next packet from anyone: stashed ones first, then the devices.
+    #[inline]
     pub(crate) fn next_packet(&mut self) -> Option<Packet> {
         if self.stashed > 0 {
             for src in 0..self.size {
@@ -493,6 +533,7 @@ impl Endpoint {
     }
 
     /// A credit return or a completion: apply it and release the packet.
+    #[inline]
     pub(crate) fn on_control(&mut self, src: Rank, h: &Header, p: Packet) {
         self.take_credits(src, h);
         if h.kind == Kind::Fin {
@@ -502,19 +543,28 @@ impl Endpoint {
         self.free(p);
     }
 
-    /// Release a consumed data packet: its slot goes back and a credit is owed.
+    /// Release a consumed data packet: its slot goes back and a credit is
+    /// owed (a set-aside packet's credit was owed when it was set aside).
+    #[inline]
     pub(crate) fn release(&mut self, p: Packet) {
-        let src = p.src() as usize;
-        let was_device = matches!(p, Packet::Device(_));
-        self.free(p);
-        if was_device {
-            self.owed[src] += 1;
-            if self.owed[src] >= self.return_at[src] {
-                self.send_control(src as Rank, Kind::Credit);
-            }
+        match p {
+            Packet::Device(r) => self.release_device(r.src, r.token),
+            Packet::Stashed { .. } => {}
         }
     }
 
+    /// Release a data packet still in device memory.
+    #[inline]
+    pub(crate) fn release_device(&mut self, src: Rank, token: u64) {
+        self.dev.raw_release(token);
+        let s = src as usize;
+        self.owed[s] += 1;
+        if self.owed[s] >= self.return_at[s] {
+            self.send_control(src, Kind::Credit);
+        }
+    }
+
+    #[inline]
     fn free(&mut self, p: Packet) {
         if let Packet::Device(r) = p {
             self.dev.raw_release(r.token);

@@ -1,13 +1,19 @@
 use fm_devices::{DeviceError, Rank};
+use std::fmt;
 
-/// Errors of the FM API. Each names the rank, device or limit involved.
+/// An FM error: one pointer wide, so `Result<()>` stays in a register on the
+/// hot path (handlers return it for every message). [`FmError::kind`] says
+/// what happened.
+pub struct FmError(Box<ErrorKind>);
+
+/// What went wrong. Each names the rank, device or limit involved.
 #[derive(Debug, thiserror::Error)]
-pub enum FmError {
+pub enum ErrorKind {
     #[error(transparent)]
-    Device(#[from] DeviceError),
+    Device(DeviceError),
 
     #[error(transparent)]
-    Composite(#[from] fm_composite::CompositeError),
+    Composite(fm_composite::CompositeError),
 
     #[error("rank {rank} is outside this job of {size} ranks")]
     NoSuchRank { rank: Rank, size: usize },
@@ -47,6 +53,68 @@ pub enum FmError {
 
     #[error("configuration: {0}")]
     Config(String),
+
+    /// A handler's own error, passed through `extract`.
+    #[error("handler: {0}")]
+    Handler(String),
+}
+
+impl FmError {
+    pub fn kind(&self) -> &ErrorKind {
+        &self.0
+    }
+
+    /// The device error underneath, if this is one.
+    pub fn device_error(&self) -> Option<&DeviceError> {
+        match &*self.0 {
+            ErrorKind::Device(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// An error of a handler's own making.
+    pub fn handler(msg: impl Into<String>) -> FmError {
+        ErrorKind::Handler(msg.into()).into()
+    }
+}
+
+impl From<ErrorKind> for FmError {
+    #[cold]
+    fn from(k: ErrorKind) -> Self {
+        FmError(Box::new(k))
+    }
+}
+
+impl From<DeviceError> for FmError {
+    #[cold]
+    fn from(e: DeviceError) -> Self {
+        ErrorKind::Device(e).into()
+    }
+}
+
+impl From<fm_composite::CompositeError> for FmError {
+    #[cold]
+    fn from(e: fm_composite::CompositeError) -> Self {
+        ErrorKind::Composite(e).into()
+    }
+}
+
+impl fmt::Display for FmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Debug for FmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for FmError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&*self.0)
+    }
 }
 
 pub type Result<T, E = FmError> = std::result::Result<T, E>;

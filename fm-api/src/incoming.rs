@@ -8,14 +8,22 @@ use crate::error::Result;
 use crate::wire::{self, Header, Kind, HEADER};
 use fm_devices::{Device, Rank};
 
-enum Segment {
-    /// Bytes `off..end` of a packet are still to be read.
-    Packet { p: Packet, off: usize, end: usize },
-    /// A piece left in the sender's memory: `len` bytes at `addr`, `off` read.
-    Remote { addr: u64, len: usize, off: usize },
+/// What the current segment of the message is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Seg {
+    None,
+    /// Bytes `off..end` at `ptr`, in device memory; released with `token`.
+    Device,
+    /// Bytes `off..end` of `owned` (a packet that was set aside).
+    Stashed,
+    /// A piece left in the sender's memory: bytes `off..end` at `remote`.
+    Remote,
 }
 
 /// The message a handler is running for.
+///
+/// The current segment is kept as plain fields rather than an enum that is
+/// moved around: this sits on every message's path.
 pub struct Incoming<'a> {
     ep: &'a mut Endpoint,
     src: Rank,
@@ -25,11 +33,18 @@ pub struct Incoming<'a> {
     done: usize,
     /// Bytes of the message that arrived in segments so far.
     arrived: usize,
-    cur: Option<Segment>,
+    seg: Seg,
+    ptr: *const u8,
+    off: usize,
+    end: usize,
+    token: u64,
+    remote: u64,
+    owned: Vec<u8>,
 }
 
 impl<'a> Incoming<'a> {
     /// Start with the message's first packet (already decoded as `h`).
+    #[inline]
     pub(crate) fn start(ep: &'a mut Endpoint, p: Packet, h: &Header) -> Self {
         let mut m = Incoming {
             src: p.src(),
@@ -37,7 +52,13 @@ impl<'a> Incoming<'a> {
             len: h.msg_len as usize,
             done: 0,
             arrived: 0,
-            cur: None,
+            seg: Seg::None,
+            ptr: std::ptr::null(),
+            off: 0,
+            end: 0,
+            token: 0,
+            remote: 0,
+            owned: Vec::new(),
             ep,
         };
         m.take_segment(p, h);
@@ -74,9 +95,16 @@ impl<'a> Incoming<'a> {
         self.ep
     }
 
+    /// Send a whole message back to the sender of this one.
+    pub fn reply(&mut self, handler: u16, data: &[u8]) -> Result<()> {
+        let src = self.src;
+        self.ep.send(src, handler, data)
+    }
+
     /// FM_receive: copy the next `buf.len()` bytes of the message into `buf`
     /// (fewer at the end of the message); returns how many. Waits for
     /// packets that have not arrived yet.
+    #[inline]
     pub fn receive(&mut self, buf: &mut [u8]) -> Result<usize> {
         let want = buf.len().min(self.remaining());
         let mut got = 0;
@@ -98,6 +126,7 @@ impl<'a> Incoming<'a> {
     }
 
     /// Skip the rest of the message (what happens anyway when the handler returns).
+    #[inline]
     pub(crate) fn finish(mut self) -> Result<()> {
         while self.done < self.len {
             if !self.ensure_segment()? {
@@ -111,46 +140,36 @@ impl<'a> Incoming<'a> {
     }
 
     /// Move up to `n` bytes of the current segment into `dst` (or drop them).
+    #[inline]
     fn copy_out(&mut self, dst: Option<&mut [u8]>, n: usize) -> Result<usize> {
-        let src = self.src;
-        let take = match self.cur.as_mut() {
-            Some(Segment::Packet { p, off, end }) => {
-                let k = n.min(*end - *off);
-                if let Some(d) = dst {
-                    d[..k].copy_from_slice(&p.bytes()[*off..*off + k]);
-                }
-                *off += k;
-                k
-            }
-            Some(Segment::Remote { addr, len, off }) => {
-                let k = n.min(*len - *off);
-                if let Some(d) = dst {
+        let k = n.min(self.end - self.off);
+        if let Some(d) = dst {
+            match self.seg {
+                // SAFETY: off + k ≤ end ≤ the packet's length; the packet
+                // stays valid until this segment is released.
+                Seg::Device | Seg::Stashed => unsafe {
+                    std::ptr::copy_nonoverlapping(self.ptr.add(self.off), d.as_mut_ptr(), k)
+                },
+                Seg::Remote => {
                     self.ep
                         .dev
-                        .remote_read(src, *addr + *off as u64, &mut d[..k])?;
+                        .remote_read(self.src, self.remote + self.off as u64, &mut d[..k])?
                 }
-                *off += k;
-                k
+                Seg::None => return Ok(0),
             }
-            None => 0,
-        };
-        self.done += take;
-        if take > 0 {
-            self.ep.stats.bytes_received += take as u64;
         }
-        Ok(take)
+        self.off += k;
+        self.done += k;
+        self.ep.stats.bytes_received += k as u64;
+        Ok(k)
     }
 
     /// Make sure the current segment has unread bytes, pulling the next
     /// packet of this message if needed. `false` if the message is over.
+    #[inline]
     fn ensure_segment(&mut self) -> Result<bool> {
         loop {
-            let exhausted = match &self.cur {
-                Some(Segment::Packet { off, end, .. }) => off >= end,
-                Some(Segment::Remote { len, off, .. }) => off >= len,
-                None => true,
-            };
-            if !exhausted {
+            if self.seg != Seg::None && self.off < self.end {
                 return Ok(true);
             }
             self.release_segment();
@@ -189,45 +208,56 @@ impl<'a> Incoming<'a> {
     }
 
     /// Make a packet of this message the current segment.
+    #[inline]
     fn take_segment(&mut self, p: Packet, h: &Header) {
         let room = self.len - self.arrived;
-        match h.kind {
-            Kind::Remote => {
-                let Some((addr, len)) = wire::decode_remote(&p.bytes()[HEADER..]) else {
-                    self.ep.drop_malformed(p, "bad single-copy descriptor");
-                    return;
-                };
-                let len = (len as usize).min(room);
-                self.ep.release(p);
-                self.arrived += len;
-                self.cur = Some(Segment::Remote { addr, len, off: 0 });
+        if h.kind == Kind::Remote {
+            let Some((addr, len)) = wire::decode_remote(&p.bytes()[HEADER..]) else {
+                self.ep.drop_malformed(p, "bad single-copy descriptor");
+                return;
+            };
+            let len = (len as usize).min(room);
+            self.ep.release(p);
+            self.arrived += len;
+            self.seg = Seg::Remote;
+            self.remote = addr;
+            self.off = 0;
+            self.end = len;
+            return;
+        }
+        let n = p.bytes().len() - HEADER;
+        if n > room {
+            tracing::warn!(
+                src = self.src,
+                extra = n - room,
+                "fm: packet carries more than its message declared"
+            );
+            self.ep.stats.dropped_malformed += 1;
+        }
+        let n = n.min(room);
+        self.arrived += n;
+        self.off = HEADER;
+        self.end = HEADER + n;
+        match p {
+            Packet::Device(r) => {
+                self.seg = Seg::Device;
+                self.ptr = r.ptr;
+                self.token = r.token;
             }
-            _ => {
-                let n = p.bytes().len() - HEADER;
-                if n > room {
-                    tracing::warn!(
-                        src = self.src,
-                        extra = n - room,
-                        "fm: packet carries more than its message declared"
-                    );
-                    self.ep.stats.dropped_malformed += 1;
-                }
-                let n = n.min(room);
-                self.arrived += n;
-                self.cur = Some(Segment::Packet {
-                    p,
-                    off: HEADER,
-                    end: HEADER + n,
-                });
+            Packet::Stashed { bytes, .. } => {
+                self.seg = Seg::Stashed;
+                self.owned = bytes;
+                self.ptr = self.owned.as_ptr();
             }
         }
     }
 
+    #[inline]
     fn release_segment(&mut self) {
-        match self.cur.take() {
-            Some(Segment::Packet { p, .. }) => self.ep.release(p),
-            Some(Segment::Remote { .. }) => self.ep.send_fin(self.src),
-            None => {}
+        match std::mem::replace(&mut self.seg, Seg::None) {
+            Seg::Device => self.ep.release_device(self.src, self.token),
+            Seg::Remote => self.ep.send_fin(self.src),
+            Seg::Stashed | Seg::None => {}
         }
     }
 }

@@ -45,7 +45,7 @@ pub mod wire;
 
 pub use config::{Config, Net};
 pub use endpoint::{Endpoint, FmStats};
-pub use error::{FmError, Result};
+pub use error::{ErrorKind, FmError, Result};
 pub use fm_devices::{JobKey, Rank};
 pub use incoming::Incoming;
 
@@ -105,16 +105,17 @@ impl FmBuilder {
         let mut names: Vec<(u16, String)> = Vec::new();
         for (id, name, f) in self.handlers {
             if id >= RESERVED_HANDLERS {
-                return Err(FmError::Config(format!(
+                return Err(ErrorKind::Config(format!(
                     "handler ID {id:#x} ({name:?}) is reserved for fm (use IDs below {RESERVED_HANDLERS:#x})"
-                )));
+                )).into());
             }
             if let Some((_, first)) = names.iter().find(|(i, _)| *i == id) {
-                return Err(FmError::DuplicateHandler {
+                return Err(ErrorKind::DuplicateHandler {
                     id,
                     first: first.clone(),
                     second: name,
-                });
+                }
+                .into());
             }
             if table.len() <= id as usize {
                 table.resize_with(id as usize + 1, || None);
@@ -234,10 +235,10 @@ impl Fm {
     /// number of messages handled.
     pub fn extract(&mut self, max_bytes: usize) -> Result<usize> {
         if self.ep.in_handler {
-            return Err(FmError::Reentrant);
+            return Err(ErrorKind::Reentrant.into());
         }
         if let Some(_o) = self.ep.message_open().then_some(()) {
-            return Err(FmError::MessageOpen { dest: u32::MAX });
+            return Err(ErrorKind::MessageOpen { dest: u32::MAX }.into());
         }
         self.ep.flush_control();
         let mut bytes = 0usize;

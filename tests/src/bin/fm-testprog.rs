@@ -274,7 +274,12 @@ fn noroute() -> Res {
         return Ok(());
     }
     match fm.send(last, DATA, b"x") {
-        Err(e @ FmError::Device(fm_devices::DeviceError::NoRoute { .. })) => {
+        Err(e)
+            if matches!(
+                e.device_error(),
+                Some(fm_devices::DeviceError::NoRoute { .. })
+            ) =>
+        {
             println!("no-route: {e}");
             Ok(())
         }

@@ -1,0 +1,656 @@
+//! fm-bench: measure fm on this machine.
+//!
+//! Standalone (no FM_RANK in the environment) it starts its own two rank
+//! processes pinned to different CPUs, as `ucx_perftest` does on loopback;
+//! under a launcher it runs as the rank it is given (ranks 0 and 1 measure,
+//! the others wait). Rank 0 prints the results.
+
+mod stats;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use fm::job::LocalJob;
+use fm::{Config, Fm, Incoming};
+use fm_composite::{Composite, Member};
+use fm_devices::{Device, Rank};
+use stats::{Sample, Summary};
+use std::cell::{Cell, RefCell};
+use std::process::{Command, ExitCode};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+#[derive(Parser, Clone)]
+#[command(
+    name = "fm-bench",
+    version,
+    about = "Benchmarks of fm: latency, bandwidth, message rate, poll cost, composite overhead"
+)]
+struct Cli {
+    #[command(subcommand)]
+    bench: Bench,
+}
+
+#[derive(Subcommand, Clone)]
+enum Bench {
+    /// One-way latency: half of a ping-pong round trip.
+    Pingpong(Opts),
+    /// Streaming bandwidth: windows of messages, one acknowledgement per window.
+    Bw(Opts),
+    /// Message rate of small messages (default 8 B).
+    Rate(Opts),
+    /// Cost of one idle receive poll of the composite (self + shmem + null) and of an idle extract.
+    Pollcost(Opts),
+    /// One-way latency through the composite vs calling the shmem device directly.
+    Overhead(Opts),
+}
+
+#[derive(clap::Args, Clone)]
+struct Opts {
+    /// Device between the two ranks: shmem (two processes) or self (one process).
+    #[arg(long, value_enum, default_value = "shmem")]
+    device: DeviceArg,
+    /// Layer to measure at: fm (handlers, streams, credits), composite or device (raw PM API).
+    #[arg(long, value_enum, default_value = "fm")]
+    layer: Layer,
+    /// Message sizes in bytes, comma separated (suffixes k and m allowed).
+    #[arg(long, value_delimiter = ',', value_parser = parse_size)]
+    sizes: Option<Vec<usize>>,
+    /// Timed iterations per size (default depends on size).
+    #[arg(long)]
+    iters: Option<u64>,
+    /// Untimed iterations first.
+    #[arg(long)]
+    warmup: Option<u64>,
+    /// Messages per window for bw and rate.
+    #[arg(long, default_value_t = 64)]
+    window: u64,
+    /// One JSON object per line instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Do not pin the standalone rank processes to CPUs.
+    #[arg(long)]
+    no_pin: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
+enum DeviceArg {
+    Shmem,
+    #[value(name = "self")]
+    SelfLoop,
+}
+
+#[derive(ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
+enum Layer {
+    Fm,
+    Composite,
+    Device,
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim().to_ascii_lowercase();
+    let (num, mul) = match s.strip_suffix('k') {
+        Some(n) => (n, 1024),
+        None => match s.strip_suffix('m') {
+            Some(n) => (n, 1024 * 1024),
+            None => (s.as_str(), 1),
+        },
+    };
+    num.parse::<usize>()
+        .map(|n| n * mul)
+        .map_err(|e| format!("bad size {s:?}: {e}"))
+}
+
+const H_PING: u16 = 1;
+const H_ACK: u16 = 2;
+
+fn main() -> ExitCode {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            std::env::var("FM_LOG").unwrap_or_else(|_| "warn".into()),
+        ))
+        .with_writer(std::io::stderr)
+        .try_init();
+    let cli = Cli::parse();
+    let opts = match &cli.bench {
+        Bench::Pingpong(o)
+        | Bench::Bw(o)
+        | Bench::Rate(o)
+        | Bench::Pollcost(o)
+        | Bench::Overhead(o) => o.clone(),
+    };
+    let standalone = std::env::var_os("FM_RANK").is_none();
+    if standalone && opts.device == DeviceArg::Shmem {
+        return launch_pair(&opts);
+    }
+    match run_rank(&cli.bench, &opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fm-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Start ranks 0 and 1 as child processes, pinned to different CPUs.
+fn launch_pair(opts: &Opts) -> ExitCode {
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("fm-bench: cannot find own executable: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let job = match LocalJob::spawn(2, !opts.no_pin, |_| {
+        let mut c = Command::new(&exe);
+        c.args(&args);
+        c
+    }) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("fm-bench: cannot start rank processes: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let out = job.wait(Duration::from_secs(3600));
+    match out.first_failure() {
+        None => ExitCode::SUCCESS,
+        Some((rank, status)) => {
+            eprintln!("fm-bench: rank {rank} failed ({status:?})");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+type Res<T> = Result<T, String>;
+
+fn e<E: std::fmt::Display>(x: E) -> String {
+    x.to_string()
+}
+
+/// Shared state the handlers of one rank write into.
+#[derive(Default)]
+struct Flags {
+    acks: Cell<u64>,
+    pings: Cell<u64>,
+    /// Ping-pong: the PING handler echoes each message; otherwise it acknowledges each window.
+    echo: Cell<bool>,
+}
+
+fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
+    let config = if std::env::var_os("FM_RANK").is_none() {
+        Config::local(0, 1, fm::JobKey(std::process::id() as u64))
+    } else {
+        Config::from_env().map_err(e)?
+    };
+    let flags = Rc::new(Flags::default());
+    // Reply buffer of the responder and receive buffer, shared with the handlers.
+    let reply = Rc::new(RefCell::new(Vec::<u8>::new()));
+    let rbuf = Rc::new(RefCell::new(Vec::<u8>::new()));
+    let window = opts.window;
+    let (f1, f2, r1, b1, b2) = (
+        flags.clone(),
+        flags.clone(),
+        reply.clone(),
+        rbuf.clone(),
+        rbuf.clone(),
+    );
+    let mut fm = Fm::builder()
+        // PING: read the data; in ping-pong mode (reply non-empty or zero-size echo) answer at once.
+        .handler(H_PING, "ping", move |m: &mut Incoming<'_>| {
+            let mut b = b1.borrow_mut();
+            let n = m.len();
+            if b.len() < n {
+                b.resize(n, 0);
+            }
+            m.receive(&mut b[..n])?;
+            let k = f1.pings.get() + 1;
+            f1.pings.set(k);
+            if f1.echo.get() {
+                // ping-pong: echo the same size back, from inside the handler
+                let r = r1.borrow();
+                m.reply(H_ACK, &r[..n.min(r.len())])?;
+            } else if k % window == 0 {
+                // bandwidth: one acknowledgement per window
+                m.reply(H_ACK, &[])?;
+            }
+            Ok(())
+        })
+        .handler(H_ACK, "ack", move |m: &mut Incoming<'_>| {
+            let mut b = b2.borrow_mut();
+            let n = m.len();
+            if b.len() < n {
+                b.resize(n, 0);
+            }
+            m.receive(&mut b[..n])?;
+            f2.acks.set(f2.acks.get() + 1);
+            Ok(())
+        })
+        .config(config)
+        .build()
+        .map_err(e)?;
+    let peer: Rank = match opts.device {
+        DeviceArg::SelfLoop => fm.rank(),
+        DeviceArg::Shmem => {
+            if fm.size() < 2 {
+                return Err("--device shmem needs two ranks".into());
+            }
+            1 - fm.rank().min(1)
+        }
+    };
+    let active = fm.rank() < 2 || opts.device == DeviceArg::SelfLoop && fm.rank() == 0;
+    fm.barrier().map_err(e)?;
+    if active {
+        let mut ctx = Ctx {
+            fm: &mut fm,
+            flags: &flags,
+            reply: &reply,
+            peer,
+            opts,
+        };
+        match bench {
+            Bench::Pingpong(_) => match opts.layer {
+                Layer::Fm => ctx.pingpong()?,
+                Layer::Composite | Layer::Device => ctx.raw_pingpong(opts.layer)?,
+            },
+            Bench::Bw(_) => ctx.stream(false)?,
+            Bench::Rate(_) => ctx.stream(true)?,
+            Bench::Pollcost(_) => ctx.pollcost()?,
+            Bench::Overhead(_) => ctx.overhead()?,
+        }
+    }
+    fm.barrier().map_err(e)?;
+    Ok(())
+}
+
+struct Ctx<'a> {
+    fm: &'a mut Fm,
+    flags: &'a Flags,
+    reply: &'a RefCell<Vec<u8>>,
+    peer: Rank,
+    opts: &'a Opts,
+}
+
+fn default_iters(size: usize) -> u64 {
+    match size {
+        0..=4096 => 100_000,
+        4097..=65536 => 20_000,
+        65537..=1048576 => 2_000,
+        _ => 500,
+    }
+}
+
+impl Ctx<'_> {
+    fn leader(&self) -> bool {
+        self.fm.rank() == 0
+    }
+
+    fn sizes(&self, default: &[usize]) -> Vec<usize> {
+        self.opts.sizes.clone().unwrap_or_else(|| default.to_vec())
+    }
+
+    fn device_name(&self) -> &'static str {
+        match self.opts.device {
+            DeviceArg::Shmem => "shmem",
+            DeviceArg::SelfLoop => "self",
+        }
+    }
+
+    fn layer_name(&self) -> &'static str {
+        match self.opts.layer {
+            Layer::Fm => "fm",
+            Layer::Composite => "composite",
+            Layer::Device => "device",
+        }
+    }
+
+    /// Wait for the `n`-th acknowledgement, polling without pause.
+    fn wait_acks(&mut self, n: u64) -> Res<()> {
+        while self.flags.acks.get() < n {
+            self.fm.extract(usize::MAX).map_err(e)?;
+        }
+        Ok(())
+    }
+
+    fn wait_pings(&mut self, n: u64) -> Res<()> {
+        while self.flags.pings.get() < n {
+            self.fm.extract(usize::MAX).map_err(e)?;
+        }
+        Ok(())
+    }
+
+    /// FM ping-pong: rank 0 sends, the peer's handler echoes from inside the handler.
+    fn pingpong(&mut self) -> Res<()> {
+        let sizes = self.sizes(&[8, 1024, 65536, 1 << 20]);
+        let mut out = Vec::new();
+        self.flags.echo.set(true);
+        for &size in &sizes {
+            let iters = self.opts.iters.unwrap_or(default_iters(size));
+            let warmup = self.opts.warmup.unwrap_or(iters / 10 + 10);
+            let batch = batch_for(size);
+            let (warm_rounds, rounds) = (warmup.div_ceil(batch), iters.div_ceil(batch).max(1));
+            let sbuf = vec![0x5au8; size];
+            *self.reply.borrow_mut() = sbuf.clone();
+            self.fm.barrier().map_err(e)?;
+            if self.leader() {
+                let mut samples = Vec::with_capacity(rounds as usize);
+                let mut want = self.flags.acks.get();
+                for round in 0..warm_rounds + rounds {
+                    let t = Instant::now();
+                    for _ in 0..batch {
+                        self.fm.send(self.peer, H_PING, &sbuf).map_err(e)?;
+                        want += 1;
+                        self.wait_acks(want)?;
+                    }
+                    if round >= warm_rounds {
+                        samples.push(t.elapsed().as_secs_f64() * 1e6 / batch as f64 / 2.0);
+                    }
+                }
+                let s = Summary::of(&samples);
+                out.push(Sample::latency(
+                    "pingpong",
+                    self.device_name(),
+                    self.layer_name(),
+                    size,
+                    rounds * batch,
+                    &s,
+                ));
+            } else {
+                let want = self.flags.pings.get() + (warm_rounds + rounds) * batch;
+                self.wait_pings(want)?;
+            }
+            self.fm.barrier().map_err(e)?;
+        }
+        self.flags.echo.set(false);
+        self.print(&out);
+        Ok(())
+    }
+
+    /// Streaming: windows of `window` messages, acknowledged once per window.
+    fn stream(&mut self, rate: bool) -> Res<()> {
+        let sizes = self.sizes(if rate {
+            &[8]
+        } else {
+            &[8, 1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20]
+        });
+        let window = self.opts.window;
+        let mut out = Vec::new();
+        for &size in &sizes {
+            let iters = self
+                .opts
+                .iters
+                .unwrap_or(if rate {
+                    2_000_000
+                } else {
+                    default_iters(size) * 4
+                })
+                .max(window);
+            let windows = iters / window;
+            let warm = self
+                .opts
+                .warmup
+                .map(|w| w / window)
+                .unwrap_or(windows / 10 + 2);
+            let sbuf = vec![0x33u8; size];
+            self.fm.barrier().map_err(e)?;
+            if self.leader() {
+                let mut samples = Vec::new();
+                let base = self.flags.acks.get();
+                for w in 0..warm + windows {
+                    let t = Instant::now();
+                    for _ in 0..window {
+                        self.fm.send(self.peer, H_PING, &sbuf).map_err(e)?;
+                    }
+                    self.wait_acks(base + w + 1)?;
+                    if w >= warm {
+                        samples.push(t.elapsed().as_secs_f64() * 1e6);
+                    }
+                }
+                let s = Summary::of(&samples);
+                out.push(Sample::stream(
+                    if rate { "rate" } else { "bw" },
+                    self.device_name(),
+                    size,
+                    windows * window,
+                    window,
+                    &s,
+                ));
+            } else {
+                let base = self.flags.pings.get();
+                self.wait_pings(base + (warm + windows) * window)?;
+            }
+            self.fm.barrier().map_err(e)?;
+        }
+        self.print(&out);
+        Ok(())
+    }
+
+    /// Idle poll cost: the composite's raw receive and FM's extract, nothing arriving.
+    fn pollcost(&mut self) -> Res<()> {
+        let mut out = Vec::new();
+        if self.leader() {
+            let n = self.opts.iters.unwrap_or(10_000_000);
+            let members: Vec<&str> = self
+                .fm
+                .composite()
+                .members()
+                .iter()
+                .map(|m| m.info().name)
+                .collect();
+            let label = members.join("+");
+            let mut comp_samples = Vec::new();
+            let mut fm_samples = Vec::new();
+            for _ in 0..21 {
+                let dev = composite_mut(self.fm);
+                let t = Instant::now();
+                let mut hits = 0u64;
+                for _ in 0..n / 21 {
+                    if let Some(r) = std::hint::black_box(&mut *dev).raw_receive() {
+                        hits += 1;
+                        dev.raw_release(r.token);
+                    }
+                }
+                comp_samples.push(t.elapsed().as_secs_f64() * 1e9 / (n / 21) as f64);
+                assert_eq!(
+                    hits, 0,
+                    "pollcost: a packet arrived during the idle measurement"
+                );
+                let t = Instant::now();
+                for _ in 0..n / 21 {
+                    std::hint::black_box(self.fm.extract(usize::MAX).map_err(e)?);
+                }
+                fm_samples.push(t.elapsed().as_secs_f64() * 1e9 / (n / 21) as f64);
+            }
+            out.push(Sample::nanos(
+                "pollcost",
+                &label,
+                "composite",
+                n,
+                &Summary::of(&comp_samples),
+            ));
+            out.push(Sample::nanos(
+                "pollcost",
+                &label,
+                "fm-extract",
+                n,
+                &Summary::of(&fm_samples),
+            ));
+        }
+        self.print(&out);
+        Ok(())
+    }
+
+    /// Raw PM-level ping-pong over the composite or directly over its shmem member.
+    fn raw_pingpong(&mut self, layer: Layer) -> Res<()> {
+        let sizes = self.sizes(&[8, 1024]);
+        let mut out = Vec::new();
+        for &size in &sizes {
+            let iters = self.opts.iters.unwrap_or(default_iters(size));
+            let warmup = self.opts.warmup.unwrap_or(iters / 10 + 10);
+            self.fm.barrier().map_err(e)?;
+            let leader = self.leader();
+            let peer = self.peer;
+            let samples = match layer {
+                Layer::Composite => {
+                    raw_pp(composite_mut(self.fm), peer, leader, size, warmup, iters)?
+                }
+                _ => raw_pp(shmem_mut(self.fm)?, peer, leader, size, warmup, iters)?,
+            };
+            if leader {
+                let s = Summary::of(&samples);
+                out.push(Sample::latency(
+                    "pingpong",
+                    self.device_name(),
+                    self.layer_name(),
+                    size,
+                    iters,
+                    &s,
+                ));
+            }
+            self.fm.barrier().map_err(e)?;
+        }
+        self.print(&out);
+        Ok(())
+    }
+
+    /// Composite vs direct device, interleaved rounds so drift hits both alike.
+    fn overhead(&mut self) -> Res<()> {
+        let size = self.sizes(&[8])[0];
+        let iters = self.opts.iters.unwrap_or(20_000);
+        let leader = self.leader();
+        let peer = self.peer;
+        let (mut via, mut direct) = (Vec::new(), Vec::new());
+        for _ in 0..15 {
+            self.fm.barrier().map_err(e)?;
+            via.extend(raw_pp(
+                composite_mut(self.fm),
+                peer,
+                leader,
+                size,
+                iters / 10,
+                iters,
+            )?);
+            self.fm.barrier().map_err(e)?;
+            direct.extend(raw_pp(
+                shmem_mut(self.fm)?,
+                peer,
+                leader,
+                size,
+                iters / 10,
+                iters,
+            )?);
+        }
+        if leader {
+            let (a, b) = (Summary::of(&via), Summary::of(&direct));
+            let out = vec![
+                Sample::latency("overhead", "shmem", "composite", size, iters * 15, &a),
+                Sample::latency("overhead", "shmem", "device", size, iters * 15, &b),
+            ];
+            self.print(&out);
+            let diff_ns = (a.median - b.median) * 1000.0;
+            if self.opts.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"bench": "overhead", "device": "shmem", "size": size, "composite_minus_device_ns": diff_ns})
+                );
+            } else {
+                println!("composite overhead: {diff_ns:+.1} ns one-way (median composite − median direct)");
+            }
+        }
+        Ok(())
+    }
+
+    fn print(&self, rows: &[Sample]) {
+        if rows.is_empty() {
+            return;
+        }
+        if self.opts.json {
+            for r in rows {
+                println!("{}", r.json());
+            }
+        } else {
+            println!("{}", Sample::table(rows));
+        }
+    }
+}
+
+fn batch_for(size: usize) -> u64 {
+    if size <= 4096 {
+        20
+    } else {
+        1
+    }
+}
+
+/// The composite under the FM endpoint (benchmarks call devices directly).
+fn composite_mut(fm: &mut Fm) -> &mut Composite {
+    fm.composite_mut()
+}
+
+fn shmem_mut(fm: &mut Fm) -> Res<&mut fm_devices::shmem::ShmemDevice> {
+    composite_mut(fm)
+        .members_mut()
+        .iter_mut()
+        .find_map(|m| match m {
+            Member::Shmem(d) => Some(d),
+            _ => None,
+        })
+        .ok_or_else(|| "no shmem device in this job".to_string())
+}
+
+/// PM-level ping-pong: get buffer, fill, send; poll, read, release. Returns
+/// one-way latencies in µs per batch of 20 round trips.
+fn raw_pp<D: Device>(
+    dev: &mut D,
+    peer: Rank,
+    leader: bool,
+    size: usize,
+    warmup: u64,
+    iters: u64,
+) -> Res<Vec<f64>> {
+    let payload = vec![0x77u8; size];
+    let mut sink = vec![0u8; size];
+    let batch = 20u64;
+    let rounds = (warmup + iters) / batch;
+    let warm_rounds = warmup / batch;
+    let mut samples = Vec::with_capacity(rounds as usize);
+    let send = |dev: &mut D| -> Res<()> {
+        loop {
+            match dev.raw_send_buffer(peer, size) {
+                Ok(b) => {
+                    // SAFETY: the slot has at least `size` writable bytes.
+                    unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), b.ptr, size) };
+                    dev.raw_send(b, size);
+                    return Ok(());
+                }
+                Err(fm_devices::DeviceError::NoBuffer { .. }) => std::hint::spin_loop(),
+                Err(x) => return Err(x.to_string()),
+            }
+        }
+    };
+    let mut recv = |dev: &mut D| loop {
+        if let Some(r) = dev.raw_receive() {
+            // SAFETY: valid until released below.
+            let data = unsafe { std::slice::from_raw_parts(r.ptr, r.len) };
+            let n = data.len().min(sink.len());
+            sink[..n].copy_from_slice(&data[..n]);
+            dev.raw_release(r.token);
+            return;
+        }
+    };
+    for round in 0..rounds {
+        let t = Instant::now();
+        for _ in 0..batch {
+            if leader {
+                send(dev)?;
+                recv(dev);
+            } else {
+                recv(dev);
+                send(dev)?;
+            }
+        }
+        if round >= warm_rounds {
+            samples.push(t.elapsed().as_secs_f64() * 1e6 / batch as f64 / 2.0);
+        }
+    }
+    Ok(samples)
+}
