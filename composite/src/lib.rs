@@ -197,7 +197,7 @@ impl fmt::Display for DeviceTable<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let c = self.0;
         writeln!(f, "destination device table of rank {}", c.rank)?;
-        writeln!(f, "{:>6}  {:<24}  {}", "rank", "host", "device")?;
+        writeln!(f, "{:>6}  {:<24}  device", "rank", "host")?;
         for (r, &i) in c.table.iter().enumerate() {
             writeln!(
                 f,

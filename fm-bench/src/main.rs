@@ -100,6 +100,8 @@ fn parse_size(s: &str) -> Result<usize, String> {
 }
 
 const H_PING: u16 = 1;
+/// A benchmark that makes no progress for this long fails with its counts.
+const STALL_LIMIT: Duration = Duration::from_secs(10);
 const H_ACK: u16 = 2;
 
 fn main() -> ExitCode {
@@ -142,7 +144,8 @@ fn launch_pair(opts: &Opts) -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let job = match LocalJob::spawn(2, !opts.no_pin, |_| {
         let mut c = Command::new(&exe);
-        c.args(&args);
+        c.args(&args)
+            .env("FM_BENCH_CPUS", fm_devices::sys::cpus_allowed().to_string());
         c
     }) {
         Ok(j) => j,
@@ -240,7 +243,14 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
     let active = fm.rank() < 2 || opts.device == DeviceArg::SelfLoop && fm.rank() == 0;
     fm.barrier().map_err(e)?;
     if active {
+        // Pinned ranks see one CPU in their mask: the launcher says how many the job has.
+        let cpus = std::env::var("FM_BENCH_CPUS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(fm_devices::sys::cpus_allowed);
+        let oversubscribed = fm.config().local_ranks().len() > cpus;
         let mut ctx = Ctx {
+            oversubscribed,
             fm: &mut fm,
             flags: &flags,
             reply: &reply,
@@ -264,6 +274,8 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
 
 struct Ctx<'a> {
     fm: &'a mut Fm,
+    /// More local ranks than CPUs: waits yield early.
+    oversubscribed: bool,
     flags: &'a Flags,
     reply: &'a RefCell<Vec<u8>>,
     peer: Rank,
@@ -305,15 +317,40 @@ impl Ctx<'_> {
 
     /// Wait for the `n`-th acknowledgement, polling without pause.
     fn wait_acks(&mut self, n: u64) -> Res<()> {
-        while self.flags.acks.get() < n {
-            self.fm.extract(usize::MAX).map_err(e)?;
-        }
-        Ok(())
+        self.wait_for(n, |f| f.acks.get(), "acknowledgements")
     }
 
     fn wait_pings(&mut self, n: u64) -> Res<()> {
-        while self.flags.pings.get() < n {
+        self.wait_for(n, |f| f.pings.get(), "messages")
+    }
+
+    /// Poll until `count` reaches `n`; a benchmark that stops making
+    /// progress reports what it saw instead of hanging.
+    fn wait_for(&mut self, n: u64, count: impl Fn(&Flags) -> u64, what: &str) -> Res<()> {
+        let mut polls = 0u64;
+        let mut since = Instant::now();
+        let mut last = count(self.flags);
+        while count(self.flags) < n {
             self.fm.extract(usize::MAX).map_err(e)?;
+            polls += 1;
+            if polls.is_multiple_of(4096) {
+                let now = count(self.flags);
+                if now != last {
+                    last = now;
+                    since = Instant::now();
+                } else if since.elapsed() > STALL_LIMIT {
+                    return Err(format!(
+                        "rank {}: no progress for {:?} waiting for {what}: have {now}, want {n}; stats {:?}",
+                        self.fm.rank(),
+                        STALL_LIMIT,
+                        self.fm.stats()
+                    ));
+                }
+            }
+            if self.oversubscribed && polls.is_multiple_of(64) {
+                // More ranks than CPUs here: let the peer run.
+                std::thread::yield_now();
+            }
         }
         Ok(())
     }
@@ -330,10 +367,13 @@ impl Ctx<'_> {
             let (warm_rounds, rounds) = (warmup.div_ceil(batch), iters.div_ceil(batch).max(1));
             let sbuf = vec![0x5au8; size];
             *self.reply.borrow_mut() = sbuf.clone();
+            // Counts before the barrier: its extract may already run the
+            // handlers of messages the leader sends right after it.
+            let (acks0, pings0) = (self.flags.acks.get(), self.flags.pings.get());
             self.fm.barrier().map_err(e)?;
             if self.leader() {
                 let mut samples = Vec::with_capacity(rounds as usize);
-                let mut want = self.flags.acks.get();
+                let mut want = acks0;
                 for round in 0..warm_rounds + rounds {
                     let t = Instant::now();
                     for _ in 0..batch {
@@ -355,7 +395,7 @@ impl Ctx<'_> {
                     &s,
                 ));
             } else {
-                let want = self.flags.pings.get() + (warm_rounds + rounds) * batch;
+                let want = pings0 + (warm_rounds + rounds) * batch;
                 self.wait_pings(want)?;
             }
             self.fm.barrier().map_err(e)?;
@@ -391,10 +431,12 @@ impl Ctx<'_> {
                 .map(|w| w / window)
                 .unwrap_or(windows / 10 + 2);
             let sbuf = vec![0x33u8; size];
+            // Counts before the barrier (see `pingpong`).
+            let (acks0, pings0) = (self.flags.acks.get(), self.flags.pings.get());
             self.fm.barrier().map_err(e)?;
             if self.leader() {
                 let mut samples = Vec::new();
-                let base = self.flags.acks.get();
+                let base = acks0;
                 for w in 0..warm + windows {
                     let t = Instant::now();
                     for _ in 0..window {
@@ -415,8 +457,7 @@ impl Ctx<'_> {
                     &s,
                 ));
             } else {
-                let base = self.flags.pings.get();
-                self.wait_pings(base + (warm + windows) * window)?;
+                self.wait_pings(pings0 + (warm + windows) * window)?;
             }
             self.fm.barrier().map_err(e)?;
         }
@@ -427,7 +468,12 @@ impl Ctx<'_> {
     /// Idle poll cost: the composite's raw receive and FM's extract, nothing arriving.
     fn pollcost(&mut self) -> Res<()> {
         let mut out = Vec::new();
-        if self.leader() {
+        if !self.leader() {
+            // Stay quiet until the leader has measured: wait for its one ping.
+            let pings0 = self.flags.pings.get();
+            return self.wait_pings(pings0 + 1);
+        }
+        {
             let n = self.opts.iters.unwrap_or(10_000_000);
             let members: Vec<&str> = self
                 .fm
@@ -450,10 +496,9 @@ impl Ctx<'_> {
                     }
                 }
                 comp_samples.push(t.elapsed().as_secs_f64() * 1e9 / (n / 21) as f64);
-                assert_eq!(
-                    hits, 0,
-                    "pollcost: a packet arrived during the idle measurement"
-                );
+                if hits != 0 {
+                    return Err("pollcost: a packet arrived during the idle measurement".into());
+                }
                 let t = Instant::now();
                 for _ in 0..n / 21 {
                     std::hint::black_box(self.fm.extract(usize::MAX).map_err(e)?);
@@ -474,6 +519,9 @@ impl Ctx<'_> {
                 n,
                 &Summary::of(&fm_samples),
             ));
+            if self.peer != self.fm.rank() {
+                self.fm.send(self.peer, H_PING, &[]).map_err(e)?;
+            }
         }
         self.print(&out);
         Ok(())
@@ -637,6 +685,14 @@ fn raw_pp<D: Device>(
             return;
         }
     };
+    // The barrier before us is FM traffic: the responder may still be in its
+    // last extract, which would take a raw packet for a malformed FM one. So
+    // the responder, out of FM for sure, speaks first.
+    if leader {
+        recv(dev);
+    } else {
+        send(dev)?;
+    }
     for round in 0..rounds {
         let t = Instant::now();
         for _ in 0..batch {

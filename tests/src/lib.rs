@@ -19,7 +19,7 @@ impl Rng {
     pub fn new(seed: u64) -> Rng {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -27,7 +27,7 @@ impl Rng {
     }
     /// Uniform in 0..=max.
     pub fn upto(&mut self, max: u64) -> u64 {
-        self.next() % (max + 1)
+        self.next_u64() % (max + 1)
     }
     /// Log-uniform size in 0..=max: every order of magnitude equally likely,
     /// with the end points 0 and max forced now and then.
