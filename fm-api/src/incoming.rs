@@ -161,6 +161,12 @@ impl<'a> Incoming<'a> {
         self.off += k;
         self.done += k;
         self.ep.stats.bytes_received += k as u64;
+        if self.off == self.end {
+            // Done with it: free the frame (its credit goes back) or tell the
+            // sender its piece was copied, now rather than when the handler
+            // returns, so a sender blocked on it does not wait for our reply.
+            self.release_segment();
+        }
         Ok(k)
     }
 

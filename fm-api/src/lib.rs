@@ -125,6 +125,11 @@ impl FmBuilder {
         }
         names.sort();
         let dev = open_composite(&config)?;
+        let cpus = std::env::var("FM_CPUS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(fm_devices::sys::cpus_allowed);
+        wait::set_oversubscribed(config.local_ranks().len() > cpus);
         tracing::debug!(
             rank = config.rank,
             size = config.size,

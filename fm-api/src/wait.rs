@@ -1,12 +1,27 @@
-//! Waiting without starving a descheduled peer: spin briefly, then yield the
-//! CPU, then sleep in short naps once nothing has happened for a while. With
-//! more processes than cores the peer we wait for gets to run.
+//! Waiting without starving a descheduled peer.
+//!
+//! With a CPU per rank, spin (a yield is a system call and a peer on its own
+//! CPU answers within microseconds); with more ranks than CPUs, yield after a
+//! short spin so the peer we wait for gets to run. Either way, once nothing
+//! has happened for a while, sleep in short naps.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// Polls before a waiter looks at the clock (or yields, when oversubscribed).
 const SPINS: u32 = 256;
+/// With a CPU per rank: spin this long before yielding.
+const SPIN_FOR: Duration = Duration::from_micros(50);
+/// Then yield this long before napping.
 const YIELD_FOR: Duration = Duration::from_millis(20);
 const NAP: Duration = Duration::from_micros(50);
+
+static OVERSUBSCRIBED: AtomicBool = AtomicBool::new(false);
+
+/// Tell every waiter of this process whether ranks on this host outnumber its CPUs.
+pub fn set_oversubscribed(yes: bool) {
+    OVERSUBSCRIBED.store(yes, Ordering::Relaxed);
+}
 
 #[derive(Default)]
 pub struct Waiter {
@@ -35,7 +50,10 @@ impl Waiter {
             return;
         }
         let since = *self.idle_since.get_or_insert_with(Instant::now);
-        if since.elapsed() < YIELD_FOR {
+        let idle = since.elapsed();
+        if idle < SPIN_FOR && !OVERSUBSCRIBED.load(Ordering::Relaxed) {
+            std::hint::spin_loop();
+        } else if idle < YIELD_FOR {
             std::thread::yield_now();
         } else {
             std::thread::sleep(NAP);

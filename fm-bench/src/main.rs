@@ -145,7 +145,7 @@ fn launch_pair(opts: &Opts) -> ExitCode {
     let job = match LocalJob::spawn(2, !opts.no_pin, |_| {
         let mut c = Command::new(&exe);
         c.args(&args)
-            .env("FM_BENCH_CPUS", fm_devices::sys::cpus_allowed().to_string());
+            .env("FM_CPUS", fm_devices::sys::cpus_allowed().to_string());
         c
     }) {
         Ok(j) => j,
@@ -244,7 +244,7 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
     fm.barrier().map_err(e)?;
     if active {
         // Pinned ranks see one CPU in their mask: the launcher says how many the job has.
-        let cpus = std::env::var("FM_BENCH_CPUS")
+        let cpus = std::env::var("FM_CPUS")
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(fm_devices::sys::cpus_allowed);

@@ -64,6 +64,18 @@ fn alltoall_without_single_copy() {
     );
 }
 
+/// Every piece of 4 KiB or more by single copy (process_vm_readv), mixed
+/// with frames, and 4 KiB frames.
+#[test]
+fn alltoall_single_copy_and_small_frames() {
+    run(
+        4,
+        Duration::from_secs(300),
+        &[("FM_SHM_CMA_THRESHOLD", "4096"), ("FM_SHM_PAYLOAD", "4080")],
+        &["alltoall", "5000", "262144", "11"],
+    );
+}
+
 /// One shared queue per receiver (M = 1): senders contend with
 /// fetch-and-increment and leapfrog each other.
 #[test]
@@ -94,7 +106,7 @@ fn head_to_head_large_messages_tiny_credits() {
     run(
         2,
         Duration::from_secs(120),
-        &[("FM_CREDITS", "2")],
+        &[("FM_CREDITS", "2"), ("FM_SHM_CMA_THRESHOLD", "16384")],
         &["headtohead", "300", "70000"],
     );
     run(
