@@ -43,11 +43,12 @@ pub struct Incoming<'a> {
 }
 
 impl<'a> Incoming<'a> {
-    /// Start with the message's first packet (already decoded as `h`).
-    #[inline]
-    pub(crate) fn start(ep: &'a mut Endpoint, p: Packet, h: &Header) -> Self {
-        let mut m = Incoming {
-            src: p.src(),
+    /// A message from `src` described by its first packet's header `h`;
+    /// [`Incoming::take_segment`] then hands it that packet.
+    #[inline(always)]
+    pub(crate) fn new(ep: &'a mut Endpoint, src: Rank, h: &Header) -> Self {
+        Incoming {
+            src,
             handler: h.handler,
             len: h.msg_len as usize,
             done: 0,
@@ -60,9 +61,7 @@ impl<'a> Incoming<'a> {
             remote: 0,
             owned: Vec::new(),
             ep,
-        };
-        m.take_segment(p, h);
-        m
+        }
     }
 
     /// The sending rank.
@@ -127,7 +126,7 @@ impl<'a> Incoming<'a> {
 
     /// Skip the rest of the message (what happens anyway when the handler returns).
     #[inline]
-    pub(crate) fn finish(mut self) -> Result<()> {
+    pub(crate) fn finish(&mut self) -> Result<()> {
         while self.done < self.len {
             if !self.ensure_segment()? {
                 break;
@@ -214,23 +213,12 @@ impl<'a> Incoming<'a> {
     }
 
     /// Make a packet of this message the current segment.
-    #[inline]
-    fn take_segment(&mut self, p: Packet, h: &Header) {
-        let room = self.len - self.arrived;
+    #[inline(always)]
+    pub(crate) fn take_segment(&mut self, p: Packet, h: &Header) {
         if h.kind == Kind::Remote {
-            let Some((addr, len)) = wire::decode_remote(&p.bytes()[HEADER..]) else {
-                self.ep.drop_malformed(p, "bad single-copy descriptor");
-                return;
-            };
-            let len = (len as usize).min(room);
-            self.ep.release(p);
-            self.arrived += len;
-            self.seg = Seg::Remote;
-            self.remote = addr;
-            self.off = 0;
-            self.end = len;
-            return;
+            return self.take_remote(p);
         }
+        let room = self.len - self.arrived;
         let n = p.bytes().len() - HEADER;
         if n > room {
             tracing::warn!(
@@ -256,6 +244,23 @@ impl<'a> Incoming<'a> {
                 self.ptr = self.owned.as_ptr();
             }
         }
+    }
+
+    /// A single-copy descriptor: the bytes stay in the sender until read.
+    #[cold]
+    fn take_remote(&mut self, p: Packet) {
+        let room = self.len - self.arrived;
+        let Some((addr, len)) = wire::decode_remote(&p.bytes()[HEADER..]) else {
+            self.ep.drop_malformed(p, "bad single-copy descriptor");
+            return;
+        };
+        let len = (len as usize).min(room);
+        self.ep.release(p);
+        self.arrived += len;
+        self.seg = Seg::Remote;
+        self.remote = addr;
+        self.off = 0;
+        self.end = len;
     }
 
     #[inline]

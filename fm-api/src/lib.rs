@@ -297,7 +297,8 @@ impl Fm {
         let len = h.msg_len as usize;
         let id = h.handler;
         self.ep.stats.messages_received += 1;
-        let mut m = Incoming::start(&mut self.ep, p, &h);
+        let mut m = Incoming::new(&mut self.ep, src, &h);
+        m.take_segment(p, &h);
         let result = if id >= RESERVED_HANDLERS {
             match id {
                 BARRIER_ARRIVE => self.barrier_arrived += 1,

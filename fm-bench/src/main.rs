@@ -200,12 +200,7 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
     let mut fm = Fm::builder()
         // PING: read the data; in ping-pong mode (reply non-empty or zero-size echo) answer at once.
         .handler(H_PING, "ping", move |m: &mut Incoming<'_>| {
-            let mut b = b1.borrow_mut();
-            let n = m.len();
-            if b.len() < n {
-                b.resize(n, 0);
-            }
-            m.receive(&mut b[..n])?;
+            let n = receive_into(m, &b1)?;
             let k = f1.pings.get() + 1;
             f1.pings.set(k);
             if f1.echo.get() {
@@ -219,12 +214,7 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
             Ok(())
         })
         .handler(H_ACK, "ack", move |m: &mut Incoming<'_>| {
-            let mut b = b2.borrow_mut();
-            let n = m.len();
-            if b.len() < n {
-                b.resize(n, 0);
-            }
-            m.receive(&mut b[..n])?;
+            receive_into(m, &b2)?;
             f2.acks.set(f2.acks.get() + 1);
             Ok(())
         })
@@ -619,6 +609,17 @@ impl Ctx<'_> {
             println!("{}", Sample::table(rows));
         }
     }
+}
+
+/// Receive the whole message into the shared buffer; returns its length.
+fn receive_into(m: &mut Incoming<'_>, buf: &RefCell<Vec<u8>>) -> fm::Result<usize> {
+    let mut b = buf.borrow_mut();
+    let n = m.len();
+    if b.len() < n {
+        b.resize(n, 0);
+    }
+    m.receive(&mut b[..n])?;
+    Ok(n)
 }
 
 fn batch_for(size: usize) -> u64 {

@@ -63,24 +63,25 @@ fn segment_with_wrong_magic_is_refused() {
     assert!(e.contains("wrong magic"), "{e}");
 }
 
-#[test]
-fn segment_with_other_layout_version_is_refused() {
-    let dir = TempDir::new("version");
-    let c = config(&dir, 0x12, 0, 2);
-    let seg = Segment::create_or_open(
-        &c.segment_path(),
-        c.job_key,
-        c.geometry(),
-        Duration::from_secs(1),
-    )
-    .expect("create");
+/// Create the segment `c` would open, as another process (or job) would,
+/// and return it with a writable handle on its file for corrupting it.
+fn forge(c: &ShmemConfig, key: JobKey, g: Geometry) -> (Segment, std::fs::File) {
+    let seg =
+        Segment::create_or_open(&c.segment_path(), key, g, Duration::from_secs(1)).expect("create");
     let f = std::fs::OpenOptions::new()
         .write(true)
         .open(c.segment_path())
         .expect("open");
+    (seg, f)
+}
+
+#[test]
+fn segment_with_other_layout_version_is_refused() {
+    let dir = TempDir::new("version");
+    let c = config(&dir, 0x12, 0, 2);
+    let (_seg, f) = forge(&c, c.job_key, c.geometry());
     f.write_all_at(&99u32.to_le_bytes(), 8)
         .expect("write version");
-    drop(seg);
     let e = open_err(&c);
     assert!(e.contains("layout version 99"), "{e}");
 }
@@ -89,13 +90,7 @@ fn segment_with_other_layout_version_is_refused() {
 fn segment_of_another_job_is_refused() {
     let dir = TempDir::new("job");
     let c = config(&dir, 0x13, 0, 2);
-    let _seg = Segment::create_or_open(
-        &c.segment_path(),
-        JobKey(0x99),
-        c.geometry(),
-        Duration::from_secs(1),
-    )
-    .expect("create");
+    let _forged = forge(&c, JobKey(0x99), c.geometry());
     let e = open_err(&c);
     assert!(e.contains("belongs to job 0000000000000099"), "{e}");
 }
@@ -108,8 +103,7 @@ fn segment_with_other_geometry_is_refused() {
         frames: c.geometry().frames * 2,
         ..c.geometry()
     };
-    let _seg = Segment::create_or_open(&c.segment_path(), c.job_key, g, Duration::from_secs(1))
-        .expect("create");
+    let _forged = forge(&c, c.job_key, g);
     let e = open_err(&c);
     assert!(e.contains("geometry"), "{e}");
 }
@@ -118,17 +112,7 @@ fn segment_with_other_geometry_is_refused() {
 fn truncated_segment_is_refused() {
     let dir = TempDir::new("trunc");
     let c = config(&dir, 0x15, 0, 2);
-    let _seg = Segment::create_or_open(
-        &c.segment_path(),
-        c.job_key,
-        c.geometry(),
-        Duration::from_secs(1),
-    )
-    .expect("create");
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(c.segment_path())
-        .expect("open");
+    let (_seg, f) = forge(&c, c.job_key, c.geometry());
     f.set_len(8192).expect("truncate");
     let e = open_err(&c);
     assert!(e.contains("size 8192"), "{e}");

@@ -360,6 +360,22 @@ impl ShmemDevice {
         })
     }
 
+    /// The pid to use for single copy with `peer`, if the probe allowed it.
+    fn cma_pid(&self, peer: Rank, what: &'static str) -> Result<u32, DeviceError> {
+        if self.remote_memory_to(peer) {
+            Ok(self.pid_of[peer as usize])
+        } else {
+            Err(DeviceError::Unsupported {
+                device: "shmem",
+                op: if what == "read from" {
+                    "single-copy read from this peer"
+                } else {
+                    "single-copy write to this peer"
+                },
+            })
+        }
+    }
+
     /// Test hook: publish a frame whose header claims `claimed_len` bytes from
     /// `claimed_src`, as a buggy or hostile process sharing the segment could.
     #[doc(hidden)]
@@ -389,6 +405,14 @@ impl ShmemDevice {
                 dest,
             }),
         }
+    }
+}
+
+fn cma_error(source: std::io::Error, op: &str, peer: Rank) -> DeviceError {
+    DeviceError::Io {
+        device: "shmem",
+        context: format!("process_vm_{op} rank {peer}"),
+        source,
     }
 }
 
@@ -511,19 +535,8 @@ impl Device for ShmemDevice {
         remote_addr: u64,
         buf: &mut [u8],
     ) -> Result<(), DeviceError> {
-        if !self.remote_memory_to(src) {
-            return Err(DeviceError::Unsupported {
-                device: "shmem",
-                op: "single-copy read from this peer",
-            });
-        }
-        sys::process_read(self.pid_of[src as usize], remote_addr, buf).map_err(|e| {
-            DeviceError::Io {
-                device: "shmem",
-                context: format!("process_vm_readv from rank {src}"),
-                source: e,
-            }
-        })
+        let pid = self.cma_pid(src, "read from")?;
+        sys::process_read(pid, remote_addr, buf).map_err(|e| cma_error(e, "readv from", src))
     }
 
     fn remote_write(
@@ -532,19 +545,8 @@ impl Device for ShmemDevice {
         remote_addr: u64,
         data: &[u8],
     ) -> Result<(), DeviceError> {
-        if !self.remote_memory_to(dest) {
-            return Err(DeviceError::Unsupported {
-                device: "shmem",
-                op: "single-copy write to this peer",
-            });
-        }
-        sys::process_write(self.pid_of[dest as usize], remote_addr, data).map_err(|e| {
-            DeviceError::Io {
-                device: "shmem",
-                context: format!("process_vm_writev to rank {dest}"),
-                source: e,
-            }
-        })
+        let pid = self.cma_pid(dest, "write to")?;
+        sys::process_write(pid, remote_addr, data).map_err(|e| cma_error(e, "writev to", dest))
     }
 
     fn remote_memory_to(&self, peer: Rank) -> bool {
