@@ -72,6 +72,8 @@ pub struct Endpoint {
     room: Vec<usize>,
     /// Credits we hold towards each destination.
     credits: Vec<u32>,
+    /// The most credits we may hold towards each destination.
+    window: Vec<u32>,
     /// Credits we owe each source (packets of theirs we consumed).
     owed: Vec<u32>,
     /// Return credits to a source once this many are owed.
@@ -111,8 +113,9 @@ impl Endpoint {
             rank,
             size,
             room,
-            credits,
             owed: vec![0; size],
+            window: credits.clone(),
+            credits,
             return_at,
             stash: (0..size).map(|_| VecDeque::new()).collect(),
             stashed: 0,
@@ -378,6 +381,7 @@ impl Endpoint {
         let d = dest as usize;
         let mut w = Waiter::new();
         let mut stalled = false;
+        let (mut since, mut warned) = (std::time::Instant::now(), false);
         loop {
             if self.credits[d] > 0 {
                 match self.dev.raw_send_buffer(dest, len) {
@@ -402,6 +406,19 @@ impl Endpoint {
             if !stalled {
                 stalled = true;
                 self.stats.credit_stalls += 1;
+                since = std::time::Instant::now();
+            } else if !warned && since.elapsed() > std::time::Duration::from_secs(1) {
+                warned = true;
+                tracing::warn!(
+                    dest,
+                    credits = self.credits[d],
+                    owed = self.owed[d],
+                    stashed = self.stashed,
+                    pending_control = self.pending_control.len(),
+                    device = ?self.dev.stats(),
+                    fm = ?self.stats,
+                    "fm: no credit towards this rank for 1 s (is it extracting?)"
+                );
             }
             if self.progress_stalled()? {
                 w.reset();
@@ -528,14 +545,28 @@ impl Endpoint {
     #[inline(always)]
     pub(crate) fn take_credits(&mut self, src: Rank, h: &Header) {
         if h.credits != 0 {
-            self.credits[src as usize] = self.credits[src as usize].saturating_add(h.credits);
+            let s = src as usize;
+            let c = self.credits[s].saturating_add(h.credits);
+            if c > self.window[s] {
+                // More back than we ever had out: a peer that breaks the
+                // protocol. Never let it push us past the window, which is
+                // what keeps the device's rings from being overrun.
+                self.stats.dropped_malformed += 1;
+                tracing::warn!(
+                    src,
+                    credits = c,
+                    window = self.window[s],
+                    "fm: peer returned more credits than were out"
+                );
+            }
+            self.credits[s] = c.min(self.window[s]);
         }
     }
 
-    /// A credit return or a completion: apply it and release the packet.
+    /// A credit return or a completion (its credits already taken with
+    /// [`Endpoint::take_credits`]): note it and free the packet.
     #[inline]
     pub(crate) fn on_control(&mut self, src: Rank, h: &Header, p: Packet) {
-        self.take_credits(src, h);
         if h.kind == Kind::Fin {
             self.awaiting_fin[src as usize] = false;
         }

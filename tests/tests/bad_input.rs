@@ -139,6 +139,8 @@ fn frames_with_impossible_length_or_source_are_counted_drops() {
     d0.debug_publish_raw(1, 0, u32::MAX).expect("publish");
     d0.debug_publish_raw(1, 77, 8).expect("publish");
     d0.debug_publish_raw(1, 1, 8).expect("publish"); // claims to come from the receiver itself
+    d0.debug_publish_inline(1, 0, 49).expect("publish"); // longer than a slot can hold
+    d0.debug_publish_inline(1, 9, 8).expect("publish"); // from nobody in this job
     let mut b = d0.get_send_buffer(1, 5).expect("buffer");
     b.copy_from_slice(b"hello");
     b.send();
@@ -146,7 +148,7 @@ fn frames_with_impossible_length_or_source_are_counted_drops() {
     assert_eq!((&r[..], r.src()), (&b"hello"[..], 0));
     drop(r);
     assert!(d1.receive().is_none());
-    assert_eq!(d1.stats().dropped_malformed, 4);
+    assert_eq!(d1.stats().dropped_malformed, 6);
 }
 
 #[test]

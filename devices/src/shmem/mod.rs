@@ -12,7 +12,9 @@ pub mod queue;
 pub mod segment;
 
 use self::queue::QueueMemory;
-use self::segment::{Geometry, QueueRef, Segment, FRAME_HEADER_BYTES};
+use self::segment::{
+    Geometry, QueueRef, Segment, FRAME_HEADER_BYTES, INLINE_BYTES, SLOT_HEADER_BYTES,
+};
 use crate::{
     sys, Device, DeviceError, DeviceInfo, DeviceStats, JobKey, Options, Rank, RawRecv, RawSend,
     CONTROL_RESERVE,
@@ -141,6 +143,13 @@ pub struct ShmemDevice {
     window: u32,
     payload: usize,
     fenced: bool,
+    /// Carry packets of ≤ 48 bytes inside the receive-queue slot (FM_SHM_INLINE=0 disables).
+    inline: bool,
+    /// Where inline packets are filled before they are published: copying
+    /// first and taking the queue position last keeps the leapfrog property.
+    stage: Box<[[u8; INLINE_BYTES]; STAGES]>,
+    /// Bit k set: stage k is free.
+    stage_free: u8,
     /// Keeps the CMA probe word alive at a fixed address.
     _probe: Box<u64>,
     stats: DeviceStats,
@@ -196,6 +205,9 @@ impl ShmemDevice {
             window: 0,
             payload: g.payload as usize,
             fenced: false,
+            inline: std::env::var("FM_SHM_INLINE").map_or(true, |v| v != "0"),
+            stage: Box::new([[0; INLINE_BYTES]; STAGES]),
+            stage_free: (1 << STAGES) - 1,
             _probe: probe,
             stats: DeviceStats::default(),
         };
@@ -319,7 +331,36 @@ impl ShmemDevice {
 
     /// Check a polled frame; a frame that cannot be valid is dropped and counted.
     #[inline(always)]
-    fn accept(&mut self, i: usize, q: QueueRef, f: u32) -> Option<RawRecv> {
+    fn accept(&mut self, i: usize, q: QueueRef, f: u32, slot: u32) -> Option<RawRecv> {
+        if f == queue::INLINE {
+            let sp = q.slot_ptr(slot);
+            // SAFETY: the slot was published (Acquire on its tag) and stays
+            // ours until the sender gets this packet's credit back.
+            let (len, src) = unsafe {
+                (
+                    (sp.add(8) as *const u32).read(),
+                    (sp.add(12) as *const u32).read(),
+                )
+            };
+            if len as usize > INLINE_BYTES || !self.src_ok(src) {
+                self.stats.dropped_malformed += 1;
+                tracing::warn!(
+                    len,
+                    src,
+                    "shmem: dropped an inline packet with an impossible length or source"
+                );
+                return None;
+            }
+            self.stats.packets_received += 1;
+            self.stats.bytes_received += len as u64;
+            return Some(RawRecv {
+                src,
+                // SAFETY: the inline area follows the slot header.
+                ptr: unsafe { sp.add(SLOT_HEADER_BYTES) },
+                len: len as usize,
+                token: token(i, queue::INLINE),
+            });
+        }
         if f >= q.frames() {
             // A slot naming a frame that does not exist: nothing to release.
             self.stats.dropped_malformed += 1;
@@ -337,8 +378,7 @@ impl ShmemDevice {
                 (frame.add(8) as *const u32).read(),
             )
         };
-        let src_ok = src != self.rank && self.local.get(src as usize).copied().unwrap_or(false);
-        if len as usize > self.payload || !src_ok {
+        if len as usize > self.payload || !self.src_ok(src) {
             self.stats.dropped_malformed += 1;
             tracing::warn!(
                 len,
@@ -358,6 +398,33 @@ impl ShmemDevice {
             len: len as usize,
             token: token(i, f),
         })
+    }
+
+    /// Whether `src` may send to us: another rank of this job on this host.
+    #[inline(always)]
+    fn src_ok(&self, src: Rank) -> bool {
+        src != self.rank && self.local.get(src as usize).copied().unwrap_or(false)
+    }
+
+    /// Test hook: publish an inline packet whose slot claims `claimed_len`
+    /// bytes from `claimed_src`.
+    #[doc(hidden)]
+    pub fn debug_publish_inline(
+        &mut self,
+        dest: Rank,
+        claimed_src: Rank,
+        claimed_len: u32,
+    ) -> Result<(), DeviceError> {
+        let q = self.queue_to(dest)?;
+        queue::publish_inline(&q, |i| {
+            let sp = q.slot_ptr(i);
+            // SAFETY: as in raw_send.
+            unsafe {
+                (sp.add(8) as *mut u32).write(claimed_len);
+                (sp.add(12) as *mut u32).write(claimed_src);
+            }
+        });
+        Ok(())
     }
 
     /// The pid to use for single copy with `peer`, if the probe allowed it.
@@ -423,6 +490,12 @@ unsafe fn write_frame_header(frame: *mut u8, len: u32, src: Rank) {
     (frame.add(8) as *mut u32).write(src);
 }
 
+/// Send buffers outstanding at once on the inline path (a data packet being
+/// gathered plus control packets sent meanwhile).
+const STAGES: usize = 4;
+/// Set in a send token: the buffer is inline stage `token & 0xff`.
+const INLINE_TOKEN: u64 = 1 << 48;
+
 #[inline(always)]
 fn token(queue: usize, frame: u32) -> u64 {
     ((queue as u64) << 32) | frame as u64
@@ -459,6 +532,16 @@ impl Device for ShmemDevice {
             });
         }
         let q = self.queue_to(dest)?;
+        if len <= INLINE_BYTES && self.inline && self.stage_free != 0 {
+            let k = self.stage_free.trailing_zeros() as usize;
+            self.stage_free &= !(1 << k);
+            return Ok(RawSend {
+                ptr: self.stage[k].as_mut_ptr(),
+                cap: INLINE_BYTES,
+                dest,
+                token: INLINE_TOKEN | k as u64,
+            });
+        }
         match queue::acquire_frame(&q) {
             Some(f) => Ok(RawSend {
                 // SAFETY: f < frames; the payload follows the frame header.
@@ -482,6 +565,25 @@ impl Device for ShmemDevice {
         let Ok(q) = self.queue_to(buf.dest) else {
             return;
         };
+        if buf.token & INLINE_TOKEN != 0 {
+            let k = (buf.token & 0xff) as usize;
+            let len = len.min(INLINE_BYTES);
+            let (stage, rank) = (&self.stage[k], self.rank);
+            queue::publish_inline(&q, |i| {
+                let sp = q.slot_ptr(i);
+                // SAFETY: the queue position is ours until its tag is stored;
+                // the slot is SLOT_BYTES long.
+                unsafe {
+                    (sp.add(8) as *mut u32).write(len as u32);
+                    (sp.add(12) as *mut u32).write(rank);
+                    std::ptr::copy_nonoverlapping(stage.as_ptr(), sp.add(SLOT_HEADER_BYTES), len);
+                }
+            });
+            self.stage_free |= 1 << k;
+            self.stats.packets_sent += 1;
+            self.stats.bytes_sent += len as u64;
+            return;
+        }
         let f = buf.token as u32;
         // SAFETY: we own frame f (acquired in raw_send_buffer).
         unsafe { write_frame_header(q.frame(f), len.min(self.payload) as u32, self.rank) };
@@ -491,6 +593,10 @@ impl Device for ShmemDevice {
     }
 
     fn raw_abort(&mut self, buf: RawSend) {
+        if buf.token & INLINE_TOKEN != 0 {
+            self.stage_free |= 1 << (buf.token & 0xff);
+            return;
+        }
         if let Ok(q) = self.queue_to(buf.dest) {
             queue::abandon(&q, buf.token as u32);
         }
@@ -508,7 +614,8 @@ impl Device for ShmemDevice {
             let q = self.my_queues[i];
             // Malformed frames are dropped and the same queue polled again.
             while let Some(f) = queue::poll(&q, &mut self.heads[i]) {
-                if let Some(r) = self.accept(i, q, f) {
+                let slot = self.heads[i].wrapping_sub(1) & (q.frames() - 1);
+                if let Some(r) = self.accept(i, q, f, slot) {
                     if nq > 1 {
                         self.next_queue = i + 1;
                     }

@@ -99,6 +99,9 @@ pub fn slot_value(pos: u32, frame: u32) -> u64 {
     ((pos as u64) << 32) | frame as u64
 }
 
+/// The frame index that says "the packet is in the slot itself".
+pub const INLINE: u32 = u32::MAX - 1;
+
 /// The value a fresh slot `i` starts with: a position one lap back, no frame.
 pub fn initial_slot_value(i: u32, frames: u32) -> u64 {
     slot_value(i.wrapping_sub(frames), u32::MAX)
@@ -149,6 +152,25 @@ pub fn publish<Q: QueueMemory>(q: &Q, frame: u32) {
     };
     q.slot(pos & (q.frames() - 1))
         .store(slot_value(pos, frame), Release);
+}
+
+/// Steps 4–5 for a packet carried in the slot itself (an extension of the
+/// paper's queue for small packets: no frame is taken, and the receiver
+/// reads one cache line). `fill` writes the slot's inline area, then the tag
+/// is stored last, as for a frame index.
+#[inline]
+pub fn publish_inline<Q: QueueMemory>(q: &Q, fill: impl FnOnce(u32)) {
+    let pos = if q.exclusive() {
+        let t = q.rq_tail().load(Relaxed);
+        q.rq_tail().store(t.wrapping_add(1), Relaxed);
+        t
+    } else {
+        // AcqRel for the same reason as in `publish`.
+        q.rq_tail().fetch_add(1, AcqRel)
+    };
+    let i = pos & (q.frames() - 1);
+    fill(i);
+    q.slot(i).store(slot_value(pos, INLINE), Release);
 }
 
 /// Give a frame back without publishing it.

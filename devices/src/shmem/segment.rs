@@ -7,7 +7,8 @@
 //! 4096   process table: N entries of 64 bytes (rank, pid, CMA probe word)
 //! ...    queues: for each receiver SMT ID r, for each of its M queues:
 //!          control (256 B): free-list head @0, receive-queue tail @128
-//!          slots:  F × u64 (frame index tagged with its queue position)
+//!          slots:  F × 64 B (tag = queue position and frame index, stored last;
+//!                  a packet of ≤ 48 B travels inline in its slot, no frame)
 //!          frames: F × stride; frame = in-use u32, len u32, src rank u32, pad, payload
 //! ```
 
@@ -22,12 +23,18 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"FM-SMT\0\x01");
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 const READY: u32 = 0x5245_4459;
 pub const HEADER_BYTES: usize = 4096;
 pub const PROC_ENTRY_BYTES: usize = 64;
 pub const QUEUE_CTL_BYTES: usize = 256;
 pub const FRAME_HEADER_BYTES: usize = 16;
+/// Each receive-queue slot is one cache line: the tag word (position and
+/// frame index, stored last), then — for a packet carried inline — its
+/// length, source and up to [`INLINE_BYTES`] of payload.
+pub const SLOT_BYTES: usize = 64;
+pub const SLOT_HEADER_BYTES: usize = 16;
+pub const INLINE_BYTES: usize = SLOT_BYTES - SLOT_HEADER_BYTES;
 /// Largest sane geometry, so that a corrupt header cannot make us map terabytes.
 const MAX_PROCS: u32 = 4096;
 const MAX_FRAMES: u32 = 1 << 16;
@@ -78,7 +85,7 @@ impl Geometry {
         (FRAME_HEADER_BYTES + self.payload as usize).next_multiple_of(64)
     }
     fn slots_bytes(&self) -> usize {
-        (self.frames as usize * 8).next_multiple_of(64)
+        self.frames as usize * SLOT_BYTES
     }
     pub fn queue_bytes(&self) -> usize {
         QUEUE_CTL_BYTES + self.slots_bytes() + self.frames as usize * self.stride()
@@ -154,6 +161,15 @@ impl QueueRef {
     }
 }
 
+impl QueueRef {
+    /// Pointer to slot `i` (its tag word first, then the inline area).
+    #[inline(always)]
+    pub fn slot_ptr(&self, i: u32) -> *mut u8 {
+        // SAFETY (caller's contract): i < frames, inside the slot array.
+        unsafe { self.base.add(QUEUE_CTL_BYTES + i as usize * SLOT_BYTES) }
+    }
+}
+
 impl QueueMemory for QueueRef {
     type A32 = AtomicU32;
     type A64 = AtomicU64;
@@ -179,7 +195,7 @@ impl QueueMemory for QueueRef {
     fn slot(&self, i: u32) -> &AtomicU64 {
         debug_assert!(i < self.frames);
         // SAFETY: i < frames; 8-byte aligned inside the slot array.
-        unsafe { &*(self.base.add(QUEUE_CTL_BYTES + i as usize * 8) as *const AtomicU64) }
+        unsafe { &*(self.slot_ptr(i) as *const AtomicU64) }
     }
     #[inline(always)]
     fn in_use(&self, frame: u32) -> &AtomicU32 {
