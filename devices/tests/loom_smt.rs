@@ -46,6 +46,10 @@ struct Model {
     in_use: Vec<A32>,
     /// Payload of each frame: (sender, sequence number).
     data: Vec<UnsafeCell<(u32, u32)>>,
+    /// Payload carried inline in each slot.
+    slot_data: Vec<UnsafeCell<(u32, u32)>>,
+    /// Senders put odd sequence numbers inline instead of in a frame.
+    inline_odd: bool,
     /// Credits each sender holds (returned by the receiver on release).
     credits: Vec<AtomicU32>,
 }
@@ -74,8 +78,12 @@ impl QueueMemory for Model {
 }
 
 fn model(frames: u32, senders: u32, exclusive: bool) -> Arc<Model> {
+    Arc::new(model_of(frames, senders, exclusive))
+}
+
+fn model_of(frames: u32, senders: u32, exclusive: bool) -> Model {
     let window = frames / senders;
-    Arc::new(Model {
+    Model {
         frames,
         exclusive,
         free_head: A32(AtomicU32::new(0)),
@@ -85,8 +93,10 @@ fn model(frames: u32, senders: u32, exclusive: bool) -> Arc<Model> {
             .collect(),
         in_use: (0..frames).map(|_| A32(AtomicU32::new(0))).collect(),
         data: (0..frames).map(|_| UnsafeCell::new((0, 0))).collect(),
+        slot_data: (0..frames).map(|_| UnsafeCell::new((0, 0))).collect(),
+        inline_odd: false,
         credits: (0..senders).map(|_| AtomicU32::new(window)).collect(),
-    })
+    }
 }
 
 /// Send up to `msgs` messages; a sender that finds no credit after a few
@@ -106,6 +116,13 @@ fn sender(m: &Model, me: u32, msgs: u32) -> u32 {
         if !credit {
             return seq;
         }
+        if m.inline_odd && seq % 2 == 1 {
+            // Small packet: into the slot itself, tag stored last.
+            queue::publish_inline(m, |i| {
+                m.slot_data[i as usize].with_mut(|p| unsafe { *p = (me, seq) })
+            });
+            continue;
+        }
         // Under adversarial scheduling another sender can take each free frame
         // just before we reach it; the queue then reports back-pressure after
         // 2F tries (fm retries later). Here: give the credit back and stop.
@@ -124,14 +141,21 @@ fn take_one(m: &Model, head: &mut u32, next: &mut [u32]) -> bool {
     let Some(f) = queue::poll(m, head) else {
         return false;
     };
-    assert!(f < m.frames, "slot names a frame that does not exist");
-    let (src, seq) = m.data[f as usize].with(|p| unsafe { *p });
+    let slot = head.wrapping_sub(1) & (m.frames - 1);
+    let (src, seq) = if f == queue::INLINE {
+        m.slot_data[slot as usize].with(|p| unsafe { *p })
+    } else {
+        assert!(f < m.frames, "slot names a frame that does not exist");
+        m.data[f as usize].with(|p| unsafe { *p })
+    };
     assert_eq!(
         seq, next[src as usize],
         "per-sender FIFO order broken or message duplicated"
     );
     next[src as usize] += 1;
-    queue::release(m, f);
+    if f != queue::INLINE {
+        queue::release(m, f);
+    }
     m.credits[src as usize].fetch_add(1, Ordering::Release);
     true
 }
@@ -139,7 +163,10 @@ fn take_one(m: &Model, head: &mut u32, next: &mut [u32]) -> bool {
 /// Run `senders` senders of `msgs` messages each against a receiver that polls
 /// `polls` times while they run and drains the queue after they finish.
 fn run(frames: u32, senders: u32, msgs: u32, exclusive: bool, polls: u32) {
-    let m = model(frames, senders, exclusive);
+    run_model(model(frames, senders, exclusive), senders, msgs, polls)
+}
+
+fn run_model(m: Arc<Model>, senders: u32, msgs: u32, polls: u32) {
     let hs: Vec<_> = (0..senders)
         .map(|me| {
             let m = m.clone();
@@ -195,4 +222,18 @@ fn three_senders_one_receiver() {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(2);
     b.check(|| run(4, 3, 2, false, 3));
+}
+
+/// Two senders share a queue of 2 slots and alternate frame and inline
+/// packets: an inline packet's slot is never rewritten while the receiver
+/// reads it, and order and exactly-once hold across both kinds.
+#[test]
+fn inline_and_frame_packets_two_senders() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| {
+        let mut m = model_of(2, 2, false);
+        m.inline_odd = true;
+        run_model(Arc::new(m), 2, 2, 3)
+    });
 }
