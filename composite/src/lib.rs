@@ -78,8 +78,8 @@ impl Device for Member {
     }
 }
 
-/// Member tokens must fit below this bit; the member index sits above it.
-const MEMBER_SHIFT: u32 = 56;
+/// Member tokens must fit below this bit; the route sits above it.
+const ROUTE_SHIFT: u32 = 56;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompositeError {
@@ -93,66 +93,142 @@ pub enum CompositeError {
     NodeMap { hosts: usize, size: usize },
 }
 
+/// Where the table sends a destination. The devices every process has are
+/// fields of the composite, reached without a `match`; the rest sit in a list.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Route {
+    SelfLoop,
+    Shmem,
+    Other(u8),
+}
+
+impl Route {
+    #[inline(always)]
+    fn tag(self) -> u64 {
+        match self {
+            Route::SelfLoop => 0,
+            Route::Shmem => 1,
+            Route::Other(i) => 2 + i as u64,
+        }
+    }
+    #[inline(always)]
+    fn from_tag(t: u64) -> Route {
+        match t {
+            0 => Route::SelfLoop,
+            1 => Route::Shmem,
+            t => Route::Other((t - 2) as u8),
+        }
+    }
+}
+
 pub struct Composite {
     rank: Rank,
-    members: Vec<Member>,
-    /// rank → member index.
-    table: Vec<u8>,
-    /// Members that can receive, cheapest first.
-    poll_order: Vec<u8>,
+    self_loop: SelfDevice,
+    shmem: Option<ShmemDevice>,
+    /// Other members (null, networks), in the order given.
+    others: Vec<Member>,
+    /// Indices into `others` of members that can receive.
+    others_polled: Vec<u8>,
+    /// rank → route.
+    table: Vec<Route>,
     hosts: Vec<String>,
+}
+
+/// Dispatch a call to the device a route names.
+macro_rules! route {
+    ($c:expr, $r:expr, $d:ident => $e:expr) => {
+        match $r {
+            Route::SelfLoop => {
+                let $d = &mut $c.self_loop;
+                $e
+            }
+            Route::Shmem => match $c.shmem.as_mut() {
+                Some($d) => $e,
+                None => unreachable!("the table routes to shmem only when it is open"),
+            },
+            Route::Other(i) => {
+                let $d = &mut $c.others[i as usize];
+                $e
+            }
+        }
+    };
 }
 
 impl Composite {
     /// Build the table for `rank` given every rank's host. Choice per peer, as
     /// PM/Composite: same process → self; otherwise the first member (in the
-    /// order given: put faster ones first) that reaches it. A rank that no
-    /// member reaches is an error now, not at first send.
+    /// order given: put faster ones first) that reaches it; a rank nobody
+    /// reaches goes to the null transport if there is one (it reports "no
+    /// route"), else it is an error now, not at first send. `members` must
+    /// hold a self device for `rank`.
     pub fn new(
         rank: Rank,
         hosts: Vec<String>,
         members: Vec<Member>,
     ) -> Result<Self, CompositeError> {
-        let mut table = Vec::with_capacity(hosts.len());
-        for (r, host) in hosts.iter().enumerate() {
-            let r = r as Rank;
-            let pick = members.iter().position(|m| m.reaches(r)).or_else(|| {
-                // Nobody reaches it: the null transport takes it and reports no route.
-                members.iter().position(|m| matches!(m, Member::Null(_)))
-            });
-            match pick {
-                Some(i) => table.push(i as u8),
-                None => {
-                    let tried: Vec<&str> = members.iter().map(|m| m.info().name).collect();
-                    return Err(CompositeError::Unreachable {
-                        rank: r,
-                        host: host.clone(),
-                        tried: tried.join(", "),
-                    });
+        let mut self_loop = None;
+        let mut shmem = None;
+        let mut others = Vec::new();
+        let mut order = Vec::new();
+        for m in members {
+            match m {
+                Member::SelfLoop(d) if self_loop.is_none() => {
+                    self_loop = Some(d);
+                    order.push(Route::SelfLoop);
+                }
+                Member::Shmem(d) if shmem.is_none() => {
+                    shmem = Some(d);
+                    order.push(Route::Shmem);
+                }
+                m => {
+                    order.push(Route::Other(others.len() as u8));
+                    others.push(m);
                 }
             }
         }
-        let mut poll_order: Vec<u8> = (0..members.len() as u8)
+        let self_loop = self_loop.unwrap_or_else(|| SelfDevice::open(rank));
+        let mut c = Composite {
+            rank,
+            self_loop,
+            shmem,
+            others_polled: Vec::new(),
+            others,
+            table: Vec::with_capacity(hosts.len()),
+            hosts,
+        };
+        c.others_polled = (0..c.others.len() as u8)
             .filter(|&i| {
-                members[i as usize]
+                c.others[i as usize]
                     .info()
                     .options
                     .contains(Options::RECEIVES)
             })
             .collect();
-        // Cheapest poll first: self is a local queue, shmem one cached load.
-        poll_order.sort_by_key(|&i| match members[i as usize] {
-            Member::SelfLoop(_) => 0,
-            Member::Shmem(_) => 1,
-            Member::Null(_) => 2,
-        });
-        Ok(Composite {
-            rank,
-            members,
-            table,
-            poll_order,
-            hosts,
-        })
+        for r in 0..c.hosts.len() as Rank {
+            let reaches = |c: &mut Composite, route: Route| route!(c, route, d => d.reaches(r));
+            let pick = order
+                .iter()
+                .copied()
+                .find(|&route| reaches(&mut c, route))
+                .or_else(|| {
+                    c.others
+                        .iter()
+                        .position(|m| matches!(m, Member::Null(_)))
+                        .map(|i| Route::Other(i as u8))
+                });
+            match pick {
+                Some(route) => c.table.push(route),
+                None => {
+                    let tried: Vec<&str> = c.member_names();
+                    return Err(CompositeError::Unreachable {
+                        rank: r,
+                        host: c.hosts[r as usize].clone(),
+                        tried: tried.join(", "),
+                    });
+                }
+            }
+        }
+        Ok(c)
     }
 
     pub fn rank(&self) -> Rank {
@@ -167,21 +243,33 @@ impl Composite {
         self.hosts.get(rank as usize).map(|s| s.as_str())
     }
 
-    /// The member device that carries packets to `dest`.
-    pub fn device_for(&self, dest: Rank) -> Option<&Member> {
-        self.table
-            .get(dest as usize)
-            .map(|&i| &self.members[i as usize])
+    /// Names of the member devices, in polling order.
+    pub fn member_names(&self) -> Vec<&'static str> {
+        let mut v = vec![self.self_loop.info().name];
+        if let Some(s) = &self.shmem {
+            v.push(s.info().name);
+        }
+        v.extend(self.others.iter().map(|m| m.info().name));
+        v
     }
 
-    /// The member devices.
-    pub fn members(&self) -> &[Member] {
-        &self.members
+    /// Name, option bits and MTU of the device that carries packets to `dest`.
+    pub fn info_for(&self, dest: Rank) -> Option<DeviceInfo> {
+        Some(match *self.table.get(dest as usize)? {
+            Route::SelfLoop => self.self_loop.info(),
+            Route::Shmem => self.shmem.as_ref()?.info(),
+            Route::Other(i) => self.others[i as usize].info(),
+        })
     }
 
-    /// Mutable access to a member, for calling a device directly (benchmarks).
-    pub fn members_mut(&mut self) -> &mut [Member] {
-        &mut self.members
+    /// Whether `dest` is routed to the null transport (no route).
+    pub fn is_null_route(&self, dest: Rank) -> bool {
+        matches!(self.table.get(dest as usize), Some(Route::Other(i)) if matches!(self.others[*i as usize], Member::Null(_)))
+    }
+
+    /// The shmem member, for calling it directly (benchmarks).
+    pub fn shmem_mut(&mut self) -> Option<&mut ShmemDevice> {
+        self.shmem.as_mut()
     }
 
     /// The destination device table, printable as Table 7.1 of the thesis.
@@ -198,14 +286,9 @@ impl fmt::Display for DeviceTable<'_> {
         let c = self.0;
         writeln!(f, "destination device table of rank {}", c.rank)?;
         writeln!(f, "{:>6}  {:<24}  device", "rank", "host")?;
-        for (r, &i) in c.table.iter().enumerate() {
-            writeln!(
-                f,
-                "{:>6}  {:<24}  {}",
-                r,
-                c.hosts[r],
-                c.members[i as usize].info().name
-            )?;
+        for r in 0..c.table.len() {
+            let name = c.info_for(r as Rank).map_or("?", |i| i.name);
+            writeln!(f, "{:>6}  {:<24}  {}", r, c.hosts[r], name)?;
         }
         Ok(())
     }
@@ -215,12 +298,18 @@ impl Device for Composite {
     fn info(&self) -> DeviceInfo {
         let mut options = Options::RECEIVES;
         let mut mtu = usize::MAX;
-        for m in &self.members {
-            let i = m.info();
+        let mut add = |i: DeviceInfo| {
             options = Options(options.0 | i.options.0);
             if i.mtu > 0 {
                 mtu = mtu.min(i.mtu);
             }
+        };
+        add(self.self_loop.info());
+        if let Some(s) = &self.shmem {
+            add(s.info());
+        }
+        for m in &self.others {
+            add(m.info());
         }
         DeviceInfo {
             name: "composite",
@@ -230,46 +319,66 @@ impl Device for Composite {
     }
 
     fn reaches(&self, dest: Rank) -> bool {
-        self.device_for(dest).is_some_and(|m| m.reaches(dest))
+        match self.table.get(dest as usize) {
+            Some(Route::SelfLoop) => self.self_loop.reaches(dest),
+            Some(Route::Shmem) => self.shmem.as_ref().is_some_and(|s| s.reaches(dest)),
+            Some(Route::Other(i)) => self.others[*i as usize].reaches(dest),
+            None => false,
+        }
     }
 
     fn window(&self, dest: Rank) -> u32 {
-        self.device_for(dest).map_or(0, |m| m.window(dest))
+        match self.table.get(dest as usize) {
+            Some(Route::SelfLoop) => self.self_loop.window(dest),
+            Some(Route::Shmem) => self.shmem.as_ref().map_or(0, |s| s.window(dest)),
+            Some(Route::Other(i)) => self.others[*i as usize].window(dest),
+            None => 0,
+        }
     }
 
     #[inline(always)]
     fn raw_send_buffer(&mut self, dest: Rank, len: usize) -> Result<RawSend, DeviceError> {
-        let Some(&i) = self.table.get(dest as usize) else {
+        let Some(&route) = self.table.get(dest as usize) else {
             return Err(DeviceError::NotAPeer {
                 device: "composite",
                 dest,
             });
         };
-        let mut buf = self.members[i as usize].raw_send_buffer(dest, len)?;
-        debug_assert!(buf.token >> MEMBER_SHIFT == 0);
-        buf.token |= (i as u64) << MEMBER_SHIFT;
+        let mut buf = route!(self, route, d => d.raw_send_buffer(dest, len))?;
+        debug_assert!(buf.token >> ROUTE_SHIFT == 0);
+        buf.token |= route.tag() << ROUTE_SHIFT;
         Ok(buf)
     }
 
     #[inline(always)]
     fn raw_send(&mut self, mut buf: RawSend, len: usize) {
-        let i = (buf.token >> MEMBER_SHIFT) as usize;
-        buf.token &= (1 << MEMBER_SHIFT) - 1;
-        self.members[i].raw_send(buf, len)
+        let route = Route::from_tag(buf.token >> ROUTE_SHIFT);
+        buf.token &= (1 << ROUTE_SHIFT) - 1;
+        route!(self, route, d => d.raw_send(buf, len))
     }
 
     fn raw_abort(&mut self, mut buf: RawSend) {
-        let i = (buf.token >> MEMBER_SHIFT) as usize;
-        buf.token &= (1 << MEMBER_SHIFT) - 1;
-        self.members[i].raw_abort(buf)
+        let route = Route::from_tag(buf.token >> ROUTE_SHIFT);
+        buf.token &= (1 << ROUTE_SHIFT) - 1;
+        route!(self, route, d => d.raw_abort(buf))
     }
 
+    /// Unified polling: shared memory (one cached load per queue when idle),
+    /// the self queue, then the other members that can receive.
     #[inline(always)]
     fn raw_receive(&mut self) -> Option<RawRecv> {
-        for &i in &self.poll_order {
-            if let Some(mut r) = self.members[i as usize].raw_receive() {
-                debug_assert!(r.token >> MEMBER_SHIFT == 0);
-                r.token |= (i as u64) << MEMBER_SHIFT;
+        if let Some(s) = self.shmem.as_mut() {
+            if let Some(mut r) = s.raw_receive() {
+                r.token |= Route::Shmem.tag() << ROUTE_SHIFT;
+                return Some(r);
+            }
+        }
+        if let Some(r) = self.self_loop.raw_receive() {
+            return Some(r);
+        }
+        for &i in &self.others_polled {
+            if let Some(mut r) = self.others[i as usize].raw_receive() {
+                r.token |= Route::Other(i).tag() << ROUTE_SHIFT;
                 return Some(r);
             }
         }
@@ -278,13 +387,13 @@ impl Device for Composite {
 
     #[inline(always)]
     fn raw_release(&mut self, token: u64) {
-        let i = (token >> MEMBER_SHIFT) as usize;
-        self.members[i].raw_release(token & ((1 << MEMBER_SHIFT) - 1))
+        let route = Route::from_tag(token >> ROUTE_SHIFT);
+        route!(self, route, d => d.raw_release(token & ((1 << ROUTE_SHIFT) - 1)))
     }
 
     fn remote_read(&mut self, src: Rank, addr: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        match self.table.get(src as usize) {
-            Some(&i) => self.members[i as usize].remote_read(src, addr, buf),
+        match self.table.get(src as usize).copied() {
+            Some(route) => route!(self, route, d => d.remote_read(src, addr, buf)),
             None => Err(DeviceError::NotAPeer {
                 device: "composite",
                 dest: src,
@@ -293,8 +402,8 @@ impl Device for Composite {
     }
 
     fn remote_write(&mut self, dest: Rank, addr: u64, data: &[u8]) -> Result<(), DeviceError> {
-        match self.table.get(dest as usize) {
-            Some(&i) => self.members[i as usize].remote_write(dest, addr, data),
+        match self.table.get(dest as usize).copied() {
+            Some(route) => route!(self, route, d => d.remote_write(dest, addr, data)),
             None => Err(DeviceError::NotAPeer {
                 device: "composite",
                 dest,
@@ -302,15 +411,26 @@ impl Device for Composite {
         }
     }
 
+    #[inline]
     fn remote_memory_to(&self, peer: Rank) -> bool {
-        self.device_for(peer)
-            .is_some_and(|m| m.remote_memory_to(peer))
+        match self.table.get(peer as usize) {
+            Some(Route::Shmem) => self
+                .shmem
+                .as_ref()
+                .is_some_and(|s| s.remote_memory_to(peer)),
+            Some(Route::Other(i)) => self.others[*i as usize].remote_memory_to(peer),
+            _ => false,
+        }
     }
 
     fn stats(&self) -> DeviceStats {
+        let mut all = vec![self.self_loop.stats()];
+        if let Some(s) = &self.shmem {
+            all.push(s.stats());
+        }
+        all.extend(self.others.iter().map(|m| m.stats()));
         let mut s = DeviceStats::default();
-        for m in &self.members {
-            let t = m.stats();
+        for t in all {
             s.packets_sent += t.packets_sent;
             s.packets_received += t.packets_received;
             s.bytes_sent += t.bytes_sent;

@@ -97,7 +97,7 @@ impl Device for SelfDevice {
         self.free.push(buf.token as u32);
     }
 
-    #[inline]
+    #[inline(always)]
     fn raw_receive(&mut self) -> Option<RawRecv> {
         let (idx, len) = self.ready.pop_front()?;
         self.stats.packets_received += 1;
@@ -110,7 +110,7 @@ impl Device for SelfDevice {
         })
     }
 
-    #[inline]
+    #[inline(always)]
     fn raw_release(&mut self, token: u64) {
         self.free.push(token as u32);
     }

@@ -5,7 +5,7 @@
 use crate::error::{ErrorKind, Result};
 use crate::wait::Waiter;
 use crate::wire::{self, Header, Kind, FIRST, HEADER, LAST};
-use fm_composite::{Composite, Member};
+use fm_composite::Composite;
 use fm_devices::{Device, DeviceError, Rank, RawRecv, RawSend};
 use std::collections::VecDeque;
 
@@ -99,10 +99,8 @@ impl Endpoint {
         let mut credits = Vec::with_capacity(size);
         let mut return_at = Vec::with_capacity(size);
         for r in 0..size as Rank {
-            let (mtu, window) = match dev.device_for(r) {
-                Some(m) => (m.info().mtu, m.window(r)),
-                None => (0, 0),
-            };
+            let mtu = dev.info_for(r).map_or(0, |i| i.mtu);
+            let window = dev.window(r);
             let window = max_credits.map_or(window, |c| window.min(c));
             room.push(mtu.saturating_sub(HEADER));
             credits.push(window);
@@ -392,7 +390,7 @@ impl Endpoint {
                     Err(DeviceError::NoBuffer { .. }) => {}
                     Err(e) => return Err(e.into()),
                 }
-            } else if let Some(Member::Null(_)) = self.dev.device_for(dest) {
+            } else if self.dev.is_null_route(dest) {
                 // The null transport: the device itself reports no route.
                 return Err(self
                     .dev

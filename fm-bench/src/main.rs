@@ -10,7 +10,7 @@ mod stats;
 use clap::{Parser, Subcommand, ValueEnum};
 use fm::job::LocalJob;
 use fm::{Config, Fm, Incoming};
-use fm_composite::{Composite, Member};
+use fm_composite::Composite;
 use fm_devices::{Device, Rank};
 use stats::{Sample, Summary};
 use std::cell::{Cell, RefCell};
@@ -465,13 +465,7 @@ impl Ctx<'_> {
         }
         {
             let n = self.opts.iters.unwrap_or(10_000_000);
-            let members: Vec<&str> = self
-                .fm
-                .composite()
-                .members()
-                .iter()
-                .map(|m| m.info().name)
-                .collect();
+            let members: Vec<&str> = self.fm.composite().member_names();
             let label = members.join("+");
             let mut comp_samples = Vec::new();
             let mut fm_samples = Vec::new();
@@ -637,12 +631,7 @@ fn composite_mut(fm: &mut Fm) -> &mut Composite {
 
 fn shmem_mut(fm: &mut Fm) -> Res<&mut fm_devices::shmem::ShmemDevice> {
     composite_mut(fm)
-        .members_mut()
-        .iter_mut()
-        .find_map(|m| match m {
-            Member::Shmem(d) => Some(d),
-            _ => None,
-        })
+        .shmem_mut()
         .ok_or_else(|| "no shmem device in this job".to_string())
 }
 

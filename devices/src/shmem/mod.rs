@@ -522,7 +522,7 @@ impl Device for ShmemDevice {
         self.window
     }
 
-    #[inline]
+    #[inline(always)]
     fn raw_send_buffer(&mut self, dest: Rank, len: usize) -> Result<RawSend, DeviceError> {
         if len > self.payload {
             return Err(DeviceError::TooLarge {
@@ -560,7 +560,7 @@ impl Device for ShmemDevice {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn raw_send(&mut self, buf: RawSend, len: usize) {
         let Ok(q) = self.queue_to(buf.dest) else {
             return;
@@ -602,7 +602,7 @@ impl Device for ShmemDevice {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn raw_receive(&mut self) -> Option<RawRecv> {
         let nq = self.my_queues.len();
         for k in 0..nq {
@@ -626,7 +626,7 @@ impl Device for ShmemDevice {
         None
     }
 
-    #[inline]
+    #[inline(always)]
     fn raw_release(&mut self, token: u64) {
         let (i, f) = ((token >> 32) as usize, token as u32);
         if let Some(q) = self.my_queues.get(i) {
