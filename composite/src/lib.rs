@@ -103,19 +103,20 @@ enum Route {
 }
 
 impl Route {
+    /// Shared memory is tag 0, so its tokens pass through the composite untouched.
     #[inline(always)]
     fn tag(self) -> u64 {
         match self {
-            Route::SelfLoop => 0,
-            Route::Shmem => 1,
+            Route::Shmem => 0,
+            Route::SelfLoop => 1,
             Route::Other(i) => 2 + i as u64,
         }
     }
     #[inline(always)]
     fn from_tag(t: u64) -> Route {
         match t {
-            0 => Route::SelfLoop,
-            1 => Route::Shmem,
+            0 => Route::Shmem,
+            1 => Route::SelfLoop,
             t => Route::Other((t - 2) as u8),
         }
     }
@@ -368,12 +369,13 @@ impl Device for Composite {
     #[inline(always)]
     fn raw_receive(&mut self) -> Option<RawRecv> {
         if let Some(s) = self.shmem.as_mut() {
-            if let Some(mut r) = s.raw_receive() {
-                r.token |= Route::Shmem.tag() << ROUTE_SHIFT;
+            if let Some(r) = s.raw_receive() {
+                // Route::Shmem's tag is 0: the token is already right.
                 return Some(r);
             }
         }
-        if let Some(r) = self.self_loop.raw_receive() {
+        if let Some(mut r) = self.self_loop.raw_receive() {
+            r.token |= Route::SelfLoop.tag() << ROUTE_SHIFT;
             return Some(r);
         }
         for &i in &self.others_polled {
@@ -387,6 +389,11 @@ impl Device for Composite {
 
     #[inline(always)]
     fn raw_release(&mut self, token: u64) {
+        if token >> ROUTE_SHIFT == 0 {
+            if let Some(s) = self.shmem.as_mut() {
+                return s.raw_release(token);
+            }
+        }
         let route = Route::from_tag(token >> ROUTE_SHIFT);
         route!(self, route, d => d.raw_release(token & ((1 << ROUTE_SHIFT) - 1)))
     }
