@@ -74,6 +74,15 @@ pub fn allow_any_ptracer() {
     }
 }
 
+/// Ask the kernel to kill this process when its parent dies (call in a
+/// child between fork and exec).
+pub fn die_with_parent() {
+    // SAFETY: prctl with integer arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+    }
+}
+
 /// Whether a process with this pid exists (it may belong to another user).
 pub fn pid_alive(pid: u32) -> bool {
     if pid == 0 || pid > i32::MAX as u32 {

@@ -52,15 +52,17 @@ impl LocalJob {
             cmd.env("FM_RANK", rank.to_string())
                 .env("FM_SIZE", size.to_string())
                 .env("FM_JOB_KEY", job_key.to_string());
-            if pin {
-                let cpu = rank % cpus;
-                // SAFETY: only an async-signal-safe syscall between fork and exec.
-                unsafe {
-                    cmd.pre_exec(move || {
+            let cpu = pin.then_some(rank % cpus);
+            // SAFETY: only async-signal-safe system calls between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    // A rank never outlives its launcher, even one killed by a signal.
+                    fm_devices::sys::die_with_parent();
+                    if let Some(cpu) = cpu {
                         let _ = fm_devices::sys::pin_to_cpu(cpu);
-                        Ok(())
-                    });
-                }
+                    }
+                    Ok(())
+                });
             }
             match cmd.spawn() {
                 Ok(c) => children.push(c),

@@ -173,6 +173,58 @@ fn killed_job_leaves_no_segment() {
     assert_no_segment(key);
 }
 
+/// A launcher killed with SIGKILL takes its ranks with it (they do not run
+/// on as orphans) and leaves no segment behind.
+#[test]
+fn ranks_die_with_their_launcher() {
+    use std::io::BufRead;
+    let mut launcher = testprog(&["launcher", "2"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn launcher");
+    let mut line = String::new();
+    std::io::BufReader::new(launcher.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("job line");
+    let key = line.trim().trim_start_matches("job ").to_string();
+    std::thread::sleep(Duration::from_millis(500));
+    let children = |pid: u32| -> Vec<u32> {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|s| s.parse().ok())
+            .collect()
+    };
+    let ranks = children(launcher.id());
+    assert_eq!(ranks.len(), 2, "launcher should have 2 ranks: {ranks:?}");
+    launcher.kill().expect("kill launcher");
+    let _ = launcher.wait();
+    let running = |pid: &u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .map(|s| !s.contains("(zombie)"))
+            .unwrap_or(false)
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ranks.iter().any(running) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left: Vec<u32> = ranks.iter().copied().filter(running).collect();
+    for pid in &left {
+        // SAFETY: cleaning up processes this test started.
+        unsafe { libc_kill(*pid as i32, 9) };
+    }
+    assert!(left.is_empty(), "ranks outlived their launcher: {left:?}");
+    let left: Vec<_> = std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&format!("fm-{key}")))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "segments left: {left:?}");
+}
+
 extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;

@@ -11,6 +11,9 @@
 //!     a token goes round the ring ROUNDS times, every rank replying from its handler.
 //! fm-testprog noroute
 //!     rank 0 sends to the last rank, which FM_HOSTS places on another host.
+//! fm-testprog launcher N
+//!     starts N ranks of an endless head-to-head exchange and waits for them
+//!     (for testing what happens when a launcher is killed).
 
 use fm::{Fm, FmError, Incoming};
 use fm_tests::{fill, Rng};
@@ -30,6 +33,7 @@ fn main() -> ExitCode {
         Some("headtohead") => headtohead(arg(2), arg(3) as usize),
         Some("ring") => ring(arg(2)),
         Some("noroute") => noroute(),
+        Some("launcher") => launcher(arg(2) as usize),
         _ => Err("usage: fm-testprog alltoall|headtohead|ring|noroute ...".into()),
     };
     match r {
@@ -284,5 +288,22 @@ fn noroute() -> Res {
             Ok(())
         }
         other => Err(format!("expected a no-route error, got {other:?}")),
+    }
+}
+
+fn launcher(n: usize) -> Res {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let job = fm::job::LocalJob::spawn(n, false, |_| {
+        let mut c = std::process::Command::new(&exe);
+        c.args(["headtohead", "1000000000", "64"]);
+        c
+    })
+    .map_err(|e| e.to_string())?;
+    println!("job {}", job.job_key);
+    let out = job.wait(std::time::Duration::from_secs(3600));
+    if out.success() {
+        Ok(())
+    } else {
+        Err(format!("{out:?}"))
     }
 }
