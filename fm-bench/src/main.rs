@@ -469,6 +469,7 @@ impl Ctx<'_> {
             let label = members.join("+");
             let mut comp_samples = Vec::new();
             let mut fm_samples = Vec::new();
+            let mut shm_samples = Vec::new();
             for _ in 0..21 {
                 let dev = composite_mut(self.fm);
                 let t = Instant::now();
@@ -488,6 +489,27 @@ impl Ctx<'_> {
                     std::hint::black_box(self.fm.extract(usize::MAX).map_err(e)?);
                 }
                 fm_samples.push(t.elapsed().as_secs_f64() * 1e9 / (n / 21) as f64);
+                if let Some(shm) = composite_mut(self.fm).shmem_mut() {
+                    let t = Instant::now();
+                    for _ in 0..n / 21 {
+                        if let Some(r) = std::hint::black_box(&mut *shm).raw_receive() {
+                            shm.raw_release(r.token);
+                            return Err(
+                                "pollcost: a packet arrived during the idle measurement".into()
+                            );
+                        }
+                    }
+                    shm_samples.push(t.elapsed().as_secs_f64() * 1e9 / (n / 21) as f64);
+                }
+            }
+            if !shm_samples.is_empty() {
+                out.push(Sample::nanos(
+                    "pollcost",
+                    "shmem",
+                    "device",
+                    n,
+                    &Summary::of(&shm_samples),
+                ));
             }
             out.push(Sample::nanos(
                 "pollcost",
