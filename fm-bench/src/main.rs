@@ -502,15 +502,6 @@ impl Ctx<'_> {
                     shm_samples.push(t.elapsed().as_secs_f64() * 1e9 / (n / 21) as f64);
                 }
             }
-            if !shm_samples.is_empty() {
-                out.push(Sample::nanos(
-                    "pollcost",
-                    "shmem",
-                    "device",
-                    n,
-                    &Summary::of(&shm_samples),
-                ));
-            }
             out.push(Sample::nanos(
                 "pollcost",
                 &label,
@@ -525,6 +516,15 @@ impl Ctx<'_> {
                 n,
                 &Summary::of(&fm_samples),
             ));
+            if !shm_samples.is_empty() {
+                out.push(Sample::nanos(
+                    "pollcost",
+                    "shmem",
+                    "device",
+                    n,
+                    &Summary::of(&shm_samples),
+                ));
+            }
             if self.peer != self.fm.rank() {
                 self.fm.send(self.peer, H_PING, &[]).map_err(e)?;
             }
