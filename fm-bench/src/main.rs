@@ -575,37 +575,27 @@ impl Ctx<'_> {
         let (mut via, mut direct) = (Vec::new(), Vec::new());
         // Alternate which goes first, so that whatever the first run after a
         // barrier pays is paid by both alike.
+        // FM_BENCH_CALIBRATE=1: both sides call the device directly (should give 0).
+        let calibrate = std::env::var_os("FM_BENCH_CALIBRATE").is_some();
         for round in 0..16 {
             for composite_now in [round % 2 == 0, round % 2 == 1] {
                 self.fm.barrier().map_err(e)?;
-                if composite_now && std::env::var_os("FM_BENCH_CALIBRATE").is_none() {
-                    via.extend(raw_pp(
+                let samples = if composite_now && !calibrate {
+                    raw_pp(
                         composite_mut(self.fm),
                         peer,
                         leader,
                         size,
                         iters / 10,
                         iters,
-                    )?);
-                } else if composite_now {
-                    // Calibration: the "composite" side also calls the device directly.
-                    via.extend(raw_pp(
-                        shmem_mut(self.fm)?,
-                        peer,
-                        leader,
-                        size,
-                        iters / 10,
-                        iters,
-                    )?);
+                    )?
                 } else {
-                    direct.extend(raw_pp(
-                        shmem_mut(self.fm)?,
-                        peer,
-                        leader,
-                        size,
-                        iters / 10,
-                        iters,
-                    )?);
+                    raw_pp(shmem_mut(self.fm)?, peer, leader, size, iters / 10, iters)?
+                };
+                if composite_now {
+                    via.extend(samples);
+                } else {
+                    direct.extend(samples);
                 }
             }
         }

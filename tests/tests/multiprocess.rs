@@ -214,15 +214,8 @@ fn ranks_die_with_their_launcher() {
         unsafe { libc_kill(*pid as i32, 9) };
     }
     assert!(left.is_empty(), "ranks outlived their launcher: {left:?}");
-    let left: Vec<_> = std::fs::read_dir("/dev/shm")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(&format!("fm-{key}")))
-                .collect()
-        })
-        .unwrap_or_default();
-    assert!(left.is_empty(), "segments left: {left:?}");
+    let key = u64::from_str_radix(&key, 16).expect("job key from the launcher");
+    assert_no_segment(fm::JobKey(key));
 }
 
 extern "C" {
