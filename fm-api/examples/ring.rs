@@ -1,7 +1,8 @@
 //! A real FM job on this host: N processes pass a token round a ring, each
 //! rank's handler forwarding it from inside the handler, then every rank
-//! sends a 1 MiB message to its neighbour (streamed, single copy where the
-//! system allows) and checks it.
+//! sends a 1 MiB message to its neighbour — gathered from two pieces,
+//! streamed through shared-memory frames, read by the handler in 64 KiB
+//! pieces as it arrives — and checks every byte.
 //!
 //!     cargo run --release -p fm --example ring -- 4
 //!
