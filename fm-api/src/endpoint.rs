@@ -665,8 +665,8 @@ impl Endpoint {
         }
     }
 
-    /// Whether there is an open outgoing message.
-    pub(crate) fn message_open(&self) -> bool {
-        self.out.is_some()
+    /// The destination of the open outgoing message, if one is open.
+    pub(crate) fn open_message_dest(&self) -> Option<Rank> {
+        self.out.as_ref().map(|o| o.dest)
     }
 }

@@ -242,8 +242,8 @@ impl Fm {
         if self.ep.in_handler {
             return Err(ErrorKind::Reentrant.into());
         }
-        if let Some(_o) = self.ep.message_open().then_some(()) {
-            return Err(ErrorKind::MessageOpen { dest: u32::MAX }.into());
+        if let Some(dest) = self.ep.open_message_dest() {
+            return Err(ErrorKind::MessageOpen { dest }.into());
         }
         self.ep.flush_control();
         let mut bytes = 0usize;

@@ -125,4 +125,39 @@ mod tests {
         bad[1] = 0x80;
         assert_eq!(Header::decode(&bad), Err(Malformed::Reserved));
     }
+
+    /// Any bytes at all: a clear rejection, or a header that encodes back to
+    /// exactly those bytes. Never a panic.
+    #[test]
+    fn random_bytes_decode_or_are_rejected() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut accepted = 0;
+        for _ in 0..200_000 {
+            let len = (next() % 40) as usize;
+            let mut p: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            // Bias towards plausible headers so the accept path is exercised too.
+            if len >= HEADER && next() % 2 == 0 {
+                p[0] = 1 + (next() % 4) as u8;
+                p[1] &= FIRST | LAST;
+                p[12..16].fill(0);
+            }
+            if let Ok(h) = Header::decode(&p) {
+                accepted += 1;
+                let mut back = [0u8; HEADER];
+                h.encode(&mut back);
+                assert_eq!(&back[..], &p[..HEADER]);
+            }
+            let _ = decode_remote(&p);
+        }
+        assert!(
+            accepted > 10_000,
+            "accept path barely exercised: {accepted}"
+        );
+    }
 }

@@ -1,0 +1,176 @@
+//! Misuse of the API and bad configuration give typed errors that name what
+//! is wrong; a one-rank job (self device only) needs no other process.
+
+use fm::{Config, ErrorKind, Fm, JobKey};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+fn solo() -> (Fm, Rc<RefCell<Vec<Vec<u8>>>>) {
+    let got = Rc::new(RefCell::new(Vec::new()));
+    let g = got.clone();
+    let fm = Fm::builder()
+        .handler(1, "collect", move |m| {
+            g.borrow_mut().push(m.receive_vec()?);
+            Ok(())
+        })
+        .config(Config::local(0, 1, JobKey(7)))
+        .build()
+        .expect("one-rank job");
+    (fm, got)
+}
+
+#[test]
+fn misuse_of_streams_is_a_typed_error_and_the_stream_stays_consistent() {
+    let (mut fm, got) = solo();
+    assert!(matches!(
+        fm.send_piece(b"x").unwrap_err().kind(),
+        ErrorKind::NoMessageOpen
+    ));
+    assert!(matches!(
+        fm.end_message().unwrap_err().kind(),
+        ErrorKind::NoMessageOpen
+    ));
+    assert!(matches!(
+        fm.send(3, 1, b"x").unwrap_err().kind(),
+        ErrorKind::NoSuchRank { rank: 3, size: 1 }
+    ));
+
+    fm.begin_message(0, 4, 1).expect("begin");
+    assert!(matches!(
+        fm.begin_message(0, 1, 1).unwrap_err().kind(),
+        ErrorKind::MessageOpen { dest: 0 }
+    ));
+    assert!(matches!(
+        fm.extract(usize::MAX).unwrap_err().kind(),
+        ErrorKind::MessageOpen { dest: 0 }
+    ));
+    // More than declared: refused, nothing of it sent.
+    assert!(matches!(
+        fm.send_piece(b"hello").unwrap_err().kind(),
+        ErrorKind::LengthMismatch {
+            declared: 4,
+            given: 5,
+            ..
+        }
+    ));
+    fm.send_piece(b"ab").expect("piece");
+    // Fewer than declared: reported, and padded so the receiver is not left waiting.
+    assert!(matches!(
+        fm.end_message().unwrap_err().kind(),
+        ErrorKind::LengthMismatch {
+            declared: 4,
+            given: 2,
+            ..
+        }
+    ));
+    fm.send(0, 1, b"next").expect("send after the short one");
+    while got.borrow().len() < 2 {
+        fm.extract_wait(usize::MAX).expect("extract");
+    }
+    assert_eq!(
+        got.borrow().as_slice(),
+        &[b"ab\0\0".to_vec(), b"next".to_vec()]
+    );
+}
+
+#[test]
+fn handler_tables_are_checked() {
+    let e = Fm::builder()
+        .handler(2, "a", |_| Ok(()))
+        .handler(2, "b", |_| Ok(()))
+        .config(Config::local(0, 1, JobKey(8)))
+        .build()
+        .err()
+        .expect("duplicate");
+    assert!(
+        e.to_string().contains("handler ID 2 is registered twice"),
+        "{e}"
+    );
+    let e = Fm::builder()
+        .handler(0xFF00, "mine", |_| Ok(()))
+        .config(Config::local(0, 1, JobKey(9)))
+        .build()
+        .err()
+        .expect("reserved");
+    assert!(e.to_string().contains("reserved"), "{e}");
+    let with = |names: &[(u16, &str)]| {
+        let mut b = Fm::builder();
+        for (id, n) in names {
+            b = b.handler(*id, n, |_| Ok(()));
+        }
+        b.config(Config::local(0, 1, JobKey(10)))
+            .build()
+            .expect("fm")
+            .handler_fingerprint()
+    };
+    assert_eq!(with(&[(1, "a"), (2, "b")]), with(&[(2, "b"), (1, "a")]));
+    assert_ne!(with(&[(1, "a"), (2, "b")]), with(&[(1, "a"), (2, "c")]));
+}
+
+#[test]
+fn a_handler_error_comes_out_of_extract_after_its_message() {
+    let mut fm = Fm::builder()
+        .handler(1, "fails", |_| Err(fm::FmError::handler("no thanks")))
+        .config(Config::local(0, 1, JobKey(11)))
+        .build()
+        .expect("fm");
+    fm.send(0, 1, &[1; 10_000]).expect("send");
+    let e = fm.extract_wait(usize::MAX).unwrap_err();
+    assert!(e.to_string().contains("no thanks"), "{e}");
+    // The message was consumed: nothing is left half-read.
+    assert_eq!(fm.extract(usize::MAX).expect("extract"), 0);
+}
+
+/// Environment parsing, in one test because the environment is process-wide.
+#[test]
+fn bad_environment_is_a_clear_error() {
+    let clear = || {
+        for v in [
+            "FM_RANK",
+            "FM_SIZE",
+            "FM_JOB_KEY",
+            "FM_HOSTS",
+            "FM_HOST",
+            "FM_NET",
+            "FM_CREDITS",
+            "FM_SHM_CMA",
+        ] {
+            std::env::remove_var(v);
+        }
+    };
+    let err = |vars: &[(&str, &str)]| -> String {
+        clear();
+        for (k, v) in vars {
+            std::env::set_var(k, v);
+        }
+        let r = Config::from_env();
+        clear();
+        match r {
+            Ok(c) => panic!("accepted {vars:?}: {c:?}"),
+            Err(e) => e.to_string(),
+        }
+    };
+    assert!(err(&[("FM_RANK", "1")]).contains("FM_RANK and FM_SIZE"));
+    assert!(err(&[("FM_RANK", "x"), ("FM_SIZE", "2")]).contains("FM_RANK"));
+    assert!(
+        err(&[("FM_RANK", "2"), ("FM_SIZE", "2"), ("FM_JOB_KEY", "1")]).contains("below FM_SIZE=2")
+    );
+    assert!(err(&[("FM_RANK", "0"), ("FM_SIZE", "2")]).contains("FM_JOB_KEY is not set"));
+    assert!(
+        err(&[("FM_RANK", "0"), ("FM_SIZE", "2"), ("FM_JOB_KEY", "zz")]).contains("hexadecimal")
+    );
+    assert!(err(&[
+        ("FM_RANK", "0"),
+        ("FM_SIZE", "2"),
+        ("FM_JOB_KEY", "1"),
+        ("FM_HOSTS", "a")
+    ])
+    .contains("one host for each"));
+    assert!(err(&[("FM_NET", "carrier-pigeon")]).contains("FM_NET"));
+    assert!(err(&[("FM_CREDITS", "0")]).contains("at least one credit"));
+    assert!(err(&[("FM_SHM_CMA", "maybe")]).contains("FM_SHM_CMA"));
+    // And a singleton needs nothing at all.
+    clear();
+    let c = Config::from_env().expect("singleton");
+    assert_eq!((c.rank, c.size), (0, 1));
+}
