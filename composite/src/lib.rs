@@ -389,11 +389,6 @@ impl Device for Composite {
 
     #[inline(always)]
     fn raw_release(&mut self, token: u64) {
-        if token >> ROUTE_SHIFT == 0 {
-            if let Some(s) = self.shmem.as_mut() {
-                return s.raw_release(token);
-            }
-        }
         let route = Route::from_tag(token >> ROUTE_SHIFT);
         route!(self, route, d => d.raw_release(token & ((1 << ROUTE_SHIFT) - 1)))
     }

@@ -290,6 +290,18 @@ impl Ctx<'_> {
         self.opts.sizes.clone().unwrap_or_else(|| default.to_vec())
     }
 
+    /// A ping-pong result row for this run's device and layer.
+    fn pingpong_row(&self, size: usize, iters: u64, samples: &[f64]) -> Sample {
+        Sample::latency(
+            "pingpong",
+            self.device_name(),
+            self.layer_name(),
+            size,
+            iters,
+            &Summary::of(samples),
+        )
+    }
+
     fn device_name(&self) -> &'static str {
         match self.opts.device {
             DeviceArg::Shmem => "shmem",
@@ -375,15 +387,7 @@ impl Ctx<'_> {
                         samples.push(t.elapsed().as_secs_f64() * 1e6 / batch as f64 / 2.0);
                     }
                 }
-                let s = Summary::of(&samples);
-                out.push(Sample::latency(
-                    "pingpong",
-                    self.device_name(),
-                    self.layer_name(),
-                    size,
-                    rounds * batch,
-                    &s,
-                ));
+                out.push(self.pingpong_row(size, rounds * batch, &samples));
             } else {
                 let want = pings0 + (warm_rounds + rounds) * batch;
                 self.wait_pings(want)?;
@@ -437,14 +441,13 @@ impl Ctx<'_> {
                         samples.push(t.elapsed().as_secs_f64() * 1e6);
                     }
                 }
-                let s = Summary::of(&samples);
                 out.push(Sample::stream(
                     if rate { "rate" } else { "bw" },
                     self.device_name(),
                     size,
                     windows * window,
                     window,
-                    &s,
+                    &Summary::of(&samples),
                 ));
             } else {
                 self.wait_pings(pings0 + (warm + windows) * window)?;
@@ -550,15 +553,7 @@ impl Ctx<'_> {
                 _ => raw_pp(shmem_mut(self.fm)?, peer, leader, size, warmup, iters)?,
             };
             if leader {
-                let s = Summary::of(&samples);
-                out.push(Sample::latency(
-                    "pingpong",
-                    self.device_name(),
-                    self.layer_name(),
-                    size,
-                    iters,
-                    &s,
-                ));
+                out.push(self.pingpong_row(size, iters, &samples));
             }
             self.fm.barrier().map_err(e)?;
         }

@@ -46,6 +46,29 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// A row with the fields every kind shares.
+    fn row(
+        bench: &'static str,
+        device: &str,
+        layer: &'static str,
+        size: usize,
+        iters: u64,
+        s: Summary,
+        unit: &'static str,
+    ) -> Sample {
+        Sample {
+            bench,
+            device: device.into(),
+            layer,
+            size,
+            iters,
+            s,
+            unit,
+            mb_s: None,
+            mmsg_s: None,
+        }
+    }
+
     /// One-way latency in µs.
     pub fn latency(
         bench: &'static str,
@@ -56,15 +79,8 @@ impl Sample {
         s: &Summary,
     ) -> Sample {
         Sample {
-            bench,
-            device: device.into(),
-            layer,
-            size,
-            iters,
-            s: *s,
-            unit: "us",
             mb_s: Some(size as f64 / s.median),
-            mmsg_s: None,
+            ..Sample::row(bench, device, layer, size, iters, *s, "us")
         }
     }
 
@@ -77,22 +93,17 @@ impl Sample {
         window: u64,
         s: &Summary,
     ) -> Sample {
+        let w = window as f64;
         let per_msg = Summary {
-            median: s.median / window as f64,
-            min: s.min / window as f64,
-            max: s.max / window as f64,
-            p99: s.p99 / window as f64,
+            median: s.median / w,
+            min: s.min / w,
+            max: s.max / w,
+            p99: s.p99 / w,
         };
         Sample {
-            bench,
-            device: device.into(),
-            layer: "fm",
-            size,
-            iters,
-            s: per_msg,
-            unit: "us",
             mb_s: Some(size as f64 / per_msg.median),
             mmsg_s: Some(1.0 / per_msg.median),
+            ..Sample::row(bench, device, "fm", size, iters, per_msg, "us")
         }
     }
 
@@ -104,17 +115,7 @@ impl Sample {
         iters: u64,
         s: &Summary,
     ) -> Sample {
-        Sample {
-            bench,
-            device: device.into(),
-            layer,
-            size: 0,
-            iters,
-            s: *s,
-            unit: "ns",
-            mb_s: None,
-            mmsg_s: None,
-        }
+        Sample::row(bench, device, layer, 0, iters, *s, "ns")
     }
 
     pub fn json(&self) -> String {

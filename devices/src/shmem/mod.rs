@@ -427,18 +427,15 @@ impl ShmemDevice {
         Ok(())
     }
 
-    /// The pid to use for single copy with `peer`, if the probe allowed it.
-    fn cma_pid(&self, peer: Rank, what: &'static str) -> Result<u32, DeviceError> {
+    /// The pid to use for single copy with `peer`, if the probe allowed it;
+    /// `op` names the operation in the error.
+    fn cma_pid(&self, peer: Rank, op: &'static str) -> Result<u32, DeviceError> {
         if self.remote_memory_to(peer) {
             Ok(self.pid_of[peer as usize])
         } else {
             Err(DeviceError::Unsupported {
                 device: "shmem",
-                op: if what == "read from" {
-                    "single-copy read from this peer"
-                } else {
-                    "single-copy write to this peer"
-                },
+                op,
             })
         }
     }
@@ -642,7 +639,7 @@ impl Device for ShmemDevice {
         remote_addr: u64,
         buf: &mut [u8],
     ) -> Result<(), DeviceError> {
-        let pid = self.cma_pid(src, "read from")?;
+        let pid = self.cma_pid(src, "single-copy read from this peer")?;
         sys::process_read(pid, remote_addr, buf).map_err(|e| cma_error(e, "readv from", src))
     }
 
@@ -652,7 +649,7 @@ impl Device for ShmemDevice {
         remote_addr: u64,
         data: &[u8],
     ) -> Result<(), DeviceError> {
-        let pid = self.cma_pid(dest, "write to")?;
+        let pid = self.cma_pid(dest, "single-copy write to this peer")?;
         sys::process_write(pid, remote_addr, data).map_err(|e| cma_error(e, "writev to", dest))
     }
 
