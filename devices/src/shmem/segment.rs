@@ -449,16 +449,95 @@ impl Segment {
     }
 }
 
-/// Read the header of a segment file without attaching: (job key, creator pid),
-/// or `None` if it is not a valid fm segment. Used to find stale segments.
-pub fn peek(path: &Path) -> Option<(JobKey, u32)> {
-    let file = File::open(path).ok()?;
-    if file.metadata().ok()?.len() < HEADER_BYTES as u64 {
-        return None;
+/// An fm segment file found in a directory, read without attaching.
+#[derive(Debug, Clone)]
+pub struct SegmentFile {
+    pub path: PathBuf,
+    pub job_key: JobKey,
+    pub creator_pid: u32,
+    /// Pids of the processes that attached (0 for a slot nobody took).
+    pub pids: Vec<u32>,
+    pub bytes: u64,
+}
+
+impl SegmentFile {
+    /// Read the header and process table of `path`; `None` if it is not an fm segment.
+    pub fn read(path: &Path) -> Option<SegmentFile> {
+        let file = File::open(path).ok()?;
+        let bytes = file.metadata().ok()?.len();
+        if bytes < HEADER_BYTES as u64 {
+            return None;
+        }
+        // SAFETY: read-only map of an existing prefix; a concurrent truncate
+        // cannot happen to a segment (they are only ever unlinked).
+        let head = unsafe { memmap2::MmapOptions::new().len(HEADER_BYTES).map(&file) }.ok()?;
+        // SAFETY: as in `open`; only plain fields and atomics are read.
+        let h = unsafe { &*(head.as_ptr() as *const Header) };
+        if h.magic != MAGIC {
+            return None;
+        }
+        let procs = h.procs.min(MAX_PROCS) as usize;
+        let table_end = (HEADER_BYTES + procs * PROC_ENTRY_BYTES) as u64;
+        let mut pids = Vec::new();
+        if table_end <= bytes {
+            // SAFETY: as above, within the file's length.
+            let map = unsafe {
+                memmap2::MmapOptions::new()
+                    .len(table_end as usize)
+                    .map(&file)
+            }
+            .ok()?;
+            for i in 0..procs {
+                let at = HEADER_BYTES + i * PROC_ENTRY_BYTES + 4;
+                let pid = u32::from_ne_bytes(map[at..at + 4].try_into().ok()?);
+                pids.push(pid);
+            }
+        }
+        Some(SegmentFile {
+            path: path.to_path_buf(),
+            job_key: JobKey(h.job_key),
+            creator_pid: h.creator_pid,
+            pids,
+            bytes,
+        })
     }
-    // SAFETY: read-only map of an existing prefix.
-    let head = unsafe { memmap2::MmapOptions::new().len(HEADER_BYTES).map(&file) }.ok()?;
-    // SAFETY: as in `open`.
-    let h = unsafe { &*(head.as_ptr() as *const Header) };
-    (h.magic == MAGIC).then_some((JobKey(h.job_key), h.creator_pid))
+
+    /// No process that created or attached to it is alive: its job is dead.
+    pub fn is_stale(&self) -> bool {
+        std::iter::once(self.creator_pid)
+            .chain(self.pids.iter().copied())
+            .filter(|&p| p != 0)
+            .all(|p| !sys::pid_alive(p))
+    }
+}
+
+/// Every fm segment (`fm-*` with a valid header) in `dir`.
+pub fn scan(dir: &Path) -> Vec<SegmentFile> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<SegmentFile> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("fm-"))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| SegmentFile::read(&e.path()))
+        .collect();
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+}
+
+/// Remove the segments of job `key` in `dir` (a dead job's, or one that
+/// ended before all its processes attached). Returns how many were removed.
+pub fn remove_job_segments(dir: &Path, key: JobKey) -> usize {
+    let prefix = format!("fm-{key}-");
+    scan(dir)
+        .into_iter()
+        .filter(|s| s.job_key == key)
+        .filter(|s| {
+            s.path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+        })
+        .filter(|s| std::fs::remove_file(&s.path).is_ok())
+        .count()
 }
