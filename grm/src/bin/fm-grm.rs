@@ -1,0 +1,50 @@
+//! fm-grm: the global resource manager as a standalone daemon, for jobs
+//! started by several `fmrun --grm ADDR` or across hosts.
+
+use clap::Parser;
+use fm_grm::{Grm, GrmOptions};
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(about = "fm's global resource manager (daemon)")]
+struct Cli {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7420")]
+    listen: SocketAddr,
+    /// Seconds of silence after which a process is declared dead.
+    #[arg(long, default_value_t = 10)]
+    heartbeat_timeout: u64,
+    /// Print the address actually bound (useful with port 0) on stdout.
+    #[arg(long)]
+    print_addr: bool,
+}
+
+fn main() -> ExitCode {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            std::env::var("FM_LOG").unwrap_or_else(|_| "info".into()),
+        ))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+    let cli = Cli::parse();
+    let opts = GrmOptions {
+        listen: cli.listen,
+        heartbeat_timeout: Duration::from_secs(cli.heartbeat_timeout.max(1)),
+        ..GrmOptions::default()
+    };
+    let grm = match Grm::start(opts) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("fm-grm: cannot listen on {}: {e}", cli.listen);
+            return ExitCode::FAILURE;
+        }
+    };
+    if cli.print_addr {
+        println!("{}", grm.addr());
+    }
+    grm.serve_forever();
+    ExitCode::SUCCESS
+}

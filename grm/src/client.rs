@@ -1,0 +1,369 @@
+//! The client side: a process joining a job, and a launcher registering one.
+//!
+//! Both keep their connection open for the life of the job: a background
+//! thread sends a heartbeat every [`HEARTBEAT`], another reads what the GRM
+//! says (a peer died, the job ended) and hands it to a callback.
+
+use crate::proto::{self, Join, Msg, ProtoError, Welcome};
+use fm_devices::JobKey;
+use std::io;
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How often clients say they are alive.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum GrmError {
+    #[error("cannot reach the GRM at {addr}: {source}")]
+    Connect { addr: String, source: io::Error },
+    #[error("the GRM at {addr} refused: {reason}")]
+    Refused { addr: String, reason: String },
+    #[error("talking to the GRM at {addr}: {source}")]
+    Protocol { addr: String, source: ProtoError },
+    #[error("the GRM at {addr} did not answer within {secs} s: {waiting_for}")]
+    Timeout {
+        addr: String,
+        secs: u64,
+        waiting_for: String,
+    },
+    #[error("the job ended before it started: {0}")]
+    JobEnded(String),
+    #[error("the GRM at {addr} sent {got} where {expected} was expected")]
+    Unexpected {
+        addr: String,
+        got: &'static str,
+        expected: &'static str,
+    },
+}
+
+fn connect(addr: &str) -> Result<TcpStream, GrmError> {
+    let err = |source| GrmError::Connect {
+        addr: addr.to_string(),
+        source,
+    };
+    let addrs: Vec<SocketAddr> = addr.to_socket_addrs().map_err(err)?.collect();
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "the address resolves to nothing");
+    for a in addrs {
+        match TcpStream::connect_timeout(&a, CONNECT_TIMEOUT) {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(err(last))
+}
+
+/// Ask the GRM what it knows.
+pub fn status(addr: &str) -> Result<proto::GrmStatus, GrmError> {
+    let mut s = connect(addr)?;
+    let _ = s.set_read_timeout(Some(CONNECT_TIMEOUT));
+    proto::write_msg(&mut s, &Msg::Status).map_err(|e| protocol(addr, e.into()))?;
+    match proto::read_msg(&mut s).map_err(|e| protocol(addr, e))? {
+        Msg::StatusReply(st) => Ok(st),
+        m => Err(unexpected(addr, &m, "StatusReply")),
+    }
+}
+
+fn protocol(addr: &str, e: ProtoError) -> GrmError {
+    GrmError::Protocol {
+        addr: addr.to_string(),
+        source: e,
+    }
+}
+
+fn unexpected(addr: &str, m: &Msg, expected: &'static str) -> GrmError {
+    match m {
+        Msg::Refused { reason } => GrmError::Refused {
+            addr: addr.to_string(),
+            reason: reason.clone(),
+        },
+        Msg::JobEnded { reason } => GrmError::JobEnded(reason.clone()),
+        Msg::PeerDied {
+            rank, pid, reason, ..
+        } => GrmError::JobEnded(format!("rank {rank} (pid {pid}) {reason}")),
+        m => GrmError::Unexpected {
+            addr: addr.to_string(),
+            got: m.name(),
+            expected,
+        },
+    }
+}
+
+/// The connection of a job member or launcher, shared by its threads.
+struct Link {
+    stream: Mutex<TcpStream>,
+    /// Set once this side said goodbye: the end of the connection is expected.
+    done: AtomicBool,
+}
+
+impl Link {
+    fn send(&self, m: &Msg) -> io::Result<()> {
+        let mut s = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        proto::write_msg(&mut *s, m)
+    }
+
+    fn start_heartbeat(self: &Arc<Self>) {
+        let link = self.clone();
+        let _ = std::thread::Builder::new()
+            .name("grm-heartbeat".into())
+            .spawn(move || {
+                while !link.done.load(Ordering::SeqCst) {
+                    std::thread::sleep(HEARTBEAT);
+                    if link.done.load(Ordering::SeqCst) || link.send(&Msg::Heartbeat).is_err() {
+                        return;
+                    }
+                }
+            });
+    }
+
+    /// Read messages until the connection ends, passing each to `on`.
+    fn start_reader(
+        self: &Arc<Self>,
+        mut reader: TcpStream,
+        addr: String,
+        mut on: impl FnMut(Event) + Send + 'static,
+    ) {
+        let link = self.clone();
+        let _ = reader.set_read_timeout(None);
+        let _ = std::thread::Builder::new()
+            .name("grm-events".into())
+            .spawn(move || loop {
+                match proto::read_msg(&mut reader) {
+                    Ok(m) => {
+                        if let Some(ev) = Event::from_msg(m) {
+                            let last = matches!(ev, Event::PeerDied { .. } | Event::Ended(_));
+                            on(ev);
+                            if last {
+                                link.done.store(true, Ordering::SeqCst);
+                                return;
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        if !link.done.swap(true, Ordering::SeqCst) {
+                            on(Event::Lost(format!(
+                                "lost the connection to the GRM at {addr}: {e}"
+                            )));
+                        }
+                        return;
+                    }
+                }
+            });
+    }
+
+    fn close(&self) {
+        self.done.store(true, Ordering::SeqCst);
+        let s = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = s.shutdown(Shutdown::Both);
+    }
+}
+
+/// What the GRM tells a member or launcher during a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Launcher: `joined` of `size` processes have joined.
+    Progress { joined: u32, size: u32 },
+    /// Launcher: a process opened its devices; its destination table.
+    RankReady { rank: u32, table: String },
+    /// A process of the job died; the job is over.
+    PeerDied {
+        rank: u32,
+        host: String,
+        pid: u32,
+        reason: String,
+    },
+    /// The job is over ("completed" when every process left).
+    Ended(String),
+    /// The GRM itself went away.
+    Lost(String),
+}
+
+impl Event {
+    fn from_msg(m: Msg) -> Option<Event> {
+        Some(match m {
+            Msg::Progress { joined, size } => Event::Progress { joined, size },
+            Msg::RankReady { rank, table } => Event::RankReady { rank, table },
+            Msg::PeerDied {
+                rank,
+                host,
+                pid,
+                reason,
+            } => Event::PeerDied {
+                rank,
+                host,
+                pid,
+                reason,
+            },
+            Msg::JobEnded { reason } => Event::Ended(reason),
+            Msg::Refused { reason } => Event::Ended(format!("the GRM refused: {reason}")),
+            _ => return None,
+        })
+    }
+
+    /// One line for a person.
+    pub fn describe(&self) -> String {
+        match self {
+            Event::Progress { joined, size } => format!("{joined}/{size} processes joined"),
+            Event::RankReady { rank, .. } => format!("rank {rank} is ready"),
+            Event::PeerDied {
+                rank,
+                host,
+                pid,
+                reason,
+            } => format!("rank {rank} (pid {pid} on {host}) {reason}"),
+            Event::Ended(r) | Event::Lost(r) => r.clone(),
+        }
+    }
+}
+
+/// A process's membership of a job. Dropping it leaves the job cleanly.
+pub struct Membership {
+    pub welcome: Welcome,
+    link: Arc<Link>,
+}
+
+impl Membership {
+    /// Join the job `join.token` at the GRM `addr` and wait (up to `timeout`)
+    /// for the fence: every process of the job joined. `on_end` runs on a
+    /// background thread if the job ends under this process (a peer died, the
+    /// launcher went away, the GRM was lost).
+    pub fn join(
+        addr: &str,
+        join: Join,
+        timeout: Duration,
+        mut on_end: impl FnMut(String) + Send + 'static,
+    ) -> Result<Membership, GrmError> {
+        let mut s = connect(addr)?;
+        proto::write_msg(&mut s, &Msg::Join(join)).map_err(|e| protocol(addr, e.into()))?;
+        let link = Arc::new(Link {
+            stream: Mutex::new(s.try_clone().map_err(|e| protocol(addr, e.into()))?),
+            done: AtomicBool::new(false),
+        });
+        // Heartbeats start now: a large job may take a while to fence.
+        link.start_heartbeat();
+        let _ = s.set_read_timeout(Some(timeout));
+        let reply = proto::read_msg(&mut s);
+        let welcome = match reply {
+            Ok(Msg::Welcome(w)) => w,
+            Ok(m) => {
+                link.close();
+                return Err(unexpected(addr, &m, "Welcome"));
+            }
+            Err(ProtoError::Io(e))
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                link.close();
+                return Err(GrmError::Timeout {
+                    addr: addr.to_string(),
+                    secs: timeout.as_secs(),
+                    waiting_for: "every process of the job to join (FM_ATTACH_TIMEOUT)".into(),
+                });
+            }
+            Err(e) => {
+                link.close();
+                return Err(protocol(addr, e));
+            }
+        };
+        link.start_reader(s, addr.to_string(), move |ev| match ev {
+            Event::PeerDied { .. } | Event::Ended(_) | Event::Lost(_) => on_end(ev.describe()),
+            _ => {}
+        });
+        Ok(Membership { welcome, link })
+    }
+
+    /// Devices are open: tell the launcher, with this process's device table.
+    pub fn ready(&self, table: String) {
+        let _ = self.link.send(&Msg::Ready { table });
+    }
+
+    pub fn job_key(&self) -> JobKey {
+        JobKey(self.welcome.job_key)
+    }
+
+    /// This process cannot go on: the job ends, and its peers are told why.
+    pub fn abort(&self, reason: &str) {
+        if !self.link.done.swap(true, Ordering::SeqCst) {
+            let _ = self.link.send(&Msg::Abort {
+                reason: reason.to_string(),
+            });
+        }
+        self.link.close();
+    }
+
+    /// Leave the job: this process is done with it.
+    pub fn leave(&self) {
+        if !self.link.done.swap(true, Ordering::SeqCst) {
+            let _ = self.link.send(&Msg::Leave);
+        }
+        self.link.close();
+    }
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.abort("panicked");
+        } else {
+            self.leave();
+        }
+    }
+}
+
+/// A launcher's hold on a registered job; the job ends if it is dropped or
+/// the launcher dies.
+pub struct LauncherLink {
+    pub job_key: JobKey,
+    link: Arc<Link>,
+}
+
+impl LauncherLink {
+    /// Register a job of `size` processes under `token`; `on_event` receives
+    /// its events on a background thread.
+    pub fn register(
+        addr: &str,
+        token: &str,
+        size: u32,
+        program: &str,
+        on_event: impl FnMut(Event) + Send + 'static,
+    ) -> Result<LauncherLink, GrmError> {
+        let mut s = connect(addr)?;
+        let _ = s.set_read_timeout(Some(CONNECT_TIMEOUT));
+        let m = Msg::Register {
+            token: token.to_string(),
+            size,
+            program: program.to_string(),
+        };
+        proto::write_msg(&mut s, &m).map_err(|e| protocol(addr, e.into()))?;
+        let job_key = match proto::read_msg(&mut s).map_err(|e| protocol(addr, e))? {
+            Msg::Registered { job_key } => JobKey(job_key),
+            m => return Err(unexpected(addr, &m, "Registered")),
+        };
+        let link = Arc::new(Link {
+            stream: Mutex::new(s.try_clone().map_err(|e| protocol(addr, e.into()))?),
+            done: AtomicBool::new(false),
+        });
+        link.start_heartbeat();
+        link.start_reader(s, addr.to_string(), on_event);
+        Ok(LauncherLink { job_key, link })
+    }
+}
+
+impl Drop for LauncherLink {
+    fn drop(&mut self) {
+        self.link.close();
+    }
+}
+
+/// A fresh random job token (128 bits, hex).
+pub fn new_token() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}

@@ -1,0 +1,25 @@
+//! # fm-grm — the global resource manager
+//!
+//! HPVM's GRM maps a job's virtual nodes to processes and hands each context
+//! its program ID and instance (the job key every device checks); SCore's
+//! runtime builds a composite per process from what it is told. This crate is
+//! that service for fm:
+//!
+//! - [`proto`]: the versioned, length-prefixed wire protocol;
+//! - [`server`]: the service ([`Grm`]), embedded in `fmrun` or run alone as `fm-grm`;
+//! - [`client`]: joining a job ([`Membership`], used by `fm` at init) and
+//!   registering one ([`LauncherLink`], used by `fmrun`).
+//!
+//! Life of a job: the launcher registers it (token, size, program) and gets
+//! the job key; each process joins with the token, host, pid, handler-table
+//! fingerprint and its endpoints per device; when all have joined (the
+//! fence) each gets the node map. Heartbeats and the open connection show
+//! who is alive: a process that dies ends the job — its peers and the
+//! launcher are told who and why — and the job's shared segments are removed.
+
+pub mod client;
+pub mod proto;
+pub mod server;
+
+pub use client::{Event, GrmError, LauncherLink, Membership};
+pub use server::{Grm, GrmOptions};

@@ -1,0 +1,701 @@
+//! The GRM wire protocol, version 1.
+//!
+//! Every message is one frame:
+//!
+//! ```text
+//! u32  length of what follows (little-endian), 3 ..= MAX_FRAME
+//! u16  protocol version (VERSION)
+//! u8   message type
+//! ...  body: integers little-endian; strings u16 length + UTF-8 (≤ MAX_STR);
+//!      byte strings u32 length; lists u32 count; options a u8 0/1 then the value
+//! ```
+//!
+//! The length is checked before anything is allocated, every count against
+//! the bytes that remain, and a frame with bytes left over is refused: a
+//! decoder fed any bytes returns a message or a [`ProtoError`], never panics.
+
+use std::io::{self, Read, Write};
+
+pub const VERSION: u16 = 1;
+/// Largest frame accepted (a node map of thousands of ranks fits).
+pub const MAX_FRAME: usize = 1 << 20;
+/// Largest string field.
+pub const MAX_STR: usize = 4096;
+/// Largest job the GRM accepts.
+pub const MAX_JOB: u32 = 1 << 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProtoError {
+    #[error("connection: {0}")]
+    Io(#[from] io::Error),
+    #[error("frame of {0} bytes is over the limit of {MAX_FRAME}")]
+    TooLong(usize),
+    #[error("frame of {0} bytes is too short to hold a version and a type")]
+    TooShort(usize),
+    #[error("protocol version {0} is not spoken here (this GRM speaks version {VERSION})")]
+    Version(u16),
+    #[error("unknown message type {0}")]
+    UnknownType(u8),
+    #[error("frame ends inside field {0}")]
+    Truncated(&'static str),
+    #[error("field {0} is not valid UTF-8")]
+    Utf8(&'static str),
+    #[error("field {what} is {len} long, over the limit of {limit}")]
+    Limit {
+        what: &'static str,
+        len: usize,
+        limit: usize,
+    },
+    #[error("{0} bytes left over after the message")]
+    Trailing(usize),
+    #[error("field {0} holds an impossible value")]
+    Value(&'static str),
+}
+
+/// One device endpoint of a process: the device's name and its address
+/// (shmem: the segment directory; a network device: where it listens).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceEndpoint {
+    pub device: String,
+    pub address: Vec<u8>,
+}
+
+/// A process asks to join a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Join {
+    pub token: String,
+    /// The rank it wants, or `None` to be given one.
+    pub rank: Option<u32>,
+    pub host: String,
+    pub pid: u32,
+    /// FNV-1a of the handler table; `handlers` names the entries.
+    pub fingerprint: u64,
+    pub handlers: Vec<(u16, String)>,
+    pub endpoints: Vec<DeviceEndpoint>,
+}
+
+/// One process in the node map.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    pub rank: u32,
+    pub host: String,
+    pub pid: u32,
+    /// Context number per device on this host (0, 1, … in rank order).
+    pub contexts: Vec<(String, u32)>,
+    pub endpoints: Vec<DeviceEndpoint>,
+}
+
+/// The GRM's answer once every process of the job joined (the fence).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Welcome {
+    pub job_key: u64,
+    pub rank: u32,
+    /// Every process of the job, by rank.
+    pub nodes: Vec<Node>,
+}
+
+/// What the GRM knows, for `fm-info` and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GrmStatus {
+    pub jobs: u32,
+    pub members: u32,
+    pub connections: u32,
+    pub rejected_frames: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Msg {
+    /// Launcher → GRM: create a job of `size` processes; the connection then
+    /// carries the job's events to the launcher.
+    Register {
+        token: String,
+        size: u32,
+        program: String,
+    },
+    /// GRM → launcher.
+    Registered {
+        job_key: u64,
+    },
+    /// Process → GRM.
+    Join(Join),
+    /// GRM → process, after the fence.
+    Welcome(Welcome),
+    /// Process → GRM: devices open; its destination device table as text.
+    Ready {
+        table: String,
+    },
+    /// GRM → launcher: a process is ready.
+    RankReady {
+        rank: u32,
+        table: String,
+    },
+    /// Either way: still alive.
+    Heartbeat,
+    /// Process → GRM: finished cleanly; the end of its connection is not a death.
+    Leave,
+    /// GRM → launcher while the job starts.
+    Progress {
+        joined: u32,
+        size: u32,
+    },
+    /// GRM → processes and launcher: a process of the job died; the job ends.
+    PeerDied {
+        rank: u32,
+        host: String,
+        pid: u32,
+        reason: String,
+    },
+    /// GRM → processes and launcher: the job is over.
+    JobEnded {
+        reason: String,
+    },
+    /// GRM → anyone: request refused; the connection closes.
+    Refused {
+        reason: String,
+    },
+    /// Process → GRM: it cannot go on (its devices failed to open, it
+    /// panicked); the job ends with this reason.
+    Abort {
+        reason: String,
+    },
+    /// Anyone → GRM.
+    Status,
+    StatusReply(GrmStatus),
+}
+
+impl Msg {
+    fn type_code(&self) -> u8 {
+        match self {
+            Msg::Register { .. } => 1,
+            Msg::Registered { .. } => 2,
+            Msg::Join(_) => 3,
+            Msg::Welcome(_) => 4,
+            Msg::Ready { .. } => 5,
+            Msg::RankReady { .. } => 6,
+            Msg::Heartbeat => 7,
+            Msg::Leave => 8,
+            Msg::Progress { .. } => 9,
+            Msg::PeerDied { .. } => 10,
+            Msg::JobEnded { .. } => 11,
+            Msg::Refused { .. } => 12,
+            Msg::Status => 13,
+            Msg::StatusReply(_) => 14,
+            Msg::Abort { .. } => 15,
+        }
+    }
+
+    /// The name of the message type, for errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Msg::Register { .. } => "Register",
+            Msg::Registered { .. } => "Registered",
+            Msg::Join(_) => "Join",
+            Msg::Welcome(_) => "Welcome",
+            Msg::Ready { .. } => "Ready",
+            Msg::RankReady { .. } => "RankReady",
+            Msg::Heartbeat => "Heartbeat",
+            Msg::Leave => "Leave",
+            Msg::Progress { .. } => "Progress",
+            Msg::PeerDied { .. } => "PeerDied",
+            Msg::JobEnded { .. } => "JobEnded",
+            Msg::Refused { .. } => "Refused",
+            Msg::Status => "Status",
+            Msg::StatusReply(_) => "StatusReply",
+            Msg::Abort { .. } => "Abort",
+        }
+    }
+
+    /// The whole frame, length prefix included.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer(Vec::with_capacity(64));
+        w.u32(0);
+        w.u16(VERSION);
+        w.u8(self.type_code());
+        match self {
+            Msg::Register {
+                token,
+                size,
+                program,
+            } => {
+                w.str(token);
+                w.u32(*size);
+                w.str(program);
+            }
+            Msg::Registered { job_key } => w.u64(*job_key),
+            Msg::Join(j) => {
+                w.str(&j.token);
+                w.opt_u32(j.rank);
+                w.str(&j.host);
+                w.u32(j.pid);
+                w.u64(j.fingerprint);
+                w.u32(j.handlers.len() as u32);
+                for (id, name) in &j.handlers {
+                    w.u16(*id);
+                    w.str(name);
+                }
+                w.endpoints(&j.endpoints);
+            }
+            Msg::Welcome(wl) => {
+                w.u64(wl.job_key);
+                w.u32(wl.rank);
+                w.u32(wl.nodes.len() as u32);
+                for n in &wl.nodes {
+                    w.u32(n.rank);
+                    w.str(&n.host);
+                    w.u32(n.pid);
+                    w.u32(n.contexts.len() as u32);
+                    for (d, c) in &n.contexts {
+                        w.str(d);
+                        w.u32(*c);
+                    }
+                    w.endpoints(&n.endpoints);
+                }
+            }
+            Msg::Ready { table } => w.long_str(table),
+            Msg::RankReady { rank, table } => {
+                w.u32(*rank);
+                w.long_str(table);
+            }
+            Msg::Heartbeat | Msg::Leave | Msg::Status => {}
+            Msg::Progress { joined, size } => {
+                w.u32(*joined);
+                w.u32(*size);
+            }
+            Msg::PeerDied {
+                rank,
+                host,
+                pid,
+                reason,
+            } => {
+                w.u32(*rank);
+                w.str(host);
+                w.u32(*pid);
+                w.str(reason);
+            }
+            Msg::JobEnded { reason } | Msg::Refused { reason } | Msg::Abort { reason } => {
+                w.str(reason)
+            }
+            Msg::StatusReply(s) => {
+                w.u32(s.jobs);
+                w.u32(s.members);
+                w.u32(s.connections);
+                w.u64(s.rejected_frames);
+            }
+        }
+        let len = (w.0.len() - 4) as u32;
+        w.0[..4].copy_from_slice(&len.to_le_bytes());
+        w.0
+    }
+
+    /// Decode one frame's contents (what follows the length prefix).
+    pub fn decode(frame: &[u8]) -> Result<Msg, ProtoError> {
+        if frame.len() > MAX_FRAME {
+            return Err(ProtoError::TooLong(frame.len()));
+        }
+        if frame.len() < 3 {
+            return Err(ProtoError::TooShort(frame.len()));
+        }
+        let mut r = Reader(frame);
+        let version = r.u16("version")?;
+        if version != VERSION {
+            return Err(ProtoError::Version(version));
+        }
+        let msg = match r.u8("type")? {
+            1 => Msg::Register {
+                token: r.str("token")?,
+                size: r.u32("size")?,
+                program: r.str("program")?,
+            },
+            2 => Msg::Registered {
+                job_key: r.u64("job_key")?,
+            },
+            3 => {
+                let token = r.str("token")?;
+                let rank = r.opt_u32("rank")?;
+                let host = r.str("host")?;
+                let pid = r.u32("pid")?;
+                let fingerprint = r.u64("fingerprint")?;
+                let n = r.count("handlers", 3)?;
+                let mut handlers = Vec::with_capacity(n);
+                for _ in 0..n {
+                    handlers.push((r.u16("handler id")?, r.str("handler name")?));
+                }
+                let endpoints = r.endpoints()?;
+                Msg::Join(Join {
+                    token,
+                    rank,
+                    host,
+                    pid,
+                    fingerprint,
+                    handlers,
+                    endpoints,
+                })
+            }
+            4 => {
+                let job_key = r.u64("job_key")?;
+                let rank = r.u32("rank")?;
+                let n = r.count("nodes", 18)?;
+                let mut nodes = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let rank = r.u32("node rank")?;
+                    let host = r.str("node host")?;
+                    let pid = r.u32("node pid")?;
+                    let nc = r.count("contexts", 6)?;
+                    let mut contexts = Vec::with_capacity(nc);
+                    for _ in 0..nc {
+                        contexts.push((r.str("context device")?, r.u32("context")?));
+                    }
+                    let endpoints = r.endpoints()?;
+                    nodes.push(Node {
+                        rank,
+                        host,
+                        pid,
+                        contexts,
+                        endpoints,
+                    });
+                }
+                Msg::Welcome(Welcome {
+                    job_key,
+                    rank,
+                    nodes,
+                })
+            }
+            5 => Msg::Ready {
+                table: r.long_str("table")?,
+            },
+            6 => Msg::RankReady {
+                rank: r.u32("rank")?,
+                table: r.long_str("table")?,
+            },
+            7 => Msg::Heartbeat,
+            8 => Msg::Leave,
+            9 => Msg::Progress {
+                joined: r.u32("joined")?,
+                size: r.u32("size")?,
+            },
+            10 => Msg::PeerDied {
+                rank: r.u32("rank")?,
+                host: r.str("host")?,
+                pid: r.u32("pid")?,
+                reason: r.str("reason")?,
+            },
+            11 => Msg::JobEnded {
+                reason: r.str("reason")?,
+            },
+            12 => Msg::Refused {
+                reason: r.str("reason")?,
+            },
+            13 => Msg::Status,
+            14 => Msg::StatusReply(GrmStatus {
+                jobs: r.u32("jobs")?,
+                members: r.u32("members")?,
+                connections: r.u32("connections")?,
+                rejected_frames: r.u64("rejected_frames")?,
+            }),
+            15 => Msg::Abort {
+                reason: r.str("reason")?,
+            },
+            t => return Err(ProtoError::UnknownType(t)),
+        };
+        if !r.0.is_empty() {
+            return Err(ProtoError::Trailing(r.0.len()));
+        }
+        Ok(msg)
+    }
+}
+
+/// Read one frame's contents: the length is checked before the body is read.
+pub fn read_frame(r: &mut impl Read) -> Result<Vec<u8>, ProtoError> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len)?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(ProtoError::TooLong(len));
+    }
+    if len < 3 {
+        return Err(ProtoError::TooShort(len));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)?;
+    Ok(body)
+}
+
+/// Read and decode one message.
+pub fn read_msg(r: &mut impl Read) -> Result<Msg, ProtoError> {
+    Msg::decode(&read_frame(r)?)
+}
+
+/// Encode and write one message.
+pub fn write_msg(w: &mut impl Write, m: &Msg) -> io::Result<()> {
+    w.write_all(&m.encode())?;
+    w.flush()
+}
+
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u16(&mut self, v: u16) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    /// Strings longer than the limit are cut (at a character boundary).
+    fn str(&mut self, s: &str) {
+        let mut end = s.len().min(MAX_STR);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.u16(end as u16);
+        self.0.extend_from_slice(&s.as_bytes()[..end]);
+    }
+    fn long_str(&mut self, s: &str) {
+        self.bytes(s.as_bytes());
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        self.u32(b.len() as u32);
+        self.0.extend_from_slice(b);
+    }
+    fn opt_u32(&mut self, v: Option<u32>) {
+        match v {
+            None => self.u8(0),
+            Some(v) => {
+                self.u8(1);
+                self.u32(v);
+            }
+        }
+    }
+    fn endpoints(&mut self, e: &[DeviceEndpoint]) {
+        self.u32(e.len() as u32);
+        for d in e {
+            self.str(&d.device);
+            self.bytes(&d.address);
+        }
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&[u8], ProtoError> {
+        if self.0.len() < n {
+            return Err(ProtoError::Truncated(what));
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Ok(a)
+    }
+    fn u8(&mut self, what: &'static str) -> Result<u8, ProtoError> {
+        Ok(self.take(1, what)?[0])
+    }
+    fn u16(&mut self, what: &'static str) -> Result<u16, ProtoError> {
+        let b = self.take(2, what)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self, what: &'static str) -> Result<u32, ProtoError> {
+        let b = self.take(4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self, what: &'static str) -> Result<u64, ProtoError> {
+        Ok(self.u32(what)? as u64 | (self.u32(what)? as u64) << 32)
+    }
+    fn str(&mut self, what: &'static str) -> Result<String, ProtoError> {
+        let n = self.u16(what)? as usize;
+        if n > MAX_STR {
+            return Err(ProtoError::Limit {
+                what,
+                len: n,
+                limit: MAX_STR,
+            });
+        }
+        let b = self.take(n, what)?;
+        String::from_utf8(b.to_vec()).map_err(|_| ProtoError::Utf8(what))
+    }
+    fn bytes(&mut self, what: &'static str) -> Result<Vec<u8>, ProtoError> {
+        let n = self.u32(what)? as usize;
+        Ok(self.take(n, what)?.to_vec())
+    }
+    fn long_str(&mut self, what: &'static str) -> Result<String, ProtoError> {
+        String::from_utf8(self.bytes(what)?).map_err(|_| ProtoError::Utf8(what))
+    }
+    fn opt_u32(&mut self, what: &'static str) -> Result<Option<u32>, ProtoError> {
+        match self.u8(what)? {
+            0 => Ok(None),
+            1 => Ok(Some(self.u32(what)?)),
+            _ => Err(ProtoError::Value(what)),
+        }
+    }
+    /// A list count, checked against the bytes left (each entry takes at
+    /// least `min_entry` bytes), so a forged count cannot make us allocate.
+    fn count(&mut self, what: &'static str, min_entry: usize) -> Result<usize, ProtoError> {
+        let n = self.u32(what)? as usize;
+        if n.saturating_mul(min_entry) > self.0.len() {
+            return Err(ProtoError::Truncated(what));
+        }
+        Ok(n)
+    }
+    fn endpoints(&mut self) -> Result<Vec<DeviceEndpoint>, ProtoError> {
+        let n = self.count("endpoints", 6)?;
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(DeviceEndpoint {
+                device: self.str("endpoint device")?,
+                address: self.bytes("endpoint address")?,
+            });
+        }
+        Ok(v)
+    }
+}
+
+/// One message of every type, with fields at their edges: for tests and
+/// the fuzzer's seed corpus.
+#[doc(hidden)]
+pub fn examples() -> Vec<Msg> {
+    vec![
+        Msg::Register {
+            token: "t".repeat(32),
+            size: 4,
+            program: "ring".into(),
+        },
+        Msg::Registered { job_key: u64::MAX },
+        Msg::Join(Join {
+            token: "abc".into(),
+            rank: Some(3),
+            host: "h".into(),
+            pid: 42,
+            fingerprint: 7,
+            handlers: vec![(1, "ping".into()), (2, "pong".into())],
+            endpoints: vec![DeviceEndpoint {
+                device: "shmem".into(),
+                address: b"/dev/shm".to_vec(),
+            }],
+        }),
+        Msg::Welcome(Welcome {
+            job_key: 9,
+            rank: 1,
+            nodes: vec![Node {
+                rank: 0,
+                host: "h".into(),
+                pid: 1,
+                contexts: vec![("shmem".into(), 0)],
+                endpoints: vec![],
+            }],
+        }),
+        Msg::Ready {
+            table: "x\n".repeat(5000),
+        },
+        Msg::RankReady {
+            rank: 2,
+            table: "t".into(),
+        },
+        Msg::Heartbeat,
+        Msg::Leave,
+        Msg::Progress { joined: 1, size: 2 },
+        Msg::PeerDied {
+            rank: 1,
+            host: "h".into(),
+            pid: 5,
+            reason: "gone".into(),
+        },
+        Msg::JobEnded { reason: "r".into() },
+        Msg::Refused {
+            reason: "no".into(),
+        },
+        Msg::Abort {
+            reason: "panicked".into(),
+        },
+        Msg::Status,
+        Msg::StatusReply(GrmStatus {
+            jobs: 1,
+            members: 2,
+            connections: 3,
+            rejected_frames: 4,
+        }),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_message_round_trips() {
+        for m in examples() {
+            let f = m.encode();
+            let got = read_msg(&mut &f[..]).unwrap();
+            assert_eq!(got, m);
+        }
+    }
+
+    #[test]
+    fn every_truncation_and_extension_is_refused() {
+        for m in examples() {
+            let f = m.encode();
+            for cut in 0..f.len() - 4 {
+                assert!(
+                    Msg::decode(&f[4..4 + cut]).is_err(),
+                    "{} cut at {cut}",
+                    m.name()
+                );
+            }
+            let mut long = f[4..].to_vec();
+            long.push(0);
+            assert!(matches!(Msg::decode(&long), Err(ProtoError::Trailing(1))));
+        }
+    }
+
+    #[test]
+    fn forged_lengths_and_versions_are_refused() {
+        let huge = ((MAX_FRAME + 1) as u32).to_le_bytes();
+        assert!(matches!(
+            read_frame(&mut &huge[..]),
+            Err(ProtoError::TooLong(_))
+        ));
+        let mut f = Msg::Heartbeat.encode();
+        f[4] = 9;
+        assert!(matches!(Msg::decode(&f[4..]), Err(ProtoError::Version(9))));
+        let mut f = Msg::Heartbeat.encode();
+        f[6] = 200;
+        assert!(matches!(
+            Msg::decode(&f[4..]),
+            Err(ProtoError::UnknownType(200))
+        ));
+        // A Welcome claiming four billion nodes in a few bytes.
+        let mut f = Msg::Welcome(Welcome {
+            job_key: 1,
+            rank: 0,
+            nodes: vec![],
+        })
+        .encode();
+        let at = f.len() - 4;
+        f[at..].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(
+            Msg::decode(&f[4..]),
+            Err(ProtoError::Truncated("nodes"))
+        ));
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let frames: Vec<Vec<u8>> = examples()
+            .iter()
+            .map(|m| m.encode()[4..].to_vec())
+            .collect();
+        for i in 0..200_000 {
+            let mut f = frames[i % frames.len()].clone();
+            for _ in 0..rng.gen_range(1..4) {
+                let at = rng.gen_range(0..f.len());
+                f[at] = rng.gen();
+            }
+            let _ = Msg::decode(&f);
+        }
+    }
+}
