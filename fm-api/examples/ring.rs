@@ -4,17 +4,17 @@
 //! streamed through shared-memory frames, read by the handler in 64 KiB
 //! pieces as it arrives — and checks every byte.
 //!
-//!     cargo run --release -p fm --example ring -- 4
+//! Start it with fmrun, which starts the resource manager and the ranks:
 //!
-//! Started by hand it launches its own N rank processes (until `fmrun`
-//! exists); started with FM_RANK/FM_SIZE set it runs as that rank.
+//!     cargo build --release --bins --examples
+//!     target/release/fmrun -n 4 --show-table target/release/examples/ring
+//!
+//! Started by hand it is a job of one rank that passes the token to itself.
 
-use fm::job::LocalJob;
 use fm::{Fm, Incoming};
 use std::cell::Cell;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::rc::Rc;
-use std::time::Duration;
 
 const TOKEN: u16 = 1;
 const BULK: u16 = 2;
@@ -26,41 +26,12 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::new(
             std::env::var("FM_LOG").unwrap_or_else(|_| "warn".into()),
         ))
+        .with_writer(std::io::stderr)
         .try_init();
-    if std::env::var_os("FM_RANK").is_none() {
-        let n: usize = std::env::args()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(4);
-        return launch(n);
-    }
     match rank_main() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ring: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn launch(n: usize) -> ExitCode {
-    let exe = std::env::current_exe().expect("own path");
-    println!("ring: starting {n} ranks on this host");
-    let job = match LocalJob::spawn(n.max(1), false, |_| Command::new(&exe)) {
-        Ok(j) => j,
-        Err(e) => {
-            eprintln!("ring: cannot start ranks: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let out = job.wait(Duration::from_secs(120));
-    match out.first_failure() {
-        None => {
-            println!("ring: all {n} ranks finished");
-            ExitCode::SUCCESS
-        }
-        Some((rank, status)) => {
-            eprintln!("ring: rank {rank} failed ({status:?})");
             ExitCode::FAILURE
         }
     }
@@ -109,7 +80,6 @@ fn rank_main() -> fm::Result<()> {
         .build()?;
     let (me, size) = (fm.rank(), fm.size() as u32);
     if me == 0 {
-        println!("{}", fm.composite().table());
         fm.send(1 % size, TOKEN, &0u64.to_le_bytes())?;
     }
     while hops.get() < ROUNDS {
@@ -126,10 +96,13 @@ fn rank_main() -> fm::Result<()> {
         fm.extract_wait(usize::MAX)?;
     }
     fm.barrier()?;
+    let st = fm.stats();
     println!(
-        "rank {me}: 1 MiB from rank {} checked; stats {:?}",
+        "rank {me}: 1 MiB from rank {} checked; {} messages sent, {} received, {} credit stalls",
         (me + size - 1) % size,
-        fm.stats()
+        st.messages_sent,
+        st.messages_received,
+        st.credit_stalls
     );
     Ok(())
 }

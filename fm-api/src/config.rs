@@ -17,8 +17,52 @@ pub enum Net {
     Null,
 }
 
+impl Net {
+    /// `auto`, `null`, or a comma-separated list of devices (`self,shmem,null`).
+    /// Lists may name only devices this build has; between hosts they give the
+    /// NULL transport, as no network device is configured.
+    pub fn parse(v: &str) -> std::result::Result<Net, String> {
+        match v.trim() {
+            "" | "auto" => Ok(Net::Auto),
+            "null" => Ok(Net::Null),
+            list => {
+                for d in list.split(',').map(str::trim) {
+                    match d {
+                        "self" | "shmem" | "null" => {}
+                        "ethernet" | "nic" => {
+                            return Err(format!(
+                                "device {d:?} is not part of this build (known: self, shmem, null)"
+                            ))
+                        }
+                        _ => {
+                            return Err(format!(
+                                "unknown device {d:?} (known: auto, null, or a list of self, shmem, null)"
+                            ))
+                        }
+                    }
+                }
+                Ok(Net::Null)
+            }
+        }
+    }
+}
+
+/// Where and how to join a job through the resource manager.
+#[derive(Clone, Debug)]
+pub struct GrmJoin {
+    /// `host:port` of the GRM (`FM_GRM`).
+    pub addr: String,
+    /// The job's token (`FM_JOB_TOKEN`).
+    pub token: String,
+    /// The rank asked for (`FM_RANK`), or any free one.
+    pub rank: Option<Rank>,
+}
+
 #[derive(Clone, Debug)]
 pub struct Config {
+    /// Join through the resource manager: rank, size, job key and hosts then
+    /// come from its node map and the fields above are overwritten.
+    pub grm: Option<GrmJoin>,
     pub rank: Rank,
     pub size: usize,
     pub job_key: JobKey,
@@ -44,6 +88,7 @@ impl Config {
     pub fn local(rank: Rank, size: usize, job_key: JobKey) -> Config {
         let host = sys::hostname();
         Config {
+            grm: None,
             rank,
             size,
             job_key,
@@ -66,6 +111,9 @@ impl Config {
     /// From the environment. Without FM_RANK and FM_SIZE this is a singleton
     /// job (rank 0 of 1), as MPI does for a program started by hand.
     pub fn from_env() -> Result<Config> {
+        if let Ok(addr) = std::env::var("FM_GRM") {
+            return Config::from_env_with_grm(addr);
+        }
         let rank: Option<u32> = parse_var("FM_RANK")?;
         let size: Option<usize> = parse_var("FM_SIZE")?;
         let (rank, size) = match (rank, size) {
@@ -100,9 +148,7 @@ impl Config {
             }
         };
         let mut cfg = Config::local(rank, size, job_key);
-        if let Ok(h) = std::env::var("FM_HOST") {
-            cfg.host = h;
-        }
+        cfg.apply_env()?;
         cfg.hosts = match std::env::var("FM_HOSTS") {
             Ok(v) => {
                 let hosts: Vec<String> = v.split(',').map(|s| s.trim().to_string()).collect();
@@ -125,19 +171,35 @@ impl Config {
             ))
             .into());
         }
+        Ok(cfg)
+    }
+
+    /// Under `fmrun`: the GRM at `addr` gives rank, size, key and node map.
+    fn from_env_with_grm(addr: String) -> Result<Config> {
+        let token = std::env::var("FM_JOB_TOKEN").map_err(|_| {
+            ErrorKind::Config(
+                "FM_GRM is set but FM_JOB_TOKEN is not: the job's token comes with the GRM's address (start the job with fmrun)".into(),
+            )
+        })?;
+        let rank: Option<u32> = parse_var("FM_RANK")?;
+        let mut cfg = Config::local(0, 1, JobKey(0));
+        cfg.grm = Some(GrmJoin { addr, token, rank });
+        cfg.apply_env()?;
+        Ok(cfg)
+    }
+
+    /// The settings every process reads, however it finds its job.
+    fn apply_env(&mut self) -> Result<()> {
+        let cfg = self;
+        if let Ok(h) = std::env::var("FM_HOST") {
+            cfg.host = h;
+        }
         if let Ok(v) = std::env::var("FM_NET") {
-            cfg.net = match v.as_str() {
-                "auto" | "" => Net::Auto,
-                "null" | "shmem" | "shmem,null" => Net::Null,
-                _ => {
-                    return Err(ErrorKind::Env {
-                        var: "FM_NET",
-                        value: v,
-                        reason: "known values: auto, null".into(),
-                    }
-                    .into())
-                }
-            };
+            cfg.net = Net::parse(&v).map_err(|reason| ErrorKind::Env {
+                var: "FM_NET",
+                value: v.clone(),
+                reason,
+            })?;
         }
         if let Ok(d) = std::env::var("FM_SHM_DIR") {
             cfg.shm_dir = PathBuf::from(d);
@@ -174,7 +236,7 @@ impl Config {
         if let Some(s) = parse_var::<u64>("FM_ATTACH_TIMEOUT")? {
             cfg.attach_timeout = Duration::from_secs(s);
         }
-        Ok(cfg)
+        Ok(())
     }
 
     /// Ranks on this process's host.

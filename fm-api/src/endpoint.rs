@@ -368,7 +368,7 @@ impl Endpoint {
             if self.progress_stalled()? {
                 w.reset();
             } else {
-                w.snooze();
+                w.snooze()?;
             }
         }
         Ok(())
@@ -421,7 +421,7 @@ impl Endpoint {
             if self.progress_stalled()? {
                 w.reset();
             } else {
-                w.snooze();
+                w.snooze()?;
             }
         }
     }
@@ -461,7 +461,7 @@ impl Endpoint {
                     w.reset();
                     self.absorb(r)?;
                 }
-                None => w.snooze(),
+                None => w.snooze()?,
             }
         }
     }

@@ -54,6 +54,12 @@ pub enum ErrorKind {
     #[error("configuration: {0}")]
     Config(String),
 
+    #[error("resource manager: {0}")]
+    Grm(fm_grm::GrmError),
+
+    #[error("the job has ended: {0}")]
+    JobEnded(String),
+
     /// A handler's own error, passed through `extract`.
     #[error("handler: {0}")]
     Handler(String),
@@ -89,6 +95,13 @@ impl From<DeviceError> for FmError {
     #[cold]
     fn from(e: DeviceError) -> Self {
         ErrorKind::Device(e).into()
+    }
+}
+
+impl From<fm_grm::GrmError> for FmError {
+    #[cold]
+    fn from(e: fm_grm::GrmError) -> Self {
+        ErrorKind::Grm(e).into()
     }
 }
 

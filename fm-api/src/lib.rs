@@ -43,7 +43,7 @@ pub mod job;
 pub mod wait;
 pub mod wire;
 
-pub use config::{Config, Net};
+pub use config::{Config, GrmJoin, Net};
 pub use endpoint::{Endpoint, FmStats};
 pub use error::{ErrorKind, FmError, Result};
 pub use fm_devices::{JobKey, Rank};
@@ -54,6 +54,7 @@ use fm_composite::{Composite, Member};
 use fm_devices::null::NullDevice;
 use fm_devices::selfloop::SelfDevice;
 use fm_devices::shmem::{ShmemConfig, ShmemDevice};
+use fm_grm::Membership;
 use std::ops::{Deref, DerefMut};
 use wait::Waiter;
 use wire::{Header, Kind};
@@ -97,7 +98,7 @@ impl FmBuilder {
 
     /// Open the devices, attach to the job and return the endpoint.
     pub fn build(self) -> Result<Fm> {
-        let config = match self.config {
+        let mut config = match self.config {
             Some(c) => c,
             None => Config::from_env()?,
         };
@@ -124,7 +125,22 @@ impl FmBuilder {
             names.push((id, name));
         }
         names.sort();
-        let dev = open_composite(&config)?;
+        let grm = match config.grm.clone() {
+            Some(g) => Some(join_job(&g, &mut config, &names)?),
+            None => None,
+        };
+        let dev = match open_composite(&config) {
+            Ok(d) => d,
+            Err(e) => {
+                if let Some(m) = &grm {
+                    m.abort(&e.to_string());
+                }
+                return Err(e);
+            }
+        };
+        if let Some(m) = &grm {
+            m.ready(dev.table().to_string());
+        }
         let cpus = std::env::var("FM_CPUS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -144,8 +160,68 @@ impl FmBuilder {
             barrier_arrived: 0,
             barrier_released: 0,
             config,
+            _grm: grm,
         })
     }
+}
+
+/// Join the job through the resource manager: it checks the token and the
+/// handler table, assigns rank and job key, and answers with the node map
+/// once every process has joined.
+fn join_job(g: &GrmJoin, config: &mut Config, names: &[(u16, String)]) -> Result<Membership> {
+    let join = fm_grm::proto::Join {
+        token: g.token.clone(),
+        rank: g.rank,
+        host: config.host.clone(),
+        pid: std::process::id(),
+        fingerprint: fingerprint(names),
+        handlers: names.to_vec(),
+        endpoints: vec![fm_grm::proto::DeviceEndpoint {
+            device: "shmem".into(),
+            address: config.shm_dir.to_string_lossy().into_owned().into_bytes(),
+        }],
+    };
+    let m = Membership::join(&g.addr, join, config.attach_timeout, |reason| {
+        tracing::error!("fm: the job has ended: {reason}");
+        wait::end_job(reason);
+    })?;
+    let w = &m.welcome;
+    let size = w.nodes.len();
+    if w.rank as usize >= size
+        || w.nodes
+            .iter()
+            .enumerate()
+            .any(|(i, n)| n.rank as usize != i)
+    {
+        return Err(ErrorKind::Config(format!(
+            "the GRM at {} sent a node map that does not list ranks 0..{size} in order",
+            g.addr
+        ))
+        .into());
+    }
+    config.rank = w.rank;
+    config.size = size;
+    config.job_key = m.job_key();
+    config.hosts = w.nodes.iter().map(|n| n.host.clone()).collect();
+    Ok(m)
+}
+
+/// FNV-1a over the handler table (IDs and names, sorted by ID): equal
+/// across ranks that registered the same handlers.
+fn fingerprint(names: &[(u16, String)]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (id, name) in names {
+        for b in id
+            .to_le_bytes()
+            .iter()
+            .chain(name.as_bytes())
+            .chain([0u8].iter())
+        {
+            h ^= *b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
 }
 
 /// Open self, shmem (when the job has other ranks on this host) and null,
@@ -179,6 +255,9 @@ pub struct Fm {
     barrier_arrived: u64,
     barrier_released: u64,
     config: Config,
+    /// Membership of the job at the resource manager; dropped last, after
+    /// the endpoint, so leaving the job is the last thing a process does.
+    _grm: Option<Membership>,
 }
 
 impl Deref for Fm {
@@ -220,19 +299,7 @@ impl Fm {
     /// A fingerprint of the handler table (IDs and names), equal across ranks
     /// that registered the same handlers.
     pub fn handler_fingerprint(&self) -> u64 {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for (id, name) in &self.names {
-            for b in id
-                .to_le_bytes()
-                .iter()
-                .chain(name.as_bytes())
-                .chain([0u8].iter())
-            {
-                h ^= *b as u64;
-                h = h.wrapping_mul(0x0100_0000_01b3);
-            }
-        }
-        h
+        fingerprint(&self.names)
     }
 
     /// FM_extract: run the handlers of arrived messages, until `max_bytes`
@@ -269,7 +336,7 @@ impl Fm {
             if n > 0 {
                 return Ok(n);
             }
-            w.snooze();
+            w.snooze()?;
         }
     }
 

@@ -5,7 +5,9 @@
 //! short spin so the peer we wait for gets to run. Either way, once nothing
 //! has happened for a while, sleep in short naps.
 
+use crate::error::{ErrorKind, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Polls before a waiter looks at the clock (or yields, when oversubscribed).
@@ -17,6 +19,26 @@ const YIELD_FOR: Duration = Duration::from_millis(20);
 const NAP: Duration = Duration::from_micros(50);
 
 static OVERSUBSCRIBED: AtomicBool = AtomicBool::new(false);
+static JOB_ENDED: AtomicBool = AtomicBool::new(false);
+static JOB_END_REASON: Mutex<String> = Mutex::new(String::new());
+
+/// The resource manager says this process's job is over (a peer died):
+/// every wait from now on fails with [`ErrorKind::JobEnded`] instead of
+/// waiting for a peer that will never answer.
+pub fn end_job(reason: String) {
+    *JOB_END_REASON.lock().unwrap_or_else(|p| p.into_inner()) = reason;
+    JOB_ENDED.store(true, Ordering::SeqCst);
+}
+
+/// Why the job ended, if it did.
+pub fn job_end_reason() -> Option<String> {
+    JOB_ENDED.load(Ordering::SeqCst).then(|| {
+        JOB_END_REASON
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    })
+}
 
 /// Tell every waiter of this process whether ranks on this host outnumber its CPUs.
 pub fn set_oversubscribed(yes: bool) {
@@ -41,13 +63,17 @@ impl Waiter {
         self.idle_since = None;
     }
 
-    /// Nothing happened on this poll.
+    /// Nothing happened on this poll. Fails once the job has ended (looked
+    /// at only after the first spins, so the fast path pays nothing).
     #[inline]
-    pub fn snooze(&mut self) {
+    pub fn snooze(&mut self) -> Result<()> {
         self.polls = self.polls.saturating_add(1);
         if self.polls < SPINS {
             std::hint::spin_loop();
-            return;
+            return Ok(());
+        }
+        if let Some(reason) = job_end_reason() {
+            return Err(ErrorKind::JobEnded(reason).into());
         }
         let since = *self.idle_since.get_or_insert_with(Instant::now);
         let idle = since.elapsed();
@@ -58,5 +84,6 @@ impl Waiter {
         } else {
             std::thread::sleep(NAP);
         }
+        Ok(())
     }
 }
