@@ -110,6 +110,7 @@ fn main() -> ExitCode {
             std::env::var("FM_LOG").unwrap_or_else(|_| "warn".into()),
         ))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
     let cli = Cli::parse();
     let opts = match &cli.bench {

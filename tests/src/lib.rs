@@ -50,5 +50,99 @@ pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
+}
+
+/// A directory for one test, removed with everything in it when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    /// A fresh directory under `base` (the system's temp dir when `None`).
+    pub fn new_in(base: Option<&std::path::Path>, tag: &str) -> TempDir {
+        let base = base.map_or_else(std::env::temp_dir, |b| b.to_path_buf());
+        let p = base.join(format!(
+            "fm-test-{tag}-{}-{:08x}",
+            std::process::id(),
+            Rng::new(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            )
+            .next_u64() as u32
+        ));
+        std::fs::create_dir_all(&p).expect("create a test directory");
+        TempDir(p)
+    }
+
+    pub fn new(tag: &str) -> TempDir {
+        TempDir::new_in(None, tag)
+    }
+
+    /// fm segment files (`fm-*`) left in the directory.
+    pub fn segments(&self) -> Vec<String> {
+        std::fs::read_dir(&self.0)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("fm-"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A small tmpfs mounted on a fresh directory (root only); unmounted when dropped.
+pub struct TinyTmpfs(pub TempDir);
+
+impl TinyTmpfs {
+    /// `None` (after saying why the caller is skipped) when not root or the mount fails.
+    pub fn mount(test: &str, size: &str) -> Option<TinyTmpfs> {
+        if !is_root() {
+            eprintln!("SKIPPED {test}: needs root to mount a small tmpfs");
+            return None;
+        }
+        let dir = TempDir::new("tiny");
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir.0)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("SKIPPED {test}: mounting a tmpfs failed");
+            return None;
+        }
+        Some(TinyTmpfs(dir))
+    }
+}
+
+impl Drop for TinyTmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(&self.0 .0)
+            .status();
+    }
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A binary of another crate of the workspace, built next to this one's
+/// (`cargo test` builds every crate's binaries that have integration tests).
+pub fn workspace_bin(own_bin: &str, name: &str) -> std::path::PathBuf {
+    let p = std::path::Path::new(own_bin).with_file_name(name);
+    assert!(
+        p.exists(),
+        "{} is not built: run the workspace's tests (`cargo test`), or `cargo build --bins` first",
+        p.display()
+    );
+    p
 }

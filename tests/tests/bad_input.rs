@@ -6,28 +6,9 @@ use fm::{Config, Fm, JobKey};
 use fm_devices::shmem::segment::{Geometry, Segment};
 use fm_devices::shmem::{ShmemConfig, ShmemDevice};
 use fm_devices::{Device, DeviceError, DeviceExt};
+use fm_tests::{TempDir, TinyTmpfs};
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
 use std::time::Duration;
-
-/// A private directory for segments, removed at the end even on failure.
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!(
-            "fm-test-{tag}-{}-{}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
-        std::fs::create_dir_all(&p).expect("mkdir");
-        TempDir(p)
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn config(dir: &TempDir, key: u64, rank: u32, n: u32) -> ShmemConfig {
     let mut c = ShmemConfig::new(JobKey(key), rank, (0..n).collect());
@@ -203,38 +184,16 @@ fn message_for_unregistered_handler_is_dropped_and_counted() {
 
 #[test]
 fn full_segment_directory_is_a_clean_error_when_root() {
-    if unsafe { libc_geteuid() } != 0 {
-        eprintln!("SKIPPED full_segment_directory_is_a_clean_error_when_root: needs root to mount a small tmpfs");
+    let Some(tiny) = TinyTmpfs::mount("full_segment_directory_is_a_clean_error_when_root", "256k")
+    else {
         return;
-    }
-    let dir = TempDir::new("tiny");
-    let ok = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
-        .arg(&dir.0)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !ok {
-        eprintln!("SKIPPED full_segment_directory_is_a_clean_error_when_root: mount failed");
-        return;
-    }
-    struct Umount(PathBuf);
-    impl Drop for Umount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _u = Umount(dir.0.clone());
-    let c = config(&dir, 0x41, 0, 4);
+    };
+    let dir = &tiny.0;
+    let c = config(dir, 0x41, 0, 4);
     let e = open_err(&c);
     assert!(
         e.contains("cannot allocate") && e.contains("FM_SHM_DIR"),
         "{e}"
     );
     assert!(!c.segment_path().exists());
-}
-
-extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
 }

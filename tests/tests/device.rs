@@ -2,26 +2,14 @@
 
 use fm_devices::shmem::{ShmemConfig, ShmemDevice};
 use fm_devices::{Device, DeviceExt, JobKey};
-use std::path::PathBuf;
+use fm_tests::TempDir;
 use std::time::Duration;
-
-struct TempDir(PathBuf);
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Packets carried inline in the receive-queue slot and packets in frames,
 /// interleaved over many laps of the rings, arrive complete and in order.
 #[test]
 fn inline_and_frame_packets_keep_order_over_many_laps() {
-    let dir = TempDir(std::env::temp_dir().join(format!(
-        "fm-device-{}-{}",
-        std::process::id(),
-        rand::random::<u32>()
-    )));
-    std::fs::create_dir_all(&dir.0).expect("mkdir");
+    let dir = TempDir::new("device");
     let mk = |r: u32| {
         let mut c = ShmemConfig::new(JobKey(0x77), r, vec![0, 1]);
         c.dir = dir.0.clone();

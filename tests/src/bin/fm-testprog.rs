@@ -14,6 +14,15 @@
 //! fm-testprog launcher N
 //!     starts N ranks of an endless head-to-head exchange and waits for them
 //!     (for testing what happens when a launcher is killed).
+//! fm-testprog isolation TAG MESSAGES
+//!     every rank sends MESSAGES messages carrying TAG to every other rank and
+//!     fails if it receives one with another tag (two jobs side by side).
+//! fm-testprog serve
+//!     prints "rank R pid P ready", then handles messages until the job ends.
+//! fm-testprog exit RANK CODE
+//!     after a barrier, RANK leaves the job and exits with CODE; the others serve.
+//! fm-testprog handlers RANK
+//!     RANK registers handler 2 under another name than the other ranks.
 
 use fm::{Fm, FmError, Incoming};
 use fm_tests::{fill, Rng};
@@ -34,6 +43,10 @@ fn main() -> ExitCode {
         Some("ring") => ring(arg(2)),
         Some("noroute") => noroute(),
         Some("launcher") => launcher(arg(2) as usize),
+        Some("isolation") => isolation(args.get(2).cloned().unwrap_or_default(), arg(3)),
+        Some("serve") => serve(None),
+        Some("exit") => serve(Some((arg(2) as u32, arg(3) as i32))),
+        Some("handlers") => handlers(arg(2) as u32),
         _ => Err("usage: fm-testprog alltoall|headtohead|ring|noroute ...".into()),
     };
     match r {
@@ -306,4 +319,91 @@ fn launcher(n: usize) -> Res {
     } else {
         Err(format!("{out:?}"))
     }
+}
+
+fn isolation(tag: String, messages: u64) -> Res {
+    let tag = Rc::new(tag.into_bytes());
+    let got = Rc::new(RefCell::new((0u64, Vec::<String>::new())));
+    let (t2, g2) = (tag.clone(), got.clone());
+    let mut fm = Fm::builder()
+        .handler(DATA, "tagged", move |m| {
+            let body = m.receive_vec()?;
+            let mut g = g2.borrow_mut();
+            g.0 += 1;
+            if !body.starts_with(&t2) {
+                let seen = String::from_utf8_lossy(&body[..body.len().min(40)]).into_owned();
+                g.1.push(format!("from rank {}: {seen:?}", m.src()));
+            }
+            Ok(())
+        })
+        .from_env()
+        .map_err(err)?
+        .build()
+        .map_err(err)?;
+    let (me, size) = (fm.rank(), fm.size() as u32);
+    let mut body = tag.to_vec();
+    body.extend_from_slice(&[0u8; 56]);
+    for i in 0..messages {
+        for dst in (0..size).filter(|&d| d != me) {
+            let at = tag.len();
+            body[at..at + 8].copy_from_slice(&i.to_le_bytes());
+            fm.send(dst, DATA, &body).map_err(err)?;
+        }
+        fm.extract(usize::MAX).map_err(err)?;
+    }
+    let want = messages * (size as u64 - 1);
+    while got.borrow().0 < want {
+        fm.extract_wait(usize::MAX).map_err(err)?;
+    }
+    fm.barrier().map_err(err)?;
+    let g = got.borrow();
+    if !g.1.is_empty() {
+        return Err(format!("{} foreign messages, first {}", g.1.len(), g.1[0]));
+    }
+    println!(
+        "isolation ok: rank {me} got {} messages tagged {:?}",
+        g.0,
+        String::from_utf8_lossy(&tag)
+    );
+    Ok(())
+}
+
+/// Handle messages until the job ends; with `exit`, that rank leaves and
+/// exits with the code after the first barrier.
+fn serve(exit: Option<(u32, i32)>) -> Res {
+    let mut fm = Fm::builder()
+        .handler(DATA, "data", |_| Ok(()))
+        .from_env()
+        .map_err(err)?
+        .build()
+        .map_err(err)?;
+    println!("rank {} pid {} ready", fm.rank(), std::process::id());
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    fm.barrier().map_err(err)?;
+    if let Some((rank, code)) = exit {
+        if fm.rank() == rank {
+            drop(fm);
+            std::process::exit(code);
+        }
+    }
+    loop {
+        fm.extract_wait(usize::MAX).map_err(err)?;
+    }
+}
+
+fn handlers(odd_rank: u32) -> Res {
+    let me: u32 = std::env::var("FM_RANK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let name = if me == odd_rank { "reply-v2" } else { "reply" };
+    let mut fm = Fm::builder()
+        .handler(DATA, "data", |_| Ok(()))
+        .handler(TOKEN, name, |_| Ok(()))
+        .from_env()
+        .map_err(err)?
+        .build()
+        .map_err(err)?;
+    fm.barrier().map_err(err)
 }

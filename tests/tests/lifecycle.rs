@@ -1,0 +1,353 @@
+//! Jobs started with fmrun, end to end: real processes, the real resource
+//! manager (embedded, and the fm-grm daemon), real shared memory.
+//!
+//! Every job's segments go to a private directory under /dev/shm, so "no
+//! segment is left" is checked exactly and nothing of another job is touched.
+
+use fm_tests::{workspace_bin, TempDir, TinyTmpfs};
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+const TESTPROG: &str = env!("CARGO_BIN_EXE_fm-testprog");
+
+fn fmrun() -> PathBuf {
+    workspace_bin(TESTPROG, "fmrun")
+}
+
+fn shm_dir(tag: &str) -> TempDir {
+    let base = Path::new("/dev/shm");
+    TempDir::new_in(base.is_dir().then_some(base), tag)
+}
+
+/// `fmrun ARGS fm-testprog PROG_ARGS`, segments in `dir`, output captured.
+fn job(dir: &TempDir, fmrun_args: &[&str], prog_args: &[&str]) -> Command {
+    let mut c = Command::new(fmrun());
+    c.args(fmrun_args)
+        .arg(TESTPROG)
+        .args(prog_args)
+        .env("FM_SHM_DIR", &dir.0)
+        .env_remove("FM_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+struct Finished {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+/// Wait for a job, killing it if it outlives `limit` (a test never hangs).
+fn finish(mut child: Child, limit: Duration) -> Finished {
+    let mut out = child.stdout.take().expect("stdout piped");
+    let mut err = child.stderr.take().expect("stderr piped");
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the job did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Finished {
+        status,
+        stdout: t_out.join().unwrap_or_default(),
+        stderr: t_err.join().unwrap_or_default(),
+    }
+}
+
+/// The fm-grm daemon on a free loopback port; killed when dropped.
+struct Daemon {
+    child: Child,
+    addr: String,
+}
+
+impl Daemon {
+    fn start() -> Daemon {
+        let mut child = Command::new(workspace_bin(TESTPROG, "fm-grm"))
+            .args(["--listen", "127.0.0.1:0", "--print-addr"])
+            .env("FM_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start fm-grm");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("fm-grm prints its address");
+        Daemon {
+            child,
+            addr: line.trim().to_string(),
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn two_jobs_side_by_side_never_see_each_others_messages() {
+    let dir = shm_dir("isolation");
+    let daemon = Daemon::start();
+    // Two jobs through one GRM daemon (isolated by token), a third through
+    // fmrun's own embedded GRM; all three share one segment directory.
+    let grm = ["--grm", daemon.addr.as_str(), "-n", "3"];
+    let a = job(&dir, &grm, &["isolation", "job-AAAA", "20000"])
+        .spawn()
+        .expect("job A");
+    let b = job(&dir, &grm, &["isolation", "job-BBBB", "20000"])
+        .spawn()
+        .expect("job B");
+    let c = job(&dir, &["-n", "2"], &["isolation", "job-CCCC", "20000"])
+        .spawn()
+        .expect("job C");
+    for (tag, j) in [("job-AAAA", a), ("job-BBBB", b), ("job-CCCC", c)] {
+        let f = finish(j, Duration::from_secs(120));
+        assert!(
+            f.status.success(),
+            "{tag}: {:?}\n{}\n{}",
+            f.status,
+            f.stdout,
+            f.stderr
+        );
+        let oks = f
+            .stdout
+            .lines()
+            .filter(|l| l.contains("isolation ok"))
+            .count();
+        assert!(oks >= 2, "{tag}: {}", f.stdout);
+        assert!(
+            f.stdout
+                .lines()
+                .filter(|l| l.contains("isolation ok"))
+                .all(|l| l.contains(tag)),
+            "{tag}: {}",
+            f.stdout
+        );
+    }
+    assert!(
+        dir.segments().is_empty(),
+        "left behind: {:?}",
+        dir.segments()
+    );
+    let st = fm_grm::client::status(&daemon.addr).expect("GRM status");
+    assert_eq!((st.jobs, st.members), (0, 0), "{st:?}");
+}
+
+/// Start `fmrun -n N fm-testprog serve` and wait for every rank's pid.
+fn serving_job(dir: &TempDir, n: usize) -> (Child, Vec<u32>, std::thread::JoinHandle<String>) {
+    let mut child = job(dir, &["-n", &n.to_string()], &["serve"])
+        .spawn()
+        .expect("fmrun");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let mut pids = vec![0u32; n];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pids.contains(&0) {
+        assert!(Instant::now() < deadline, "ranks did not start");
+        let line = lines.next().expect("a line").expect("utf-8");
+        // "[r] rank R pid P ready"
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if w.len() == 6 && w[1] == "rank" && w[5] == "ready" {
+            let r: usize = w[2].parse().expect("rank");
+            pids[r] = w[4].parse().expect("pid");
+        }
+    }
+    let rest =
+        std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
+    (child, pids, rest)
+}
+
+fn alive(pid: u32) -> bool {
+    fm_devices::sys::pid_alive(pid)
+        && std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+}
+
+#[test]
+fn a_rank_killed_by_sigkill_ends_the_job_within_2s_naming_it() {
+    let dir = shm_dir("sigkill");
+    let (mut child, pids, _rest) = serving_job(&dir, 4);
+    let t0 = Instant::now();
+    // SAFETY: a plain kill of our own grandchild.
+    unsafe { libc::kill(pids[2] as i32, libc::SIGKILL) };
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the job did not end"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let took = t0.elapsed();
+    let mut stderr = String::new();
+    let _ = child
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_string(&mut stderr);
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    assert_eq!(status.code(), Some(128 + libc::SIGKILL), "{stderr}");
+    assert!(
+        stderr.contains("rank 2") && stderr.contains("SIGKILL"),
+        "{stderr}"
+    );
+    assert!(
+        dir.segments().is_empty(),
+        "left behind: {:?}",
+        dir.segments()
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    for (r, p) in pids.iter().enumerate() {
+        assert!(!alive(*p), "rank {r} (pid {p}) outlived the job");
+    }
+}
+
+#[test]
+fn ctrl_c_stops_the_whole_job_within_2s() {
+    let dir = shm_dir("sigint");
+    let (mut child, pids, _rest) = serving_job(&dir, 3);
+    let t0 = Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let f = finish_child(&mut child, Duration::from_secs(10));
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(f.0.code(), Some(130), "{}", f.1);
+    assert!(f.1.contains("interrupted by SIGINT"), "{}", f.1);
+    assert!(dir.segments().is_empty());
+    for p in pids {
+        assert!(!alive(p), "pid {p} outlived the job");
+    }
+}
+
+fn finish_child(child: &mut Child, limit: Duration) -> (ExitStatus, String) {
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            panic!("fmrun did not end");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let mut stderr = String::new();
+    let _ = child
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_string(&mut stderr);
+    (status, stderr)
+}
+
+#[test]
+fn a_rank_that_exits_nonzero_gives_the_job_its_status() {
+    let dir = shm_dir("exit");
+    let f = finish(
+        job(&dir, &["-n", "3"], &["exit", "1", "7"])
+            .spawn()
+            .expect("fmrun"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(f.status.code(), Some(7), "{}", f.stderr);
+    assert!(
+        f.stderr.contains("rank 1") && f.stderr.contains("status 7"),
+        "{}",
+        f.stderr
+    );
+    assert!(dir.segments().is_empty());
+}
+
+#[test]
+fn a_wrong_token_is_refused_with_a_clear_error() {
+    let daemon = Daemon::start();
+    let child = Command::new(TESTPROG)
+        .arg("serve")
+        .env("FM_GRM", &daemon.addr)
+        .env("FM_JOB_TOKEN", "0123456789abcdef-not-a-job")
+        .env("FM_RANK", "0")
+        .env_remove("FM_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("fm-testprog");
+    let f = finish(child, Duration::from_secs(30));
+    assert_eq!(f.status.code(), Some(1));
+    assert!(
+        f.stderr.contains("refused") && f.stderr.contains("no job with token 012345"),
+        "{}",
+        f.stderr
+    );
+}
+
+#[test]
+fn a_mismatched_handler_table_is_refused_at_join_naming_the_handler() {
+    let dir = shm_dir("handlers");
+    let f = finish(
+        job(&dir, &["-n", "3"], &["handlers", "2"])
+            .spawn()
+            .expect("fmrun"),
+        Duration::from_secs(60),
+    );
+    assert!(!f.status.success());
+    assert!(f.status.signal().is_none(), "{:?}", f.status);
+    assert!(
+        f.stderr.contains("handler 2") && f.stderr.contains("\"reply-v2\""),
+        "{}",
+        f.stderr
+    );
+    assert!(dir.segments().is_empty());
+}
+
+#[test]
+fn a_segment_directory_too_small_is_a_clean_error_before_any_message() {
+    let Some(tiny) = TinyTmpfs::mount(
+        "a_segment_directory_too_small_is_a_clean_error_before_any_message",
+        "256k",
+    ) else {
+        return;
+    };
+    let f = finish(
+        job(&tiny.0, &["-n", "4"], &["ring", "10"])
+            .spawn()
+            .expect("fmrun"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(f.status.code(), Some(1), "{}", f.stderr);
+    assert!(
+        f.stderr.contains("cannot allocate") && f.stderr.contains("FM_SHM_DIR"),
+        "{}",
+        f.stderr
+    );
+    assert!(tiny.0.segments().is_empty(), "{:?}", tiny.0.segments());
+}
