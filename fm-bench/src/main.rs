@@ -103,6 +103,7 @@ const H_PING: u16 = 1;
 /// A benchmark that makes no progress for this long fails with its counts.
 const STALL_LIMIT: Duration = Duration::from_secs(10);
 const H_ACK: u16 = 2;
+const H_SYNC: u16 = 3;
 
 fn main() -> ExitCode {
     let _ = tracing_subscriber::fmt()
@@ -178,6 +179,8 @@ struct Flags {
     pings: Cell<u64>,
     /// Ping-pong: the PING handler echoes each message; otherwise it acknowledges each window.
     echo: Cell<bool>,
+    /// Pair synchronisations received from the peer.
+    syncs: Cell<u64>,
 }
 
 fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
@@ -191,7 +194,8 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
     let reply = Rc::new(RefCell::new(Vec::<u8>::new()));
     let rbuf = Rc::new(RefCell::new(Vec::<u8>::new()));
     let window = opts.window;
-    let (f1, f2, r1, b1, b2) = (
+    let (f1, f2, f3, r1, b1, b2) = (
+        flags.clone(),
         flags.clone(),
         flags.clone(),
         reply.clone(),
@@ -219,6 +223,10 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
             f2.acks.set(f2.acks.get() + 1);
             Ok(())
         })
+        .handler(H_SYNC, "sync", move |_| {
+            f3.syncs.set(f3.syncs.get() + 1);
+            Ok(())
+        })
         .config(config)
         .build()
         .map_err(e)?;
@@ -241,6 +249,7 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
             .unwrap_or_else(fm_devices::sys::cpus_allowed);
         let oversubscribed = fm.config().local_ranks().len() > cpus;
         let mut ctx = Ctx {
+            epoch: 0,
             oversubscribed,
             fm: &mut fm,
             flags: &flags,
@@ -265,6 +274,8 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
 
 struct Ctx<'a> {
     fm: &'a mut Fm,
+    /// Pair synchronisations done.
+    epoch: u64,
     /// More local ranks than CPUs: waits yield early.
     oversubscribed: bool,
     flags: &'a Flags,
@@ -285,6 +296,17 @@ fn default_iters(size: usize) -> u64 {
 impl Ctx<'_> {
     fn leader(&self) -> bool {
         self.fm.rank() == 0
+    }
+
+    /// A barrier of the two measuring ranks only: with more ranks in the
+    /// job (under fmrun), the others wait in the job-wide barrier at the end.
+    fn sync(&mut self) -> Res<()> {
+        self.epoch += 1;
+        self.fm.send(self.peer, H_SYNC, &[]).map_err(e)?;
+        while self.flags.syncs.get() < self.epoch {
+            self.fm.extract_wait(usize::MAX).map_err(e)?;
+        }
+        Ok(())
     }
 
     fn sizes(&self, default: &[usize]) -> Vec<usize> {
@@ -373,7 +395,7 @@ impl Ctx<'_> {
             // Counts before the barrier: its extract may already run the
             // handlers of messages the leader sends right after it.
             let (acks0, pings0) = (self.flags.acks.get(), self.flags.pings.get());
-            self.fm.barrier().map_err(e)?;
+            self.sync()?;
             if self.leader() {
                 let mut samples = Vec::with_capacity(rounds as usize);
                 let mut want = acks0;
@@ -393,7 +415,7 @@ impl Ctx<'_> {
                 let want = pings0 + (warm_rounds + rounds) * batch;
                 self.wait_pings(want)?;
             }
-            self.fm.barrier().map_err(e)?;
+            self.sync()?;
         }
         self.flags.echo.set(false);
         self.print(&out);
@@ -428,7 +450,7 @@ impl Ctx<'_> {
             let sbuf = vec![0x33u8; size];
             // Counts before the barrier (see `pingpong`).
             let (acks0, pings0) = (self.flags.acks.get(), self.flags.pings.get());
-            self.fm.barrier().map_err(e)?;
+            self.sync()?;
             if self.leader() {
                 let mut samples = Vec::new();
                 let base = acks0;
@@ -453,7 +475,7 @@ impl Ctx<'_> {
             } else {
                 self.wait_pings(pings0 + (warm + windows) * window)?;
             }
-            self.fm.barrier().map_err(e)?;
+            self.sync()?;
         }
         self.print(&out);
         Ok(())
@@ -544,7 +566,7 @@ impl Ctx<'_> {
         for &size in &sizes {
             let iters = self.opts.iters.unwrap_or(default_iters(size));
             let warmup = self.opts.warmup.unwrap_or(iters / 10 + 10);
-            self.fm.barrier().map_err(e)?;
+            self.sync()?;
             let leader = self.leader();
             let peer = self.peer;
             let samples = match layer {
@@ -556,7 +578,7 @@ impl Ctx<'_> {
             if leader {
                 out.push(self.pingpong_row(size, iters, &samples));
             }
-            self.fm.barrier().map_err(e)?;
+            self.sync()?;
         }
         self.print(&out);
         Ok(())
@@ -575,7 +597,7 @@ impl Ctx<'_> {
         let calibrate = std::env::var_os("FM_BENCH_CALIBRATE").is_some();
         for round in 0..16 {
             for composite_now in [round % 2 == 0, round % 2 == 1] {
-                self.fm.barrier().map_err(e)?;
+                self.sync()?;
                 let samples = if composite_now && !calibrate {
                     raw_pp(
                         composite_mut(self.fm),

@@ -1,0 +1,67 @@
+//! fm-bench runs as a real job: standalone (its own two pinned ranks) and
+//! under fmrun with more ranks than this machine has cores.
+
+use std::process::Command;
+
+const BENCH: &str = env!("CARGO_BIN_EXE_fm-bench");
+
+fn json_rows(out: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| l.split_once('{').map(|(_, rest)| format!("{{{rest}")))
+        .filter_map(|l| serde_json::from_str(&l).ok())
+        .collect()
+}
+
+fn check_pingpong_rows(rows: &[serde_json::Value], sizes: &[u64]) {
+    assert_eq!(rows.len(), sizes.len(), "{rows:?}");
+    for (row, &size) in rows.iter().zip(sizes) {
+        assert_eq!(row["bench"], "pingpong");
+        assert_eq!(row["device"], "shmem");
+        assert_eq!(row["size"], size);
+        let median = row["median_us"].as_f64().expect("median_us");
+        let min = row["min_us"].as_f64().expect("min_us");
+        let p99 = row["p99_us"].as_f64().expect("p99_us");
+        assert!(min > 0.0 && min <= median && median <= p99, "{row}");
+    }
+}
+
+#[test]
+fn standalone_pingpong_reports_json_rows() {
+    let out = Command::new(BENCH)
+        .args([
+            "pingpong", "--sizes", "8,65536", "--iters", "2000", "--warmup", "200", "--json",
+        ])
+        .env_remove("FM_RANK")
+        .output()
+        .expect("run fm-bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_pingpong_rows(&json_rows(&out.stdout), &[8, 65536]);
+}
+
+#[test]
+fn eight_ranks_under_fmrun_on_this_machine() {
+    let fmrun = std::path::Path::new(BENCH).with_file_name("fmrun");
+    assert!(
+        fmrun.exists(),
+        "{} is not built: run `cargo test` for the workspace",
+        fmrun.display()
+    );
+    let out = Command::new(fmrun)
+        .args(["-n", "8", BENCH, "pingpong", "--device", "shmem"])
+        .args([
+            "--sizes", "8,65536", "--iters", "2000", "--warmup", "200", "--json",
+        ])
+        .output()
+        .expect("run fmrun");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_pingpong_rows(&json_rows(&out.stdout), &[8, 65536]);
+}

@@ -1,0 +1,143 @@
+//! fm-info: what fm can use on this host, and what will break it.
+//!
+//! - `fm-info` (or `fm-info devices`): each device with its option bits;
+//! - `fm-info doctor [-n N]`: the problems that fill other projects' issue
+//!   trackers — a /dev/shm too small for the job, stale segments of dead
+//!   jobs, ptrace rules that forbid single-copy transfers, missing
+//!   CAP_NET_RAW, a low memlock limit — each with the exact fix;
+//! - `fm-info cleanup`: remove the segments of dead jobs, and nothing else.
+
+mod doctor;
+
+use clap::{Parser, Subcommand};
+use fm_devices::null::NullDevice;
+use fm_devices::selfloop::SelfDevice;
+use fm_devices::shmem::segment::scan;
+use fm_devices::shmem::{ShmemConfig, ShmemDevice};
+use fm_devices::{Device, DeviceInfo, JobKey};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(about = "fm's devices on this host, a doctor, and cleanup of dead jobs' segments")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// The devices available on this host and their option bits.
+    Devices,
+    /// Check what breaks shared-memory messaging in practice, with the fix for each.
+    Doctor {
+        /// Size the check for a job of this many processes on this host.
+        #[arg(short = 'n', long = "np", default_value_t = 8)]
+        n: u32,
+        /// Segment directory (default: FM_SHM_DIR or /dev/shm).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Remove the segments of dead jobs (no process of theirs alive).
+    Cleanup {
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Only list what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// (internal) The peer of the single-copy probe.
+    #[command(hide = true, name = "__cma-peer")]
+    CmaPeer,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd.unwrap_or(Cmd::Devices) {
+        Cmd::Devices => devices(),
+        Cmd::Doctor { n, dir } => doctor::run(n, &dir.unwrap_or_else(shm_dir)),
+        Cmd::Cleanup { dir, dry_run } => cleanup(&dir.unwrap_or_else(shm_dir), dry_run),
+        Cmd::CmaPeer => doctor::cma_peer(),
+    }
+}
+
+pub fn shm_dir() -> PathBuf {
+    PathBuf::from(std::env::var("FM_SHM_DIR").unwrap_or_else(|_| "/dev/shm".into()))
+}
+
+fn print_info(i: &DeviceInfo, note: &str) {
+    println!(
+        "  {:<9} {:<40} mtu {:>6}  {note}",
+        i.name,
+        format!("{:?}", i.options),
+        i.mtu
+    );
+}
+
+fn devices() -> ExitCode {
+    println!(
+        "devices on {} (option bits as PMv2's get-option-bits):",
+        fm_devices::sys::hostname()
+    );
+    print_info(&SelfDevice::open(0).info(), "this process");
+    // A real one-process segment, opened and gone again.
+    let dir = shm_dir();
+    let mut c = ShmemConfig::new(JobKey(rand_key()), 0, vec![0]);
+    c.dir = dir.clone();
+    match ShmemDevice::open(&c) {
+        Ok(d) => {
+            let single = match doctor::probe_single_copy() {
+                Ok(()) => "single copy (process_vm_readv/writev): allowed".to_string(),
+                Err(e) => format!("single copy: not allowed ({e}); frames only"),
+            };
+            print_info(&d.info(), &format!("in {}; {single}", dir.display()));
+        }
+        Err(e) => println!("  shmem     unavailable: {e}"),
+    }
+    print_info(
+        &NullDevice::open(vec![]).info(),
+        "between hosts, desktop-only (--net null)",
+    );
+    println!("  ethernet, nic: not part of this build");
+    ExitCode::SUCCESS
+}
+
+fn rand_key() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ (std::process::id() as u64) << 40 | 1
+}
+
+fn cleanup(dir: &std::path::Path, dry_run: bool) -> ExitCode {
+    let mut removed = 0;
+    let mut kept = 0;
+    for s in scan(dir) {
+        if !s.is_stale() {
+            kept += 1;
+            continue;
+        }
+        let verb = if dry_run { "would remove" } else { "removed" };
+        if dry_run || std::fs::remove_file(&s.path).is_ok() {
+            removed += 1;
+            println!(
+                "{verb} {} (job {}, {} KiB, no process alive)",
+                s.path.display(),
+                s.job_key,
+                s.bytes / 1024
+            );
+        } else {
+            eprintln!(
+                "fm-info: cannot remove {}: {}",
+                s.path.display(),
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    println!(
+        "{removed} stale segment(s) {} in {}; {kept} of running jobs left alone",
+        if dry_run { "found" } else { "removed" },
+        dir.display()
+    );
+    ExitCode::SUCCESS
+}

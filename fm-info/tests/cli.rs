@@ -1,0 +1,113 @@
+//! fm-info on real segments: cleanup removes dead jobs' segments and only
+//! those; the doctor sees a directory too small and stale segments.
+
+use fm_devices::shmem::segment::{Geometry, Segment};
+use fm_devices::JobKey;
+use fm_tests::{TempDir, TinyTmpfs};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+const GEOMETRY: Geometry = Geometry {
+    procs: 2,
+    queues: 2,
+    frames: 64,
+    payload: 4080,
+};
+/// Offset of the creator's pid in the segment header.
+const CREATOR_PID_AT: u64 = 48;
+
+fn fm_info(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fm-info"))
+        .args(args)
+        .output()
+        .expect("run fm-info")
+}
+
+/// A segment whose creator is this (live) process, or a dead one.
+fn segment(dir: &Path, key: u64, dead: bool) -> std::path::PathBuf {
+    let p = dir.join(format!("fm-{}-h", JobKey(key)));
+    drop(
+        Segment::create_or_open(&p, JobKey(key), GEOMETRY, Duration::from_secs(1)).expect("create"),
+    );
+    if dead {
+        let mut c = Command::new("true").spawn().expect("spawn");
+        let pid = c.id();
+        c.wait().expect("wait");
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .expect("open");
+        f.write_all_at(&pid.to_ne_bytes(), CREATOR_PID_AT)
+            .expect("patch");
+    }
+    p
+}
+
+#[test]
+fn cleanup_removes_dead_jobs_segments_only() {
+    let dir = TempDir::new("cleanup");
+    let live = segment(&dir.0, 0x1111, false);
+    let dead = segment(&dir.0, 0x2222, true);
+    let d = dir.0.to_str().expect("utf-8");
+    let o = fm_info(&["cleanup", "--dir", d, "--dry-run"]);
+    assert!(o.status.success());
+    assert!(
+        live.exists() && dead.exists(),
+        "a dry run removed something"
+    );
+    let o = fm_info(&["cleanup", "--dir", d]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(!dead.exists(), "{out}");
+    assert!(live.exists(), "a running job's segment was removed: {out}");
+    assert!(
+        out.contains("1 stale segment(s) removed") && out.contains("1 of running jobs left alone"),
+        "{out}"
+    );
+}
+
+#[test]
+fn doctor_names_stale_segments_and_the_fix() {
+    let dir = TempDir::new("doctor");
+    segment(&dir.0, 0x3333, true);
+    let o = fm_info(&["doctor", "-n", "2", "--dir", dir.0.to_str().expect("utf-8")]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("1 stale segment(s)") && out.contains("fix: fm-info cleanup --dir"),
+        "{out}"
+    );
+}
+
+#[test]
+fn doctor_fails_on_a_directory_too_small_for_the_job() {
+    let Some(tiny) = TinyTmpfs::mount("doctor_fails_on_a_directory_too_small_for_the_job", "256k")
+    else {
+        return;
+    };
+    let o = fm_info(&[
+        "doctor",
+        "-n",
+        "4",
+        "--dir",
+        tiny.0 .0.to_str().expect("utf-8"),
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("FAIL") && out.contains("needs") && out.contains("FM_SHM_DIR"),
+        "{out}"
+    );
+}
+
+#[test]
+fn devices_lists_self_shmem_and_null_with_option_bits() {
+    let o = fm_info(&[]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    for d in ["self ", "shmem ", "null "] {
+        assert!(out.contains(d), "{out}");
+    }
+    assert!(out.contains("reliable|ordered|receives"), "{out}");
+}
