@@ -617,7 +617,7 @@ enum Ending {
     },
 }
 
-/// Tell everyone still there, reclaim the job's segments, forget it.
+/// Reclaim the job's segments, tell everyone still there, forget it.
 fn end_job(st: &mut State, token: &str, how: Ending) {
     let Some(job) = st.jobs.remove(token) else {
         return;
@@ -639,17 +639,7 @@ fn end_job(st: &mut State, token: &str, how: Ending) {
             reason: reason.clone(),
         },
     };
-    // The launcher first: it hears who died before the others react.
-    if let Some(l) = &job.launcher {
-        send(l, &msg);
-        let _ = l.shutdown(Shutdown::Write);
-    }
-    for m in job.members.iter().flatten() {
-        if !m.left {
-            send(&m.conn, &msg);
-        }
-        let _ = m.conn.shutdown(Shutdown::Write);
-    }
+    // Segments first: whoever hears of the end finds them gone.
     let dirs: std::collections::BTreeSet<PathBuf> = job
         .members
         .iter()
@@ -661,6 +651,17 @@ fn end_job(st: &mut State, token: &str, how: Ending) {
     let mut removed = 0;
     for d in dirs.iter().filter(|d| d.is_absolute()) {
         removed += remove_job_segments(d, job.key);
+    }
+    // The launcher first: it hears who died before the others react.
+    if let Some(l) = &job.launcher {
+        send(l, &msg);
+        let _ = l.shutdown(Shutdown::Write);
+    }
+    for m in job.members.iter().flatten() {
+        if !m.left {
+            send(&m.conn, &msg);
+        }
+        let _ = m.conn.shutdown(Shutdown::Write);
     }
     match how {
         Ending::Completed => tracing::info!(key = %job.key, "grm: job completed"),

@@ -226,7 +226,7 @@ fn a_dead_process_ends_the_job_tells_everyone_and_reclaims_its_segment() {
 
 #[test]
 fn a_silent_process_is_declared_dead_after_the_heartbeat_timeout() {
-    let g = grm(Duration::from_millis(1500));
+    let g = grm(Duration::from_millis(2500));
     let (_l, token, rx) = launcher(&g, 1);
     // Joins, then neither sends heartbeats nor closes: hung.
     let mut raw = TcpStream::connect(g.addr()).expect("connect");
@@ -235,7 +235,7 @@ fn a_silent_process_is_declared_dead_after_the_heartbeat_timeout() {
     let t0 = Instant::now();
     let e = wait_for(&rx, |e| matches!(e, Event::PeerDied { .. }));
     assert!(e.describe().contains("no heartbeat"), "{e:?}");
-    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(t0.elapsed() < Duration::from_secs(8));
     // The launcher's own heartbeats kept it alive all along.
     assert_eq!(g.status().jobs, 0);
 }
