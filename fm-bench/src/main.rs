@@ -298,13 +298,23 @@ impl Ctx<'_> {
         self.fm.rank() == 0
     }
 
-    /// A barrier of the two measuring ranks only: with more ranks in the
-    /// job (under fmrun), the others wait in the job-wide barrier at the end.
+    /// A barrier of the two measuring ranks only (with more ranks in the job,
+    /// under fmrun, the others wait in the job-wide barrier at the end). As
+    /// the job barrier: the responder arrives, the leader answers, so the
+    /// leader leaves FM before the responder does — raw benchmarks rely on it.
     fn sync(&mut self) -> Res<()> {
+        if self.peer == self.fm.rank() {
+            return Ok(());
+        }
         self.epoch += 1;
-        self.fm.send(self.peer, H_SYNC, &[]).map_err(e)?;
+        if !self.leader() {
+            self.fm.send(self.peer, H_SYNC, &[]).map_err(e)?;
+        }
         while self.flags.syncs.get() < self.epoch {
             self.fm.extract_wait(usize::MAX).map_err(e)?;
+        }
+        if self.leader() {
+            self.fm.send(self.peer, H_SYNC, &[]).map_err(e)?;
         }
         Ok(())
     }
