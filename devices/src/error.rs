@@ -20,6 +20,14 @@ pub enum DeviceError {
     #[error("{device}: rank {dest} is not reachable through this device")]
     NotAPeer { device: &'static str, dest: Rank },
 
+    /// The reliable layer got no acknowledgement for `secs` seconds.
+    #[error("{device}: rank {dest} is unreachable: nothing acknowledged for {secs} s")]
+    Unreachable {
+        device: &'static str,
+        dest: Rank,
+        secs: u64,
+    },
+
     #[error("{device}: packet of {len} bytes exceeds the MTU of {mtu} bytes")]
     TooLarge {
         device: &'static str,

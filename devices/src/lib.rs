@@ -18,7 +18,9 @@
 //!   until the token is released or sent.
 
 pub mod error;
+pub mod ethernet;
 pub mod null;
+pub mod reliable;
 pub mod selfloop;
 pub mod shmem;
 pub mod sys;

@@ -1,0 +1,245 @@
+//! Lossy datagram links under the reliable layer: the trait, an in-memory
+//! network (tests), and the fault-injecting decorator (`FM_FAULTS`).
+
+use crate::Rank;
+use std::collections::VecDeque;
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A datagram link: best effort, any loss, duplication or reordering allowed.
+pub trait Link: Send {
+    /// Send one datagram to `dest`. An error is a local failure (the reliable
+    /// layer counts it and retransmits later), not a lost packet.
+    fn send(&mut self, dest: Rank, datagram: &[u8]) -> io::Result<()>;
+    /// The next arrived datagram, copied into `buf`: its length, or `None`.
+    fn recv(&mut self, buf: &mut [u8]) -> Option<usize>;
+    /// Time passes (for links that hold packets back); called on every poll.
+    fn tick(&mut self) {}
+}
+
+impl<L: Link + ?Sized> Link for Box<L> {
+    fn send(&mut self, dest: Rank, datagram: &[u8]) -> io::Result<()> {
+        (**self).send(dest, datagram)
+    }
+    fn recv(&mut self, buf: &mut [u8]) -> Option<usize> {
+        (**self).recv(buf)
+    }
+    fn tick(&mut self) {
+        (**self).tick()
+    }
+}
+
+/// An in-memory network of `n` endpoints: queues of datagrams, lossless.
+#[derive(Clone)]
+pub struct MemNet {
+    queues: Arc<Vec<Mutex<VecDeque<Vec<u8>>>>>,
+}
+
+impl MemNet {
+    pub fn new(n: usize) -> MemNet {
+        MemNet {
+            queues: Arc::new((0..n).map(|_| Mutex::new(VecDeque::new())).collect()),
+        }
+    }
+
+    /// The link of endpoint `rank`.
+    pub fn link(&self, rank: Rank) -> MemLink {
+        MemLink {
+            net: self.clone(),
+            me: rank,
+        }
+    }
+}
+
+pub struct MemLink {
+    net: MemNet,
+    me: Rank,
+}
+
+impl Link for MemLink {
+    fn send(&mut self, dest: Rank, datagram: &[u8]) -> io::Result<()> {
+        let q = self
+            .net
+            .queues
+            .get(dest as usize)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such endpoint"))?;
+        q.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(datagram.to_vec());
+        Ok(())
+    }
+    fn recv(&mut self, buf: &mut [u8]) -> Option<usize> {
+        let d = self.net.queues[self.me as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()?;
+        let n = d.len().min(buf.len());
+        buf[..n].copy_from_slice(&d[..n]);
+        Some(n)
+    }
+}
+
+/// Rates of each fault, per datagram sent, and the seed.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Faults {
+    pub drop: f64,
+    pub dup: f64,
+    pub reorder: f64,
+    pub corrupt: f64,
+    pub delay: f64,
+    /// How long a delayed datagram is held.
+    pub delay_for: Duration,
+    pub seed: u64,
+}
+
+impl Faults {
+    /// `drop=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=0.01,delay_us=200,seed=7`;
+    /// every key optional, rates in 0..=1.
+    pub fn parse(spec: &str) -> Result<Faults, String> {
+        let mut f = Faults {
+            delay_for: Duration::from_micros(200),
+            seed: 1,
+            ..Faults::default()
+        };
+        for kv in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("{kv:?} is not key=value"))?;
+            let rate = || -> Result<f64, String> {
+                let r: f64 = v.parse().map_err(|_| format!("{k}={v:?} is not a number"))?;
+                if (0.0..=1.0).contains(&r) {
+                    Ok(r)
+                } else {
+                    Err(format!("{k}={v} is not a rate between 0 and 1"))
+                }
+            };
+            match k {
+                "drop" => f.drop = rate()?,
+                "dup" => f.dup = rate()?,
+                "reorder" => f.reorder = rate()?,
+                "corrupt" => f.corrupt = rate()?,
+                "delay" => f.delay = rate()?,
+                "delay_us" => {
+                    f.delay_for = Duration::from_micros(
+                        v.parse().map_err(|_| format!("delay_us={v:?} is not a number"))?,
+                    )
+                }
+                "seed" => f.seed = v.parse().map_err(|_| format!("seed={v:?} is not a number"))?,
+                _ => {
+                    return Err(format!(
+                        "unknown fault {k:?} (known: drop, dup, reorder, corrupt, delay, delay_us, seed)"
+                    ))
+                }
+            }
+        }
+        Ok(f)
+    }
+}
+
+/// A link that breaks the packets given to it, at the configured rates.
+pub struct FaultyLink<L> {
+    inner: L,
+    f: Faults,
+    rng: u64,
+    /// A datagram held back to be sent after the next one (reordering), or
+    /// after `delay_for` if no other comes.
+    held: Option<(Instant, Rank, Vec<u8>)>,
+    delayed: VecDeque<(Instant, Rank, Vec<u8>)>,
+    pub stats: FaultStats,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultStats {
+    pub dropped: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub corrupted: u64,
+    pub delayed: u64,
+}
+
+impl<L: Link> FaultyLink<L> {
+    pub fn new(inner: L, f: Faults) -> Self {
+        FaultyLink {
+            inner,
+            rng: f.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            f,
+            held: None,
+            delayed: VecDeque::new(),
+            stats: FaultStats::default(),
+        }
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        if p <= 0.0 {
+            return false;
+        }
+        // xorshift64*
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        let x = self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11;
+        (x as f64) < p * (1u64 << 53) as f64
+    }
+}
+
+impl<L: Link> Link for FaultyLink<L> {
+    fn send(&mut self, dest: Rank, datagram: &[u8]) -> io::Result<()> {
+        if self.chance(self.f.drop) {
+            self.stats.dropped += 1;
+            return Ok(());
+        }
+        let mut d = datagram.to_vec();
+        if !d.is_empty() && self.chance(self.f.corrupt) {
+            let at = (self.rng as usize) % d.len();
+            d[at] ^= 1 << (self.rng >> 61);
+            self.stats.corrupted += 1;
+        }
+        let copies = if self.chance(self.f.dup) {
+            self.stats.duplicated += 1;
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            if self.chance(self.f.delay) {
+                self.stats.delayed += 1;
+                self.delayed
+                    .push_back((Instant::now() + self.f.delay_for, dest, d.clone()));
+            } else if self.held.is_none() && self.chance(self.f.reorder) {
+                self.stats.reordered += 1;
+                self.held = Some((Instant::now(), dest, d.clone()));
+            } else {
+                self.inner.send(dest, &d)?;
+                if let Some((_, hd, h)) = self.held.take() {
+                    self.inner.send(hd, &h)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> Option<usize> {
+        self.inner.recv(buf)
+    }
+
+    fn tick(&mut self) {
+        let now = Instant::now();
+        while self.delayed.front().is_some_and(|(t, _, _)| *t <= now) {
+            if let Some((_, dest, d)) = self.delayed.pop_front() {
+                let _ = self.inner.send(dest, &d);
+            }
+        }
+        // A held packet does not wait for ever when traffic stops.
+        if self
+            .held
+            .as_ref()
+            .is_some_and(|(t, _, _)| now.duration_since(*t) >= self.f.delay_for)
+        {
+            if let Some((_, hd, h)) = self.held.take() {
+                let _ = self.inner.send(hd, &h);
+            }
+        }
+        self.inner.tick();
+    }
+}

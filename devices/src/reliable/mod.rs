@@ -1,0 +1,706 @@
+//! The reliable-datagram layer: PM's Go-Back-N (thesis 001 §4.3.3 and
+//! Appendix B) over any lossy [`Link`], with the errata fixed (notes §1.3):
+//!
+//! - per peer u32 sequence numbers, compared with serial arithmetic; the
+//!   first DATA is 1; the sender keeps each packet in its send slot until it
+//!   is acknowledged (the send buffer is the retransmit buffer);
+//! - ACKs are cumulative and carried by every packet (piggybacked); a
+//!   receiver that owes some sends a bare ACK when it polls and finds
+//!   nothing new, or when it owes half a window;
+//! - an out-of-order DATA is dropped and answered with LOSE(last in order),
+//!   once per gap; LOSE(k) with k ≥ acked (erratum 3) makes the sender go
+//!   back to k + 1 at once;
+//! - a timeout goes back to the oldest unacknowledged packet (erratum 1),
+//!   with exponential backoff, reset by progress;
+//! - duplicates are dropped and re-acknowledged (erratum 6);
+//! - STOP(k) carries the last sequence *accepted*: the sender rewinds to
+//!   k + 1 and stops, its timer suspended; GO(j) resumes from j (erratum 5).
+//!   A stopped sender probes with one packet now and then, so a lost GO
+//!   cannot stall it for ever;
+//! - an epoch per process incarnation in every header, plus the job key:
+//!   packets of another job or of a dead earlier process are dropped and counted;
+//! - no progress for `dead_after` with packets outstanding: the peer is
+//!   unreachable, and sends to it fail with a clear error.
+//!
+//! Retransmission is driven by the application's polling (`raw_receive`,
+//! and `raw_send_buffer` when the window is full).
+
+pub mod header;
+pub mod link;
+
+use crate::{
+    Device, DeviceError, DeviceInfo, DeviceStats, JobKey, Options, Rank, RawRecv, RawSend,
+    CONTROL_RESERVE,
+};
+use header::{seq_le, seq_lt, Header, Kind, Malformed, HEADER};
+pub use link::{Faults, FaultyLink, Link, MemLink, MemNet};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// Datagrams read per poll at most.
+const RECV_BATCH: usize = 32;
+
+#[derive(Clone, Debug)]
+pub struct ReliableConfig {
+    /// Device name, for errors and `info()`.
+    pub device: &'static str,
+    pub job_key: JobKey,
+    pub rank: Rank,
+    pub size: usize,
+    /// This process's epoch (a random non-zero number per open).
+    pub epoch: u32,
+    /// Largest datagram, header included.
+    pub mtu: usize,
+    /// N: packets a sender may have unacknowledged towards one peer.
+    pub window: u32,
+    /// Receive pool: packets accepted but not yet released, all peers together.
+    pub pool: usize,
+    /// First retransmission timeout; doubles on each timeout up to `rto_max`.
+    pub rto: Duration,
+    pub rto_max: Duration,
+    /// A peer that acknowledges nothing for this long is unreachable.
+    pub dead_after: Duration,
+}
+
+impl ReliableConfig {
+    pub fn new(device: &'static str, job_key: JobKey, rank: Rank, size: usize) -> Self {
+        ReliableConfig {
+            device,
+            job_key,
+            rank,
+            size,
+            epoch: new_epoch(),
+            mtu: 9000,
+            window: 64,
+            pool: 512,
+            rto: Duration::from_millis(2),
+            rto_max: Duration::from_millis(200),
+            dead_after: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A random non-zero epoch.
+pub fn new_epoch() -> u32 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut x = t ^ (std::process::id() as u64) << 32 ^ 0x9E37_79B9_7F4A_7C15;
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    (x as u32) | 1
+}
+
+/// Counters of the reliable layer, per device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReliableStats {
+    pub data_sent: u64,
+    pub data_accepted: u64,
+    pub retransmits: u64,
+    pub timeouts: u64,
+    pub acks_sent: u64,
+    pub loses_sent: u64,
+    pub loses_received: u64,
+    pub stops_sent: u64,
+    pub stops_received: u64,
+    pub gos_sent: u64,
+    pub probes: u64,
+    pub duplicates: u64,
+    pub out_of_order: u64,
+    pub pool_full: u64,
+    pub dropped_malformed: u64,
+    pub dropped_checksum: u64,
+    pub dropped_foreign_job: u64,
+    pub dropped_stale_epoch: u64,
+    pub dropped_misdirected: u64,
+    pub link_errors: u64,
+    pub window_full: u64,
+    pub unreachable: u64,
+}
+
+struct TxSlot {
+    buf: Vec<u8>,
+    len: usize,
+    sent_at: Option<Instant>,
+}
+
+struct Peer {
+    /// The peer's epoch; `None`: not reached through this device.
+    epoch: Option<u32>,
+    // Sender side.
+    slots: Vec<TxSlot>,
+    /// Sequence number the next new packet gets.
+    next_seq: u32,
+    /// Last sequence acknowledged (cumulative).
+    acked: u32,
+    /// Last sequence transmitted since the last go-back.
+    sent: u32,
+    stopped: bool,
+    stopped_at: Instant,
+    rto: Duration,
+    /// Last time the acknowledged number moved (or the window became non-empty).
+    progress_at: Instant,
+    /// The LOSE number we last went back for, and when.
+    went_back: Option<(u32, Instant)>,
+    unreachable: bool,
+    // Receiver side.
+    /// Next sequence expected.
+    recv_next: u32,
+    ack_owed: u32,
+    stop_sent: bool,
+    /// The gap we last sent LOSE for (`recv_next` then), and when.
+    lose_sent: Option<(u32, Instant)>,
+}
+
+impl Peer {
+    fn new(epoch: Option<u32>, slots: usize, mtu: usize, rto: Duration) -> Peer {
+        let now = Instant::now();
+        Peer {
+            epoch,
+            slots: if epoch.is_some() {
+                (0..slots)
+                    .map(|_| TxSlot {
+                        buf: vec![0; mtu],
+                        len: 0,
+                        sent_at: None,
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            next_seq: 1,
+            acked: 0,
+            sent: 0,
+            stopped: false,
+            stopped_at: now,
+            rto,
+            progress_at: now,
+            went_back: None,
+            unreachable: false,
+            recv_next: 1,
+            ack_owed: 0,
+            stop_sent: false,
+            lose_sent: None,
+        }
+    }
+
+    fn outstanding(&self) -> u32 {
+        self.next_seq.wrapping_sub(1).wrapping_sub(self.acked)
+    }
+
+    fn slot(&mut self, seq: u32) -> &mut TxSlot {
+        let n = self.slots.len();
+        &mut self.slots[seq as usize % n]
+    }
+}
+
+/// A reliable, ordered device over a lossy datagram link.
+pub struct ReliableDevice<L: Link> {
+    cfg: ReliableConfig,
+    link: L,
+    peers: Vec<Peer>,
+    /// Receive pool: datagrams land in a free slot and stay there until released.
+    pool: Vec<Vec<u8>>,
+    free: Vec<u32>,
+    /// Accepted packets in arrival order: (source, pool slot, payload length).
+    ready: VecDeque<(Rank, u32, usize)>,
+    /// Where datagrams land when the pool is full (control packets still count).
+    scratch: Vec<u8>,
+    /// Peers owed a bare ACK.
+    owed: Vec<Rank>,
+    polls: u32,
+    timers_at: Instant,
+    stats: DeviceStats,
+    rstats: ReliableStats,
+}
+
+impl<L: Link> ReliableDevice<L> {
+    /// A device over `link`; `peer_epochs[r]` is rank r's epoch, `None` for
+    /// ranks this device does not reach (and for this rank itself).
+    pub fn new(
+        cfg: ReliableConfig,
+        link: L,
+        peer_epochs: &[Option<u32>],
+    ) -> Result<Self, DeviceError> {
+        if cfg.mtu <= HEADER || cfg.window == 0 || cfg.pool == 0 {
+            return Err(DeviceError::Config {
+                device: cfg.device,
+                reason: format!(
+                    "mtu {} (over {HEADER}), window {} and pool {} must be positive",
+                    cfg.mtu, cfg.window, cfg.pool
+                ),
+            });
+        }
+        if peer_epochs.len() != cfg.size {
+            return Err(DeviceError::Config {
+                device: cfg.device,
+                reason: format!(
+                    "{} peer epochs for a job of {}",
+                    peer_epochs.len(),
+                    cfg.size
+                ),
+            });
+        }
+        let slots = (cfg.window + CONTROL_RESERVE) as usize;
+        let peers = peer_epochs
+            .iter()
+            .map(|e| Peer::new(*e, slots, cfg.mtu, cfg.rto))
+            .collect();
+        Ok(ReliableDevice {
+            pool: (0..cfg.pool).map(|_| vec![0; cfg.mtu]).collect(),
+            free: (0..cfg.pool as u32).rev().collect(),
+            ready: VecDeque::new(),
+            scratch: vec![0; cfg.mtu],
+            owed: Vec::new(),
+            polls: 0,
+            timers_at: Instant::now(),
+            link,
+            peers,
+            cfg,
+            stats: DeviceStats::default(),
+            rstats: ReliableStats::default(),
+        })
+    }
+
+    pub fn reliable_stats(&self) -> ReliableStats {
+        self.rstats
+    }
+
+    pub fn link(&self) -> &L {
+        &self.link
+    }
+
+    pub fn epoch(&self) -> u32 {
+        self.cfg.epoch
+    }
+
+    fn payload_mtu(&self) -> usize {
+        self.cfg.mtu - HEADER
+    }
+
+    /// A control packet to `dest` now (not retained: it is regenerated if needed).
+    fn send_control(&mut self, dest: Rank, kind: Kind, number: u32) {
+        let p = &self.peers[dest as usize];
+        let Some(dst_epoch) = p.epoch else { return };
+        let h = Header {
+            kind,
+            job_key: self.cfg.job_key.0,
+            src: self.cfg.rank,
+            dst: dest,
+            src_epoch: self.cfg.epoch,
+            dst_epoch,
+            number,
+            ack: p.recv_next.wrapping_sub(1),
+            len: 0,
+        };
+        let mut d = [0u8; HEADER];
+        h.write(&mut d);
+        if self.link.send(dest, &d).is_err() {
+            self.rstats.link_errors += 1;
+        }
+        match kind {
+            Kind::Ack => self.rstats.acks_sent += 1,
+            Kind::Lose => self.rstats.loses_sent += 1,
+            Kind::Stop => self.rstats.stops_sent += 1,
+            Kind::Go => self.rstats.gos_sent += 1,
+            Kind::Data => {}
+        }
+        self.peers[dest as usize].ack_owed = 0;
+    }
+
+    /// Transmit what the window allows towards `dest`, from `sent + 1`.
+    fn transmit(&mut self, dest: Rank) {
+        let window = self.cfg.window + CONTROL_RESERVE;
+        loop {
+            let p = &self.peers[dest as usize];
+            if p.stopped
+                || !seq_lt(p.sent, p.next_seq.wrapping_sub(1))
+                || p.sent.wrapping_add(1).wrapping_sub(p.acked) > window
+            {
+                return;
+            }
+            let seq = p.sent.wrapping_add(1);
+            if !self.send_data(dest, seq) {
+                return;
+            }
+            self.peers[dest as usize].sent = seq;
+        }
+    }
+
+    /// Put DATA `seq` to `dest` on the link (again). False on a local failure.
+    fn send_data(&mut self, dest: Rank, seq: u32) -> bool {
+        let (key, me, epoch) = (self.cfg.job_key.0, self.cfg.rank, self.cfg.epoch);
+        let p = &mut self.peers[dest as usize];
+        let Some(dst_epoch) = p.epoch else {
+            return false;
+        };
+        let ack = p.recv_next.wrapping_sub(1);
+        p.ack_owed = 0;
+        let slot = p.slot(seq);
+        let retransmit = slot.sent_at.is_some();
+        let h = Header {
+            kind: Kind::Data,
+            job_key: key,
+            src: me,
+            dst: dest,
+            src_epoch: epoch,
+            dst_epoch,
+            number: seq,
+            ack,
+            len: slot.len as u32,
+        };
+        h.write(&mut slot.buf);
+        slot.sent_at = Some(Instant::now());
+        let len = HEADER + slot.len;
+        if self.link.send(dest, &slot.buf[..len]).is_err() {
+            // Local failure (socket buffer full): the timer sends it again.
+            self.rstats.link_errors += 1;
+            return false;
+        }
+        if retransmit {
+            self.rstats.retransmits += 1;
+        } else {
+            self.rstats.data_sent += 1;
+        }
+        true
+    }
+
+    /// A cumulative acknowledgement of `k` from `src`.
+    fn on_ack(&mut self, src: Rank, k: u32) {
+        let p = &mut self.peers[src as usize];
+        let last = p.next_seq.wrapping_sub(1);
+        if seq_lt(p.acked, k) && seq_le(k, last) {
+            let mut s = p.acked;
+            while s != k {
+                s = s.wrapping_add(1);
+                p.slot(s).sent_at = None;
+            }
+            p.acked = k;
+            if seq_lt(p.sent, k) {
+                p.sent = k;
+            }
+            p.rto = self.cfg.rto;
+            p.progress_at = Instant::now();
+            p.stopped = false;
+        }
+    }
+
+    /// Read what arrived, answer it, run the timers.
+    fn progress(&mut self) {
+        self.link.tick();
+        let mut got = 0;
+        for _ in 0..RECV_BATCH {
+            let slot = self.free.last().copied();
+            let buf = match slot {
+                Some(s) => &mut self.pool[s as usize],
+                None => &mut self.scratch,
+            };
+            let Some(n) = self.link.recv(buf) else { break };
+            got += 1;
+            self.handle(slot, n);
+        }
+        // Owed ACKs go out when the receive side is idle (coalesced), or
+        // at once for a peer owed half a window.
+        let half = (self.cfg.window / 2).max(1);
+        let mut i = 0;
+        while i < self.owed.len() {
+            let r = self.owed[i];
+            let p = &self.peers[r as usize];
+            if p.ack_owed == 0 {
+                self.owed.swap_remove(i);
+            } else if got == 0 || p.ack_owed >= half {
+                let k = p.recv_next.wrapping_sub(1);
+                self.send_control(r, Kind::Ack, k);
+                self.owed.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        self.polls = self.polls.wrapping_add(1);
+        if got == 0 || self.polls % 64 == 0 {
+            let now = Instant::now();
+            if now.duration_since(self.timers_at) >= self.cfg.rto / 4 {
+                self.timers_at = now;
+                self.timers(now);
+            }
+        }
+    }
+
+    fn handle(&mut self, slot: Option<u32>, n: usize) {
+        let d = match slot {
+            Some(s) => &self.pool[s as usize][..n],
+            None => &self.scratch[..n],
+        };
+        let h = match Header::parse(d) {
+            Ok(h) => h,
+            Err(Malformed::Checksum) => {
+                self.rstats.dropped_checksum += 1;
+                return;
+            }
+            Err(_) => {
+                self.rstats.dropped_malformed += 1;
+                return;
+            }
+        };
+        if h.job_key != self.cfg.job_key.0 {
+            self.rstats.dropped_foreign_job += 1;
+            return;
+        }
+        if h.dst != self.cfg.rank || h.src as usize >= self.cfg.size {
+            self.rstats.dropped_misdirected += 1;
+            return;
+        }
+        if h.dst_epoch != self.cfg.epoch || self.peers[h.src as usize].epoch != Some(h.src_epoch) {
+            self.rstats.dropped_stale_epoch += 1;
+            return;
+        }
+        let src = h.src;
+        self.on_ack(src, h.ack);
+        let now = Instant::now();
+        match h.kind {
+            Kind::Data => self.on_data(src, &h, slot, now),
+            Kind::Ack => {}
+            Kind::Lose => {
+                self.rstats.loses_received += 1;
+                let p = &mut self.peers[src as usize];
+                // Once per loss: later LOSEs for the same gap were sent before
+                // our go-back reached the receiver.
+                let fresh = match p.went_back {
+                    Some((k, t)) => k != h.number || now.duration_since(t) >= p.rto,
+                    None => true,
+                };
+                if fresh && h.number == p.acked && !p.stopped {
+                    p.went_back = Some((h.number, now));
+                    p.sent = p.acked;
+                    self.transmit(src);
+                }
+            }
+            Kind::Stop => {
+                self.rstats.stops_received += 1;
+                let p = &mut self.peers[src as usize];
+                p.stopped = true;
+                p.stopped_at = now;
+                p.sent = p.acked;
+            }
+            Kind::Go => {
+                let p = &mut self.peers[src as usize];
+                p.stopped = false;
+                p.sent = p.acked;
+                p.progress_at = now;
+                self.transmit(src);
+            }
+        }
+    }
+
+    fn on_data(&mut self, src: Rank, h: &Header, slot: Option<u32>, now: Instant) {
+        let p = &mut self.peers[src as usize];
+        if h.number == p.recv_next {
+            match slot {
+                Some(s) => {
+                    self.free.pop();
+                    self.ready.push_back((src, s, h.len as usize));
+                    p.recv_next = p.recv_next.wrapping_add(1);
+                    p.lose_sent = None;
+                    if p.ack_owed == 0 {
+                        self.owed.push(src);
+                    }
+                    p.ack_owed += 1;
+                    self.rstats.data_accepted += 1;
+                    self.stats.packets_received += 1;
+                    self.stats.bytes_received += h.len as u64;
+                }
+                None => {
+                    self.rstats.pool_full += 1;
+                    if !p.stop_sent {
+                        p.stop_sent = true;
+                        let k = p.recv_next.wrapping_sub(1);
+                        self.send_control(src, Kind::Stop, k);
+                    }
+                }
+            }
+        } else if seq_lt(h.number, p.recv_next) {
+            self.rstats.duplicates += 1;
+            let k = p.recv_next.wrapping_sub(1);
+            self.send_control(src, Kind::Ack, k);
+        } else {
+            self.rstats.out_of_order += 1;
+            let again = match p.lose_sent {
+                Some((k, t)) => k != p.recv_next || now.duration_since(t) >= p.rto,
+                None => true,
+            };
+            if again {
+                p.lose_sent = Some((p.recv_next, now));
+                let k = p.recv_next.wrapping_sub(1);
+                self.send_control(src, Kind::Lose, k);
+            }
+        }
+    }
+
+    fn timers(&mut self, now: Instant) {
+        for r in 0..self.peers.len() {
+            let p = &mut self.peers[r];
+            if p.epoch.is_none() || p.outstanding() == 0 || p.unreachable {
+                continue;
+            }
+            if now.duration_since(p.progress_at) > self.cfg.dead_after {
+                p.unreachable = true;
+                self.rstats.unreachable += 1;
+                tracing::error!(
+                    device = self.cfg.device,
+                    rank = r,
+                    secs = self.cfg.dead_after.as_secs_f64(),
+                    "peer unreachable: nothing acknowledged"
+                );
+                continue;
+            }
+            if p.stopped {
+                // Probe with the oldest packet: a lost GO must not stall us.
+                if now.duration_since(p.stopped_at) > p.rto * 4 {
+                    p.stopped_at = now;
+                    let oldest = p.acked.wrapping_add(1);
+                    self.send_data(r as Rank, oldest);
+                    self.rstats.probes += 1;
+                }
+                continue;
+            }
+            let oldest = p.acked.wrapping_add(1);
+            let sent_at = p.slot(oldest).sent_at;
+            if sent_at.is_some_and(|t| now.duration_since(t) > p.rto) {
+                p.sent = p.acked;
+                p.rto = (p.rto * 2).min(self.cfg.rto_max);
+                self.rstats.timeouts += 1;
+                self.transmit(r as Rank);
+            }
+        }
+        // Receive side: a GO may have been lost; repeat it while there is room.
+        if self.free.len() * 2 >= self.pool.len() {
+            self.send_gos();
+        }
+    }
+
+    fn send_gos(&mut self) {
+        for r in 0..self.peers.len() {
+            if self.peers[r].stop_sent {
+                self.peers[r].stop_sent = false;
+                let j = self.peers[r].recv_next;
+                self.send_control(r as Rank, Kind::Go, j);
+            }
+        }
+    }
+}
+
+impl<L: Link> Device for ReliableDevice<L> {
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            name: self.cfg.device,
+            options: Options(Options::RELIABLE.0 | Options::ORDERED.0 | Options::RECEIVES.0),
+            mtu: self.payload_mtu(),
+        }
+    }
+
+    fn reaches(&self, dest: Rank) -> bool {
+        self.peers
+            .get(dest as usize)
+            .is_some_and(|p| p.epoch.is_some())
+    }
+
+    fn window(&self, _dest: Rank) -> u32 {
+        self.cfg.window
+    }
+
+    fn raw_send_buffer(&mut self, dest: Rank, len: usize) -> Result<RawSend, DeviceError> {
+        let device = self.cfg.device;
+        if len > self.payload_mtu() {
+            return Err(DeviceError::TooLarge {
+                device,
+                len,
+                mtu: self.payload_mtu(),
+            });
+        }
+        let Some(p) = self.peers.get_mut(dest as usize).filter(|p| p.epoch.is_some()) else {
+            return Err(DeviceError::NotAPeer { device, dest });
+        };
+        if p.unreachable {
+            return Err(DeviceError::Unreachable {
+                device,
+                dest,
+                secs: self.cfg.dead_after.as_secs(),
+            });
+        }
+        if p.outstanding() >= p.slots.len() as u32 {
+            self.rstats.window_full += 1;
+            self.stats.no_buffer += 1;
+            // The caller polls and retries; make sure polling can free a slot.
+            self.progress();
+            return Err(DeviceError::NoBuffer { device, dest });
+        }
+        let seq = p.next_seq;
+        let slot = p.slot(seq);
+        Ok(RawSend {
+            // SAFETY: the slot is `mtu` bytes; the payload follows the header.
+            ptr: unsafe { slot.buf.as_mut_ptr().add(HEADER) },
+            cap: self.cfg.mtu - HEADER,
+            dest,
+            token: seq as u64,
+        })
+    }
+
+    fn raw_send(&mut self, buf: RawSend, len: usize) {
+        let Some(p) = self.peers.get_mut(buf.dest as usize) else {
+            return;
+        };
+        if buf.token as u32 != p.next_seq {
+            return; // not the slot handed out last: refuse quietly
+        }
+        let seq = p.next_seq;
+        if p.outstanding() == 0 {
+            p.progress_at = Instant::now();
+        }
+        let slot = p.slot(seq);
+        slot.len = len.min(slot.buf.len() - HEADER);
+        slot.sent_at = None;
+        p.next_seq = seq.wrapping_add(1);
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        self.transmit(buf.dest);
+    }
+
+    fn raw_abort(&mut self, _buf: RawSend) {}
+
+    fn raw_receive(&mut self) -> Option<RawRecv> {
+        if self.ready.is_empty() {
+            self.progress();
+        }
+        let (src, s, len) = self.ready.pop_front()?;
+        Some(RawRecv {
+            src,
+            // SAFETY: the pool slot holds HEADER + len bytes until released.
+            ptr: unsafe { self.pool[s as usize].as_ptr().add(HEADER) },
+            len,
+            token: s as u64,
+        })
+    }
+
+    fn raw_release(&mut self, token: u64) {
+        if (token as usize) < self.pool.len() {
+            self.free.push(token as u32);
+            if self.free.len() * 2 >= self.pool.len() {
+                self.send_gos();
+            }
+        }
+    }
+
+    /// Packets dropped for any reason that makes them invalid (malformed,
+    /// bad checksum, another job, a stale epoch, misdirected) count as malformed.
+    fn stats(&self) -> DeviceStats {
+        let r = &self.rstats;
+        let mut s = self.stats.clone();
+        s.dropped_malformed = r.dropped_malformed
+            + r.dropped_checksum
+            + r.dropped_foreign_job
+            + r.dropped_stale_epoch
+            + r.dropped_misdirected;
+        s
+    }
+}

@@ -1,0 +1,237 @@
+//! The reliable layer under any pattern of loss, duplication, reordering,
+//! delay and corruption of its link: every message arrives exactly once, in
+//! order, intact — or the sender reports the peer unreachable. Two devices
+//! exchange messages both ways over an in-memory network with a fault
+//! injector on each side; small receive pools and windows bring in STOP/GO.
+
+use fm_devices::reliable::{
+    Faults, FaultyLink, MemLink, MemNet, ReliableConfig, ReliableDevice,
+};
+use fm_devices::{Device, DeviceError, JobKey, Rank};
+use proptest::prelude::*;
+use std::time::{Duration, Instant};
+
+type Dev = ReliableDevice<FaultyLink<MemLink>>;
+
+fn config(rank: Rank, window: u32, pool: usize) -> ReliableConfig {
+    let mut c = ReliableConfig::new("test", JobKey(0xAB), rank, 2);
+    c.mtu = 48 + 256;
+    c.window = window;
+    c.pool = pool;
+    c.rto = Duration::from_micros(300);
+    c.rto_max = Duration::from_millis(5);
+    c.dead_after = Duration::from_secs(3);
+    c
+}
+
+fn pair(f: [Faults; 2], window: u32, pool: usize) -> (Dev, Dev) {
+    let net = MemNet::new(2);
+    let (c0, c1) = (config(0, window, pool), config(1, window, pool));
+    let (e0, e1) = (c0.epoch, c1.epoch ^ 0x5555);
+    let mut c1 = c1;
+    c1.epoch = e1;
+    let d0 = ReliableDevice::new(c0, FaultyLink::new(net.link(0), f[0]), &[None, Some(e1)]).unwrap();
+    let d1 = ReliableDevice::new(c1, FaultyLink::new(net.link(1), f[1]), &[Some(e0), None]).unwrap();
+    (d0, d1)
+}
+
+/// Message `i` from `src`: length from i, bytes from (src, i).
+fn message(src: Rank, i: u32) -> Vec<u8> {
+    let len = (i as usize * 37 + src as usize * 11) % 256;
+    (0..len).map(|k| (k as u32 ^ i.wrapping_mul(31) ^ src << 7) as u8).collect()
+}
+
+struct Side {
+    dev: Dev,
+    me: Rank,
+    next_send: u32,
+    next_recv: u32,
+    /// Received but not yet released (slow receiver).
+    held: Vec<u64>,
+}
+
+impl Side {
+    /// One step: send what the window allows, receive, release some.
+    fn step(&mut self, total: u32, release_every: u32, tick: u32) -> Result<(), String> {
+        let peer = 1 - self.me;
+        while self.next_send < total {
+            let m = message(self.me, self.next_send);
+            match self.dev.raw_send_buffer(peer, m.len()) {
+                Ok(b) => {
+                    // SAFETY: the slot has `cap` ≥ len bytes.
+                    unsafe { std::ptr::copy_nonoverlapping(m.as_ptr(), b.ptr, m.len()) };
+                    self.dev.raw_send(b, m.len());
+                    self.next_send += 1;
+                }
+                Err(DeviceError::NoBuffer { .. }) => break,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        while let Some(r) = self.dev.raw_receive() {
+            // SAFETY: valid until released.
+            let got = unsafe { std::slice::from_raw_parts(r.ptr, r.len) };
+            let want = message(peer, self.next_recv);
+            if r.src != peer || got != want.as_slice() {
+                return Err(format!(
+                    "rank {} expected message {} from {peer} ({} bytes), got {} bytes from {}",
+                    self.me, self.next_recv, want.len(), got.len(), r.src
+                ));
+            }
+            self.next_recv += 1;
+            self.held.push(r.token);
+            if self.held.len() > 8 {
+                break;
+            }
+        }
+        if tick % release_every == 0 || self.held.len() > 8 {
+            for t in self.held.drain(..) {
+                self.dev.raw_release(t);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn run(f: [Faults; 2], window: u32, pool: usize, total: u32, release_every: u32) -> Result<(), String> {
+    let (d0, d1) = pair(f, window, pool);
+    let mut s = [
+        Side { dev: d0, me: 0, next_send: 0, next_recv: 0, held: Vec::new() },
+        Side { dev: d1, me: 1, next_send: 0, next_recv: 0, held: Vec::new() },
+    ];
+    let start = Instant::now();
+    let mut tick = 0u32;
+    while s[0].next_recv < total || s[1].next_recv < total {
+        tick = tick.wrapping_add(1);
+        for side in s.iter_mut() {
+            side.step(total, release_every, tick)?;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            return Err(format!(
+                "no completion: received {} and {} of {total}; stats {:?} / {:?}",
+                s[0].next_recv,
+                s[1].next_recv,
+                s[0].dev.reliable_stats(),
+                s[1].dev.reliable_stats()
+            ));
+        }
+    }
+    // Nothing more arrives: no duplicate delivery after the last message.
+    let until = Instant::now() + Duration::from_millis(20);
+    while Instant::now() < until {
+        for side in s.iter_mut() {
+            if let Some(r) = side.dev.raw_receive() {
+                return Err(format!("rank {} got an extra packet of {} bytes", side.me, r.len));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn faults() -> impl Strategy<Value = Faults> {
+    (0.0..0.3f64, 0.0..0.2f64, 0.0..0.3f64, 0.0..0.1f64, 0.0..0.1f64, any::<u64>()).prop_map(
+        |(drop, dup, reorder, corrupt, delay, seed)| Faults {
+            drop,
+            dup,
+            reorder,
+            corrupt,
+            delay,
+            delay_for: Duration::from_micros(500),
+            seed,
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn exactly_once_in_order_intact_under_any_faults(
+        f0 in faults(),
+        f1 in faults(),
+        window in 1u32..24,
+        pool in 2usize..40,
+        release_every in 1u32..6,
+    ) {
+        prop_assert_eq!(run([f0, f1], window, pool, 300, release_every), Ok(()));
+    }
+}
+
+#[test]
+fn a_clean_link_needs_no_retransmission() {
+    let (mut d0, mut d1) = pair([Faults::default(), Faults::default()], 16, 64);
+    let mut got = 0;
+    for i in 0..1000u32 {
+        let m = message(0, i);
+        loop {
+            match d0.raw_send_buffer(1, m.len()) {
+                Ok(b) => {
+                    unsafe { std::ptr::copy_nonoverlapping(m.as_ptr(), b.ptr, m.len()) };
+                    d0.raw_send(b, m.len());
+                    break;
+                }
+                Err(_) => {
+                    d0.raw_receive();
+                    while let Some(r) = d1.raw_receive() {
+                        got += 1;
+                        d1.raw_release(r.token);
+                    }
+                }
+            }
+        }
+    }
+    while got < 1000 {
+        d0.raw_receive();
+        if let Some(r) = d1.raw_receive() {
+            got += 1;
+            d1.raw_release(r.token);
+        }
+    }
+    let st = d0.reliable_stats();
+    assert_eq!((st.retransmits, st.timeouts), (0, 0), "{st:?}");
+    assert!(d1.reliable_stats().acks_sent < 1000, "ACKs are coalesced: {:?}", d1.reliable_stats());
+}
+
+#[test]
+fn total_loss_reports_the_peer_unreachable() {
+    let all = Faults { drop: 1.0, ..Faults::default() };
+    let net = MemNet::new(2);
+    let mut c = config(0, 4, 8);
+    c.dead_after = Duration::from_millis(200);
+    let mut d0 = ReliableDevice::new(c, FaultyLink::new(net.link(0), all), &[None, Some(7)]).unwrap();
+    let b = d0.raw_send_buffer(1, 10).unwrap();
+    d0.raw_send(b, 10);
+    let t0 = Instant::now();
+    let err = loop {
+        d0.raw_receive();
+        match d0.raw_send_buffer(1, 10) {
+            Ok(b) => d0.raw_send(b, 10),
+            Err(DeviceError::NoBuffer { .. }) => {}
+            Err(e) => break e,
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "never declared unreachable");
+    };
+    assert!(matches!(err, DeviceError::Unreachable { dest: 1, .. }), "{err}");
+    assert!(err.to_string().contains("rank 1 is unreachable"), "{err}");
+}
+
+#[test]
+fn packets_of_another_job_or_epoch_are_dropped_and_counted() {
+    let net = MemNet::new(2);
+    let c0 = config(0, 8, 8);
+    let mut d0 = ReliableDevice::new(c0.clone(), net.link(0), &[None, Some(99)]).unwrap();
+    // An earlier incarnation of rank 1 (epoch 98), and another job's rank 1.
+    let mut old = config(1, 8, 8);
+    old.epoch = 98;
+    let mut stale = ReliableDevice::new(old, net.link(1), &[Some(c0.epoch), None]).unwrap();
+    let mut other = config(1, 8, 8);
+    other.epoch = 99;
+    other.job_key = JobKey(0xCD);
+    let mut foreign = ReliableDevice::new(other, net.link(1), &[Some(c0.epoch), None]).unwrap();
+    for d in [&mut stale, &mut foreign] {
+        let b = d.raw_send_buffer(0, 4).unwrap();
+        d.raw_send(b, 4);
+    }
+    assert!(d0.raw_receive().is_none());
+    let st = d0.reliable_stats();
+    assert_eq!((st.dropped_stale_epoch, st.dropped_foreign_job), (1, 1), "{st:?}");
+}
