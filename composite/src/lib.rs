@@ -7,6 +7,7 @@
 //! memory-notified devices each idle poll is one cached load, so no adaptive
 //! scheme is needed). `Composite` is itself a [`Device`].
 
+use fm_devices::ethernet::EthernetDevice;
 use fm_devices::null::NullDevice;
 use fm_devices::selfloop::SelfDevice;
 use fm_devices::shmem::ShmemDevice;
@@ -17,6 +18,7 @@ use std::fmt;
 pub enum Member {
     SelfLoop(SelfDevice),
     Shmem(ShmemDevice),
+    Ethernet(Box<EthernetDevice>),
     Null(NullDevice),
 }
 
@@ -25,12 +27,14 @@ pub enum Member {
 /// the compiler can inline through, and only these devices' code sits
 /// behind the `Other` route, so the hot self and shmem paths stay small.
 enum Network {
+    Ethernet(Box<EthernetDevice>),
     Null(NullDevice),
 }
 
 macro_rules! each {
     ($m:expr, $d:ident => $e:expr) => {
         match $m {
+            Network::Ethernet($d) => $e,
             Network::Null($d) => $e,
         }
     };
@@ -192,6 +196,10 @@ impl Composite {
                     }
                     order.push(Route::Shmem);
                 }
+                Member::Ethernet(d) => {
+                    order.push(Route::Other(others.len() as u8));
+                    others.push(Network::Ethernet(d));
+                }
                 Member::Null(d) => {
                     order.push(Route::Other(others.len() as u8));
                     others.push(Network::Null(d));
@@ -277,6 +285,14 @@ impl Composite {
     /// Whether `dest` is routed to the null transport (no route).
     pub fn is_null_route(&self, dest: Rank) -> bool {
         matches!(self.table.get(dest as usize), Some(Route::Other(i)) if matches!(self.others[*i as usize], Network::Null(_)))
+    }
+
+    /// Counters of the ethernet member's reliable layer, if there is one.
+    pub fn ethernet_stats(&self) -> Option<fm_devices::reliable::ReliableStats> {
+        self.others.iter().find_map(|m| match m {
+            Network::Ethernet(d) => Some(d.reliable_stats()),
+            _ => None,
+        })
     }
 
     /// The shmem member, for calling it directly (benchmarks).

@@ -11,16 +11,17 @@ use std::time::Duration;
 /// Which devices a process opens (`FM_NET`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Net {
-    /// Every device available: today self + shmem + null.
+    /// Every device available: self + shmem + ethernet (between hosts, when
+    /// the job joined through the GRM) + null.
     Auto,
     /// Desktop-only: self + shmem inside this host, the NULL transport between hosts.
     Null,
 }
 
 impl Net {
-    /// `auto`, `null`, or a comma-separated list of devices (`self,shmem,null`).
-    /// Lists may name only devices this build has; between hosts they give the
-    /// NULL transport, as no network device is configured.
+    /// `auto`, `null`, or a comma-separated list of devices
+    /// (`self,shmem,ethernet,null`). Lists may name only devices this build
+    /// has; a list without `ethernet` gives the NULL transport between hosts.
     pub fn parse(v: &str) -> std::result::Result<Net, String> {
         match v.trim() {
             "" | "auto" => Ok(Net::Auto),
@@ -28,20 +29,24 @@ impl Net {
             list => {
                 for d in list.split(',').map(str::trim) {
                     match d {
-                        "self" | "shmem" | "null" => {}
-                        "ethernet" | "nic" => {
+                        "self" | "shmem" | "null" | "ethernet" => {}
+                        "nic" => {
                             return Err(format!(
-                                "device {d:?} is not part of this build (known: self, shmem, null)"
+                                "device {d:?} is not part of this build (known: self, shmem, ethernet, null)"
                             ))
                         }
                         _ => {
                             return Err(format!(
-                                "unknown device {d:?} (known: auto, null, or a list of self, shmem, null)"
+                                "unknown device {d:?} (known: auto, null, or a list of self, shmem, ethernet, null)"
                             ))
                         }
                     }
                 }
-                Ok(Net::Null)
+                Ok(if list.split(',').any(|d| d.trim() == "ethernet") {
+                    Net::Auto
+                } else {
+                    Net::Null
+                })
             }
         }
     }
@@ -81,6 +86,20 @@ pub struct Config {
     /// Upper bound on the credit window per destination (packets).
     pub max_credits: Option<u32>,
     pub attach_timeout: Duration,
+    /// The ethernet device (`FM_ETH_*`, `FM_FAULTS`).
+    pub eth: EthSettings,
+}
+
+/// Settings of the ethernet device.
+#[derive(Clone, Debug, Default)]
+pub struct EthSettings {
+    /// Address to bind (`FM_ETH_ADDR`); default: the one this host uses to reach the GRM.
+    pub addr: Option<std::net::IpAddr>,
+    pub mtu: Option<usize>,
+    pub window: Option<u32>,
+    pub rto: Option<Duration>,
+    pub dead_after: Option<Duration>,
+    pub faults: Option<fm_devices::reliable::Faults>,
 }
 
 impl Config {
@@ -105,6 +124,7 @@ impl Config {
             cma_threshold: 8 << 20,
             max_credits: None,
             attach_timeout: Duration::from_secs(30),
+            eth: EthSettings::default(),
         }
     }
 
@@ -235,6 +255,28 @@ impl Config {
         }
         if let Some(s) = parse_var::<u64>("FM_ATTACH_TIMEOUT")? {
             cfg.attach_timeout = Duration::from_secs(s);
+        }
+        cfg.eth.addr = parse_var("FM_ETH_ADDR")?;
+        cfg.eth.mtu = parse_var("FM_ETH_MTU")?;
+        cfg.eth.window = parse_var("FM_ETH_WINDOW")?;
+        if cfg.eth.window == Some(0) {
+            return Err(ErrorKind::Env {
+                var: "FM_ETH_WINDOW",
+                value: "0".into(),
+                reason: "at least one packet".into(),
+            }
+            .into());
+        }
+        cfg.eth.rto = parse_var::<u64>("FM_ETH_RTO_US")?.map(|us| Duration::from_micros(us.max(10)));
+        cfg.eth.dead_after = parse_var::<u64>("FM_ETH_DEAD_AFTER")?.map(Duration::from_secs);
+        if let Ok(v) = std::env::var("FM_FAULTS") {
+            cfg.eth.faults = Some(fm_devices::reliable::Faults::parse(&v).map_err(|reason| {
+                ErrorKind::Env {
+                    var: "FM_FAULTS",
+                    value: v.clone(),
+                    reason,
+                }
+            })?);
         }
         Ok(())
     }

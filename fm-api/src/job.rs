@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 pub struct LocalJob {
     children: Vec<Child>,
     pub job_key: JobKey,
+    /// With [`LocalJob::spawn_with_grm`]: the embedded resource manager and
+    /// the job's registration, alive as long as the job.
+    _grm: Option<(fm_grm::LauncherLink, fm_grm::Grm)>,
 }
 
 /// How a job ended.
@@ -37,6 +40,36 @@ impl JobOutcome {
 }
 
 impl LocalJob {
+    /// Start `size` copies of `make()` joined through a resource manager
+    /// started here (FM_GRM, FM_JOB_TOKEN), as fmrun does: the job gets
+    /// its node map, so devices that exchange endpoints (ethernet) work.
+    pub fn spawn_with_grm(
+        size: usize,
+        pin: bool,
+        mut make: impl FnMut(usize) -> Command,
+    ) -> std::io::Result<LocalJob> {
+        let grm = fm_grm::Grm::start(fm_grm::GrmOptions::default())?;
+        let addr = grm.addr().to_string();
+        let token = fm_grm::client::new_token();
+        let exe = std::env::current_exe().unwrap_or_default();
+        let link = fm_grm::LauncherLink::register(
+            &addr,
+            &token,
+            size as u32,
+            &exe.to_string_lossy(),
+            |_| {},
+        )
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let mut job = LocalJob::spawn(size, pin, |r| {
+            let mut c = make(r);
+            c.env("FM_GRM", &addr).env("FM_JOB_TOKEN", &token);
+            c
+        })?;
+        job.job_key = link.job_key;
+        job._grm = Some((link, grm));
+        Ok(job)
+    }
+
     /// Start `size` copies of `make()` with FM_RANK/FM_SIZE/FM_JOB_KEY set.
     /// With `pin`, rank i is bound to CPU i mod (CPUs).
     pub fn spawn(
@@ -75,7 +108,11 @@ impl LocalJob {
                 }
             }
         }
-        Ok(LocalJob { children, job_key })
+        Ok(LocalJob {
+            children,
+            job_key,
+            _grm: None,
+        })
     }
 
     /// Take rank `rank`'s stdout, if the command made it a pipe.

@@ -51,6 +51,7 @@ pub use incoming::Incoming;
 
 use endpoint::Packet;
 use fm_composite::{Composite, Member};
+use fm_devices::ethernet::{EthernetConfig, EthernetDevice, EthernetEndpoint, EthernetSocket};
 use fm_devices::null::NullDevice;
 use fm_devices::selfloop::SelfDevice;
 use fm_devices::shmem::{ShmemConfig, ShmemDevice};
@@ -125,11 +126,22 @@ impl FmBuilder {
             names.push((id, name));
         }
         names.sort();
-        let grm = match config.grm.clone() {
-            Some(g) => Some(join_job(&g, &mut config, &names)?),
-            None => None,
+        let (grm, eth) = match config.grm.clone() {
+            Some(g) => {
+                let sock = match config.net {
+                    Net::Auto => Some(bind_ethernet(&g, &config)?),
+                    Net::Null => None,
+                };
+                let m = join_job(&g, &mut config, &names, sock.as_ref())?;
+                let eth = match sock {
+                    Some(s) => associate_ethernet(s, &m, &config)?,
+                    None => None,
+                };
+                (Some(m), eth)
+            }
+            None => (None, None),
         };
-        let dev = match open_composite(&config) {
+        let dev = match open_composite(&config, eth) {
             Ok(d) => d,
             Err(e) => {
                 if let Some(m) = &grm {
@@ -168,7 +180,82 @@ impl FmBuilder {
 /// Join the job through the resource manager: it checks the token and the
 /// handler table, assigns rank and job key, and answers with the node map
 /// once every process has joined.
-fn join_job(g: &GrmJoin, config: &mut Config, names: &[(u16, String)]) -> Result<Membership> {
+/// Bind the ethernet device's socket, so its endpoint can go into the node map.
+fn bind_ethernet(g: &GrmJoin, c: &Config) -> Result<EthernetSocket> {
+    let addr = match c.eth.addr {
+        Some(a) => a,
+        None => {
+            use std::net::ToSocketAddrs;
+            let grm = g
+                .addr
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .and_then(fm_devices::ethernet::local_addr_towards);
+            grm.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]))
+        }
+    };
+    let mut e = EthernetConfig::new(addr);
+    e.mtu = c.eth.mtu;
+    if let Some(w) = c.eth.window {
+        e.window = w;
+    }
+    if let Some(r) = c.eth.rto {
+        e.rto = r;
+    }
+    if let Some(d) = c.eth.dead_after {
+        e.dead_after = d;
+    }
+    e.faults = c.eth.faults;
+    Ok(EthernetSocket::bind(e)?)
+}
+
+/// Associate nodes: the ranks on other hosts that advertised an ethernet endpoint.
+fn associate_ethernet(
+    sock: EthernetSocket,
+    m: &Membership,
+    c: &Config,
+) -> Result<Option<EthernetDevice>> {
+    let mut peers = Vec::with_capacity(m.welcome.nodes.len());
+    for n in &m.welcome.nodes {
+        let ep = n.endpoints.iter().find(|e| e.device == "ethernet");
+        peers.push(match ep {
+            Some(e) if n.host != c.host => Some(
+                std::str::from_utf8(&e.address)
+                    .map_err(|e| e.to_string())
+                    .and_then(EthernetEndpoint::decode)
+                    .map_err(|why| {
+                        ErrorKind::Config(format!(
+                            "rank {}'s ethernet endpoint in the node map is unusable: {why}",
+                            n.rank
+                        ))
+                    })?,
+            ),
+            _ => None,
+        });
+    }
+    if peers.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    Ok(Some(sock.associate(c.job_key, c.rank, &peers)?))
+}
+
+fn join_job(
+    g: &GrmJoin,
+    config: &mut Config,
+    names: &[(u16, String)],
+    eth: Option<&EthernetSocket>,
+) -> Result<Membership> {
+    let mut endpoints = vec![fm_grm::proto::DeviceEndpoint {
+        device: "shmem".into(),
+        address: config.shm_dir.to_string_lossy().into_owned().into_bytes(),
+    }];
+    if let Some(s) = eth {
+        endpoints.push(fm_grm::proto::DeviceEndpoint {
+            device: "ethernet".into(),
+            address: s.endpoint()?.encode().into_bytes(),
+        });
+    }
     let join = fm_grm::proto::Join {
         token: g.token.clone(),
         rank: g.rank,
@@ -176,10 +263,7 @@ fn join_job(g: &GrmJoin, config: &mut Config, names: &[(u16, String)]) -> Result
         pid: std::process::id(),
         fingerprint: fingerprint(names),
         handlers: names.to_vec(),
-        endpoints: vec![fm_grm::proto::DeviceEndpoint {
-            device: "shmem".into(),
-            address: config.shm_dir.to_string_lossy().into_owned().into_bytes(),
-        }],
+        endpoints,
     };
     let m = Membership::join(&g.addr, join, config.attach_timeout, |reason| {
         tracing::error!("fm: the job has ended: {reason}");
@@ -226,7 +310,7 @@ fn fingerprint(names: &[(u16, String)]) -> u64 {
 
 /// Open self, shmem (when the job has other ranks on this host) and null,
 /// and build the destination device table.
-fn open_composite(c: &Config) -> Result<Composite> {
+fn open_composite(c: &Config, eth: Option<EthernetDevice>) -> Result<Composite> {
     let mut members = vec![Member::SelfLoop(SelfDevice::open(c.rank))];
     let local = c.local_ranks();
     if local.len() > 1 {
@@ -240,8 +324,10 @@ fn open_composite(c: &Config) -> Result<Composite> {
         s.attach_timeout = c.attach_timeout;
         members.push(Member::Shmem(ShmemDevice::open(&s)?));
     }
-    // No inter-host network device exists yet: `auto` and `null` both give
-    // the NULL transport between hosts.
+    if let Some(e) = eth {
+        members.push(Member::Ethernet(Box::new(e)));
+    }
+    // Ranks no network reaches get the NULL transport: "no route".
     members.push(Member::Null(NullDevice::open(c.hosts.clone())));
     Ok(Composite::new(c.rank, c.hosts.clone(), members)?)
 }

@@ -45,7 +45,8 @@ enum Bench {
 
 #[derive(clap::Args, Clone)]
 struct Opts {
-    /// Device between the two ranks: shmem (two processes) or self (one process).
+    /// Device between the two ranks: shmem (two processes), ethernet (two
+    /// processes as two hosts, UDP on loopback) or self (one process).
     #[arg(long, value_enum, default_value = "shmem")]
     device: DeviceArg,
     /// Layer to measure at: fm (handlers, streams, credits), composite or device (raw PM API).
@@ -69,11 +70,15 @@ struct Opts {
     /// Do not pin the standalone rank processes to CPUs.
     #[arg(long)]
     no_pin: bool,
+    /// Fault injection on network devices, as FM_FAULTS (e.g. drop=0.01,seed=3).
+    #[arg(long)]
+    faults: Option<String>,
 }
 
 #[derive(ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
 enum DeviceArg {
     Shmem,
+    Ethernet,
     #[value(name = "self")]
     SelfLoop,
 }
@@ -122,7 +127,14 @@ fn main() -> ExitCode {
         | Bench::Overhead(o) => o.clone(),
     };
     let standalone = std::env::var_os("FM_RANK").is_none();
-    if standalone && opts.device == DeviceArg::Shmem {
+    if let Some(f) = &opts.faults {
+        if let Err(e) = fm_devices::reliable::Faults::parse(f) {
+            eprintln!("fm-bench: --faults {f}: {e}");
+            return ExitCode::FAILURE;
+        }
+        std::env::set_var("FM_FAULTS", f);
+    }
+    if standalone && opts.device != DeviceArg::SelfLoop {
         return launch_pair(&opts);
     }
     match run_rank(&cli.bench, &opts) {
@@ -144,12 +156,21 @@ fn launch_pair(opts: &Opts) -> ExitCode {
         }
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let job = match LocalJob::spawn(2, !opts.no_pin, |_| {
+    let make = |r: usize| {
         let mut c = Command::new(&exe);
         c.args(&args)
             .env("FM_CPUS", fm_devices::sys::cpus_allowed().to_string());
+        if opts.device == DeviceArg::Ethernet {
+            // Two hosts as far as fm knows: the composite routes through ethernet.
+            c.env("FM_HOST", format!("fm-bench-host{r}"));
+        }
         c
-    }) {
+    };
+    let spawned = match opts.device {
+        DeviceArg::Ethernet => LocalJob::spawn_with_grm(2, !opts.no_pin, make),
+        _ => LocalJob::spawn(2, !opts.no_pin, make),
+    };
+    let job = match spawned {
         Ok(j) => j,
         Err(e) => {
             eprintln!("fm-bench: cannot start rank processes: {e}");
@@ -232,9 +253,9 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
         .map_err(e)?;
     let peer: Rank = match opts.device {
         DeviceArg::SelfLoop => fm.rank(),
-        DeviceArg::Shmem => {
+        DeviceArg::Shmem | DeviceArg::Ethernet => {
             if fm.size() < 2 {
-                return Err("--device shmem needs two ranks".into());
+                return Err(format!("--device {} needs two ranks", device_name(opts.device)));
             }
             1 - fm.rank().min(1)
         }
@@ -269,6 +290,11 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
         }
     }
     fm.barrier().map_err(e)?;
+    if fm.rank() == 0 {
+        if let Some(st) = fm.composite().ethernet_stats() {
+            eprintln!("fm-bench: ethernet counters of rank 0: {st:?}");
+        }
+    }
     Ok(())
 }
 
@@ -336,10 +362,7 @@ impl Ctx<'_> {
     }
 
     fn device_name(&self) -> &'static str {
-        match self.opts.device {
-            DeviceArg::Shmem => "shmem",
-            DeviceArg::SelfLoop => "self",
-        }
+        device_name(self.opts.device)
     }
 
     fn layer_name(&self) -> &'static str {
@@ -681,6 +704,14 @@ fn batch_for(size: usize) -> u64 {
 }
 
 /// The composite under the FM endpoint (benchmarks call devices directly).
+fn device_name(d: DeviceArg) -> &'static str {
+    match d {
+        DeviceArg::Shmem => "shmem",
+        DeviceArg::Ethernet => "ethernet",
+        DeviceArg::SelfLoop => "self",
+    }
+}
+
 fn composite_mut(fm: &mut Fm) -> &mut Composite {
     fm.composite_mut()
 }

@@ -5,8 +5,9 @@
 //!   first DATA is 1; the sender keeps each packet in its send slot until it
 //!   is acknowledged (the send buffer is the retransmit buffer);
 //! - ACKs are cumulative and carried by every packet (piggybacked); a
-//!   receiver that owes some sends a bare ACK when it polls and finds
-//!   nothing new, or when it owes half a window;
+//!   receiver that owes some sends a bare ACK after a quarter of the
+//!   retransmission timeout without DATA to carry it (delayed ACK), or at
+//!   once when it owes half a window;
 //! - an out-of-order DATA is dropped and answered with LOSE(last in order),
 //!   once per gap; LOSE(k) with k ≥ acked (erratum 3) makes the sender go
 //!   back to k + 1 at once;
@@ -55,7 +56,8 @@ pub struct ReliableConfig {
     pub window: u32,
     /// Receive pool: packets accepted but not yet released, all peers together.
     pub pool: usize,
-    /// First retransmission timeout; doubles on each timeout up to `rto_max`.
+    /// Smallest retransmission timeout; the timeout follows the measured
+    /// round trip (RFC 6298) above it, and doubles on each timeout up to `rto_max`.
     pub rto: Duration,
     pub rto_max: Duration,
     /// A peer that acknowledges nothing for this long is unreachable.
@@ -123,6 +125,8 @@ struct TxSlot {
     buf: Vec<u8>,
     len: usize,
     sent_at: Option<Instant>,
+    /// Sent more than once: its ACK says nothing about the round trip (Karn).
+    resent: bool,
 }
 
 struct Peer {
@@ -138,7 +142,11 @@ struct Peer {
     sent: u32,
     stopped: bool,
     stopped_at: Instant,
+    /// Retransmission timeout now: from the round-trip estimate, doubled per timeout.
     rto: Duration,
+    /// Smoothed round trip and its variation (RFC 6298), in microseconds.
+    srtt_us: f64,
+    rttvar_us: f64,
     /// Last time the acknowledged number moved (or the window became non-empty).
     progress_at: Instant,
     /// The LOSE number we last went back for, and when.
@@ -148,6 +156,8 @@ struct Peer {
     /// Next sequence expected.
     recv_next: u32,
     ack_owed: u32,
+    /// When the oldest ACK still owed was earned.
+    owed_since: Instant,
     stop_sent: bool,
     /// The gap we last sent LOSE for (`recv_next` then), and when.
     lose_sent: Option<(u32, Instant)>,
@@ -164,6 +174,7 @@ impl Peer {
                         buf: vec![0; mtu],
                         len: 0,
                         sent_at: None,
+                        resent: false,
                     })
                     .collect()
             } else {
@@ -175,11 +186,14 @@ impl Peer {
             stopped: false,
             stopped_at: now,
             rto,
+            srtt_us: 0.0,
+            rttvar_us: 0.0,
             progress_at: now,
             went_back: None,
             unreachable: false,
             recv_next: 1,
             ack_owed: 0,
+            owed_since: now,
             stop_sent: false,
             lose_sent: None,
         }
@@ -339,6 +353,7 @@ impl<L: Link> ReliableDevice<L> {
         p.ack_owed = 0;
         let slot = p.slot(seq);
         let retransmit = slot.sent_at.is_some();
+        slot.resent |= retransmit;
         let h = Header {
             kind: Kind::Data,
             job_key: key,
@@ -371,16 +386,31 @@ impl<L: Link> ReliableDevice<L> {
         let p = &mut self.peers[src as usize];
         let last = p.next_seq.wrapping_sub(1);
         if seq_lt(p.acked, k) && seq_le(k, last) {
+            let now = Instant::now();
+            let newest = p.slot(k);
+            if let (Some(t), false) = (newest.sent_at, newest.resent) {
+                let sample = now.duration_since(t).as_secs_f64() * 1e6;
+                if p.srtt_us == 0.0 {
+                    p.srtt_us = sample;
+                    p.rttvar_us = sample / 2.0;
+                } else {
+                    p.rttvar_us = 0.75 * p.rttvar_us + 0.25 * (p.srtt_us - sample).abs();
+                    p.srtt_us = 0.875 * p.srtt_us + 0.125 * sample;
+                }
+            }
             let mut s = p.acked;
             while s != k {
                 s = s.wrapping_add(1);
-                p.slot(s).sent_at = None;
+                let slot = p.slot(s);
+                slot.sent_at = None;
+                slot.resent = false;
             }
             p.acked = k;
             if seq_lt(p.sent, k) {
                 p.sent = k;
             }
-            p.rto = self.cfg.rto;
+            let est = Duration::from_micros((p.srtt_us + 4.0 * p.rttvar_us) as u64);
+            p.rto = est.clamp(self.cfg.rto, self.cfg.rto_max);
             p.progress_at = Instant::now();
             p.stopped = false;
         }
@@ -400,25 +430,34 @@ impl<L: Link> ReliableDevice<L> {
             got += 1;
             self.handle(slot, n);
         }
-        // Owed ACKs go out when the receive side is idle (coalesced), or
-        // at once for a peer owed half a window.
-        let half = (self.cfg.window / 2).max(1);
-        let mut i = 0;
-        while i < self.owed.len() {
-            let r = self.owed[i];
-            let p = &self.peers[r as usize];
-            if p.ack_owed == 0 {
-                self.owed.swap_remove(i);
-            } else if got == 0 || p.ack_owed >= half {
-                let k = p.recv_next.wrapping_sub(1);
-                self.send_control(r, Kind::Ack, k);
-                self.owed.swap_remove(i);
-            } else {
-                i += 1;
+        // Owed ACKs ride on DATA going back when there is some; otherwise a
+        // bare ACK goes out once a quarter of the retransmission timeout has
+        // passed (delayed ACK), or at once for a peer owed half a window.
+        if !self.owed.is_empty() {
+            let half = (self.cfg.window / 2).max(1);
+            let delay = self.cfg.rto / 4;
+            let now = (got == 0).then(Instant::now);
+            let mut i = 0;
+            while i < self.owed.len() {
+                let r = self.owed[i];
+                let p = &self.peers[r as usize];
+                if p.ack_owed == 0 {
+                    self.owed.swap_remove(i);
+                } else if p.ack_owed >= half
+                    || now.is_some_and(|t| t.duration_since(p.owed_since) >= delay)
+                {
+                    let k = p.recv_next.wrapping_sub(1);
+                    self.send_control(r, Kind::Ack, k);
+                    self.owed.swap_remove(i);
+                } else {
+                    i += 1;
+                }
             }
         }
         self.polls = self.polls.wrapping_add(1);
-        if got == 0 || self.polls % 64 == 0 {
+        // Timers only once the link is drained: ACKs waiting to be read must
+        // not look like losses.
+        if got < RECV_BATCH && (got == 0 || self.polls % 64 == 0) {
             let now = Instant::now();
             if now.duration_since(self.timers_at) >= self.cfg.rto / 4 {
                 self.timers_at = now;
@@ -503,6 +542,7 @@ impl<L: Link> ReliableDevice<L> {
                     p.recv_next = p.recv_next.wrapping_add(1);
                     p.lose_sent = None;
                     if p.ack_owed == 0 {
+                        p.owed_since = now;
                         self.owed.push(src);
                     }
                     p.ack_owed += 1;
@@ -660,6 +700,7 @@ impl<L: Link> Device for ReliableDevice<L> {
         let slot = p.slot(seq);
         slot.len = len.min(slot.buf.len() - HEADER);
         slot.sent_at = None;
+        slot.resent = false;
         p.next_seq = seq.wrapping_add(1);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += len as u64;
