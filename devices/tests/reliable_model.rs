@@ -4,9 +4,7 @@
 //! exchange messages both ways over an in-memory network with a fault
 //! injector on each side; small receive pools and windows bring in STOP/GO.
 
-use fm_devices::reliable::{
-    Faults, FaultyLink, MemLink, MemNet, ReliableConfig, ReliableDevice,
-};
+use fm_devices::reliable::{Faults, FaultyLink, MemLink, MemNet, ReliableConfig, ReliableDevice};
 use fm_devices::{Device, DeviceError, JobKey, Rank};
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
@@ -30,15 +28,19 @@ fn pair(f: [Faults; 2], window: u32, pool: usize) -> (Dev, Dev) {
     let (e0, e1) = (c0.epoch, c1.epoch ^ 0x5555);
     let mut c1 = c1;
     c1.epoch = e1;
-    let d0 = ReliableDevice::new(c0, FaultyLink::new(net.link(0), f[0]), &[None, Some(e1)]).unwrap();
-    let d1 = ReliableDevice::new(c1, FaultyLink::new(net.link(1), f[1]), &[Some(e0), None]).unwrap();
+    let d0 =
+        ReliableDevice::new(c0, FaultyLink::new(net.link(0), f[0]), &[None, Some(e1)]).unwrap();
+    let d1 =
+        ReliableDevice::new(c1, FaultyLink::new(net.link(1), f[1]), &[Some(e0), None]).unwrap();
     (d0, d1)
 }
 
 /// Message `i` from `src`: length from i, bytes from (src, i).
 fn message(src: Rank, i: u32) -> Vec<u8> {
     let len = (i as usize * 37 + src as usize * 11) % 256;
-    (0..len).map(|k| (k as u32 ^ i.wrapping_mul(31) ^ src << 7) as u8).collect()
+    (0..len)
+        .map(|k| (k as u32 ^ i.wrapping_mul(31) ^ src << 7) as u8)
+        .collect()
 }
 
 struct Side {
@@ -74,7 +76,11 @@ impl Side {
             if r.src != peer || got != want.as_slice() {
                 return Err(format!(
                     "rank {} expected message {} from {peer} ({} bytes), got {} bytes from {}",
-                    self.me, self.next_recv, want.len(), got.len(), r.src
+                    self.me,
+                    self.next_recv,
+                    want.len(),
+                    got.len(),
+                    r.src
                 ));
             }
             self.next_recv += 1;
@@ -83,7 +89,7 @@ impl Side {
                 break;
             }
         }
-        if tick % release_every == 0 || self.held.len() > 8 {
+        if tick.is_multiple_of(release_every) || self.held.len() > 8 {
             for t in self.held.drain(..) {
                 self.dev.raw_release(t);
             }
@@ -92,11 +98,29 @@ impl Side {
     }
 }
 
-fn run(f: [Faults; 2], window: u32, pool: usize, total: u32, release_every: u32) -> Result<(), String> {
+fn run(
+    f: [Faults; 2],
+    window: u32,
+    pool: usize,
+    total: u32,
+    release_every: u32,
+) -> Result<(), String> {
     let (d0, d1) = pair(f, window, pool);
     let mut s = [
-        Side { dev: d0, me: 0, next_send: 0, next_recv: 0, held: Vec::new() },
-        Side { dev: d1, me: 1, next_send: 0, next_recv: 0, held: Vec::new() },
+        Side {
+            dev: d0,
+            me: 0,
+            next_send: 0,
+            next_recv: 0,
+            held: Vec::new(),
+        },
+        Side {
+            dev: d1,
+            me: 1,
+            next_send: 0,
+            next_recv: 0,
+            held: Vec::new(),
+        },
     ];
     let start = Instant::now();
     let mut tick = 0u32;
@@ -120,7 +144,10 @@ fn run(f: [Faults; 2], window: u32, pool: usize, total: u32, release_every: u32)
     while Instant::now() < until {
         for side in s.iter_mut() {
             if let Some(r) = side.dev.raw_receive() {
-                return Err(format!("rank {} got an extra packet of {} bytes", side.me, r.len));
+                return Err(format!(
+                    "rank {} got an extra packet of {} bytes",
+                    side.me, r.len
+                ));
             }
         }
     }
@@ -128,8 +155,15 @@ fn run(f: [Faults; 2], window: u32, pool: usize, total: u32, release_every: u32)
 }
 
 fn faults() -> impl Strategy<Value = Faults> {
-    (0.0..0.3f64, 0.0..0.2f64, 0.0..0.3f64, 0.0..0.1f64, 0.0..0.1f64, any::<u64>()).prop_map(
-        |(drop, dup, reorder, corrupt, delay, seed)| Faults {
+    (
+        0.0..0.3f64,
+        0.0..0.2f64,
+        0.0..0.3f64,
+        0.0..0.1f64,
+        0.0..0.1f64,
+        any::<u64>(),
+    )
+        .prop_map(|(drop, dup, reorder, corrupt, delay, seed)| Faults {
             drop,
             dup,
             reorder,
@@ -137,8 +171,7 @@ fn faults() -> impl Strategy<Value = Faults> {
             delay,
             delay_for: Duration::from_micros(500),
             seed,
-        },
-    )
+        })
 }
 
 proptest! {
@@ -188,16 +221,24 @@ fn a_clean_link_needs_no_retransmission() {
     }
     let st = d0.reliable_stats();
     assert_eq!((st.retransmits, st.timeouts), (0, 0), "{st:?}");
-    assert!(d1.reliable_stats().acks_sent < 1000, "ACKs are coalesced: {:?}", d1.reliable_stats());
+    assert!(
+        d1.reliable_stats().acks_sent < 1000,
+        "ACKs are coalesced: {:?}",
+        d1.reliable_stats()
+    );
 }
 
 #[test]
 fn total_loss_reports_the_peer_unreachable() {
-    let all = Faults { drop: 1.0, ..Faults::default() };
+    let all = Faults {
+        drop: 1.0,
+        ..Faults::default()
+    };
     let net = MemNet::new(2);
     let mut c = config(0, 4, 8);
     c.dead_after = Duration::from_millis(200);
-    let mut d0 = ReliableDevice::new(c, FaultyLink::new(net.link(0), all), &[None, Some(7)]).unwrap();
+    let mut d0 =
+        ReliableDevice::new(c, FaultyLink::new(net.link(0), all), &[None, Some(7)]).unwrap();
     let b = d0.raw_send_buffer(1, 10).unwrap();
     d0.raw_send(b, 10);
     let t0 = Instant::now();
@@ -208,9 +249,15 @@ fn total_loss_reports_the_peer_unreachable() {
             Err(DeviceError::NoBuffer { .. }) => {}
             Err(e) => break e,
         }
-        assert!(t0.elapsed() < Duration::from_secs(5), "never declared unreachable");
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "never declared unreachable"
+        );
     };
-    assert!(matches!(err, DeviceError::Unreachable { dest: 1, .. }), "{err}");
+    assert!(
+        matches!(err, DeviceError::Unreachable { dest: 1, .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains("rank 1 is unreachable"), "{err}");
 }
 
@@ -233,5 +280,38 @@ fn packets_of_another_job_or_epoch_are_dropped_and_counted() {
     }
     assert!(d0.raw_receive().is_none());
     let st = d0.reliable_stats();
-    assert_eq!((st.dropped_stale_epoch, st.dropped_foreign_job), (1, 1), "{st:?}");
+    assert_eq!(
+        (st.dropped_stale_epoch, st.dropped_foreign_job),
+        (1, 1),
+        "{st:?}"
+    );
+}
+
+/// The packet-header fuzzer's corpus, fed to a live device as datagrams:
+/// nothing is delivered, everything is counted, nothing panics.
+#[test]
+fn the_fuzz_corpus_is_dropped_and_counted() {
+    use fm_devices::reliable::Link;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/packet_header");
+    let net = MemNet::new(2);
+    let mut d0 = ReliableDevice::new(config(0, 8, 8), net.link(0), &[None, Some(5)]).unwrap();
+    let mut inject = net.link(1);
+    let mut n = 0u64;
+    for e in std::fs::read_dir(&dir)
+        .expect("corpus in the repository")
+        .flatten()
+    {
+        let bytes = std::fs::read(e.path()).unwrap();
+        inject.send(0, &bytes).unwrap();
+        n += 1;
+        assert!(d0.raw_receive().is_none(), "{:?} was delivered", e.path());
+    }
+    assert!(n >= 5);
+    let st = d0.reliable_stats();
+    let counted = st.dropped_malformed
+        + st.dropped_checksum
+        + st.dropped_foreign_job
+        + st.dropped_stale_epoch
+        + st.dropped_misdirected;
+    assert_eq!(counted, n, "{st:?}");
 }

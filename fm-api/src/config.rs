@@ -267,16 +267,18 @@ impl Config {
             }
             .into());
         }
-        cfg.eth.rto = parse_var::<u64>("FM_ETH_RTO_US")?.map(|us| Duration::from_micros(us.max(10)));
+        cfg.eth.rto =
+            parse_var::<u64>("FM_ETH_RTO_US")?.map(|us| Duration::from_micros(us.max(10)));
         cfg.eth.dead_after = parse_var::<u64>("FM_ETH_DEAD_AFTER")?.map(Duration::from_secs);
         if let Ok(v) = std::env::var("FM_FAULTS") {
-            cfg.eth.faults = Some(fm_devices::reliable::Faults::parse(&v).map_err(|reason| {
-                ErrorKind::Env {
-                    var: "FM_FAULTS",
-                    value: v.clone(),
-                    reason,
-                }
-            })?);
+            cfg.eth.faults =
+                Some(
+                    fm_devices::reliable::Faults::parse(&v).map_err(|reason| ErrorKind::Env {
+                        var: "FM_FAULTS",
+                        value: v.clone(),
+                        reason,
+                    })?,
+                );
         }
         Ok(())
     }

@@ -126,6 +126,7 @@ impl FmBuilder {
             names.push((id, name));
         }
         names.sort();
+        let mut eth_endpoint = None;
         let (grm, eth) = match config.grm.clone() {
             Some(g) => {
                 let sock = match config.net {
@@ -133,6 +134,7 @@ impl FmBuilder {
                     Net::Null => None,
                 };
                 let m = join_job(&g, &mut config, &names, sock.as_ref())?;
+                eth_endpoint = sock.as_ref().map(|s| s.endpoint()).transpose()?;
                 let eth = match sock {
                     Some(s) => associate_ethernet(s, &m, &config)?,
                     None => None,
@@ -153,6 +155,7 @@ impl FmBuilder {
         if let Some(m) = &grm {
             m.ready(dev.table().to_string());
         }
+        let has_eth = dev.ethernet_stats().is_some();
         let cpus = std::env::var("FM_CPUS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -172,6 +175,7 @@ impl FmBuilder {
             barrier_arrived: 0,
             barrier_released: 0,
             config,
+            eth_endpoint: eth_endpoint.filter(|_| has_eth),
             _grm: grm,
         })
     }
@@ -341,6 +345,8 @@ pub struct Fm {
     barrier_arrived: u64,
     barrier_released: u64,
     config: Config,
+    /// Where this process's ethernet device listens, if it has one.
+    eth_endpoint: Option<fm_devices::ethernet::EthernetEndpoint>,
     /// Membership of the job at the resource manager; dropped last, after
     /// the endpoint, so leaving the job is the last thing a process does.
     _grm: Option<Membership>,
@@ -375,6 +381,12 @@ impl Fm {
     /// The configuration in use.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Where this process's ethernet device listens (address, epoch, MTU),
+    /// when the job has ranks on other hosts.
+    pub fn ethernet_endpoint(&self) -> Option<fm_devices::ethernet::EthernetEndpoint> {
+        self.eth_endpoint
     }
 
     /// (ID, name) of every registered handler, sorted by ID.

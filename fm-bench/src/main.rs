@@ -255,7 +255,10 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
         DeviceArg::SelfLoop => fm.rank(),
         DeviceArg::Shmem | DeviceArg::Ethernet => {
             if fm.size() < 2 {
-                return Err(format!("--device {} needs two ranks", device_name(opts.device)));
+                return Err(format!(
+                    "--device {} needs two ranks",
+                    device_name(opts.device)
+                ));
             }
             1 - fm.rank().min(1)
         }

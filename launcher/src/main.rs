@@ -47,6 +47,19 @@ struct Cli {
     /// Stop the job after this many seconds.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<u64>,
+    /// Hosts and their process counts: `a:2,b:2`, or `a,b` to share -n
+    /// evenly. Ranks go to hosts in order (block distribution); each rank's
+    /// FM_HOST is its host.
+    #[arg(long, value_name = "HOST[:N],...")]
+    hosts: Option<String>,
+    /// How to start a rank on its host: a command template where `{host}`
+    /// is replaced (`ssh {host}`, `ip netns exec {host}`), or `local` to run
+    /// every rank here as if on its host (testing multi-host jobs on one machine).
+    #[arg(long, default_value = "ssh {host}", value_name = "TEMPLATE")]
+    rsh: String,
+    /// Where the embedded GRM listens; ranks on other hosts must reach it.
+    #[arg(long, default_value = "127.0.0.1:0", value_name = "IP:PORT")]
+    grm_listen: std::net::SocketAddr,
     /// The program and its arguments.
     #[arg(required = true, value_name = "PROGRAM ARGS")]
     command: Vec<String>,
@@ -102,8 +115,16 @@ fn run(cli: Cli) -> Result<u8, String> {
     let embedded = match &cli.grm {
         Some(_) => None,
         None => Some(
-            Grm::start(GrmOptions::default())
-                .map_err(|e| format!("cannot start the resource manager: {e}"))?,
+            Grm::start(GrmOptions {
+                listen: cli.grm_listen,
+                ..GrmOptions::default()
+            })
+            .map_err(|e| {
+                format!(
+                    "cannot start the resource manager on {}: {e}",
+                    cli.grm_listen
+                )
+            })?,
         ),
     };
     let addr = match (&cli.grm, &embedded) {
@@ -119,16 +140,25 @@ fn run(cli: Cli) -> Result<u8, String> {
     .map_err(|e| e.to_string())?;
     tracing::debug!(key = %link.job_key, %addr, "fmrun: job registered");
 
+    let hosts = match &cli.hosts {
+        Some(h) => Some(place(h, cli.n)?),
+        None => None,
+    };
     let cpus = sys::cpus_allowed();
-    let bind = cli.bind.unwrap_or(if cli.n as usize <= cpus {
-        Bind::Core
-    } else {
+    let bind = if hosts.is_some() {
         Bind::None
-    });
+    } else {
+        cli.bind.unwrap_or(if cli.n as usize <= cpus {
+            Bind::Core
+        } else {
+            Bind::None
+        })
+    };
     let mut out = output::Forwarder::new(cli.n);
     let mut ranks: Vec<Rank> = Vec::with_capacity(cli.n as usize);
     for r in 0..cli.n {
-        match spawn(&cli, r, &addr, &token, cpus, bind) {
+        let host = hosts.as_ref().map(|h| h[r as usize].as_str());
+        match spawn(&cli, r, host, &addr, &token, cpus, bind) {
             Ok(mut child) => {
                 out.attach(r, child.stdout.take(), child.stderr.take());
                 ranks.push(Rank {
@@ -176,23 +206,97 @@ fn run(cli: Cli) -> Result<u8, String> {
     Ok(job.finish(&link, &shm_dir))
 }
 
+/// Rank i's host, from `a:2,b:2` or `a,b` (block distribution).
+fn place(spec: &str, n: u32) -> Result<Vec<String>, String> {
+    let mut hosts: Vec<(String, Option<u32>)> = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (h, c) = match part.rsplit_once(':') {
+            Some((h, c)) => (
+                h,
+                Some(
+                    c.parse::<u32>()
+                        .map_err(|_| format!("--hosts: {part:?}: the count is not a number"))?,
+                ),
+            ),
+            None => (part, None),
+        };
+        if h.is_empty() {
+            return Err(format!("--hosts: {part:?} names no host"));
+        }
+        hosts.push((h.to_string(), c));
+    }
+    if hosts.is_empty() {
+        return Err("--hosts names no host".into());
+    }
+    let counted: u32 = hosts.iter().filter_map(|(_, c)| *c).sum();
+    let uncounted = hosts.iter().filter(|(_, c)| c.is_none()).count() as u32;
+    let each = match uncounted {
+        0 => 0,
+        u => n.saturating_sub(counted).div_ceil(u),
+    };
+    let mut out = Vec::with_capacity(n as usize);
+    for (h, c) in &hosts {
+        for _ in 0..c.unwrap_or(each) {
+            if out.len() < n as usize {
+                out.push(h.clone());
+            }
+        }
+    }
+    if out.len() != n as usize || (uncounted == 0 && counted != n) {
+        return Err(format!(
+            "--hosts {spec} places {} processes but -n is {n}",
+            counted.max(out.len() as u32)
+        ));
+    }
+    Ok(out)
+}
+
 fn spawn(
     cli: &Cli,
     rank: u32,
+    host: Option<&str>,
     addr: &str,
     token: &str,
     cpus: usize,
     bind: Bind,
 ) -> std::io::Result<Child> {
-    let mut cmd = Command::new(&cli.command[0]);
-    cmd.args(&cli.command[1..])
-        .env("FM_GRM", addr)
-        .env("FM_JOB_TOKEN", token)
-        .env("FM_RANK", rank.to_string())
-        .env("FM_SIZE", cli.n.to_string())
-        .env("FM_NET", &cli.net)
-        .env("FM_CPUS", cpus.to_string())
-        .stdout(Stdio::piped())
+    let mut env: Vec<(&str, String)> = vec![
+        ("FM_GRM", addr.to_string()),
+        ("FM_JOB_TOKEN", token.to_string()),
+        ("FM_RANK", rank.to_string()),
+        ("FM_SIZE", cli.n.to_string()),
+        ("FM_NET", cli.net.clone()),
+        ("FM_CPUS", cpus.to_string()),
+    ];
+    if let Some(h) = host {
+        env.push(("FM_HOST", h.to_string()));
+    }
+    let mut cmd = match host {
+        Some(h) if cli.rsh != "local" => {
+            // Through the remote shell: the environment goes on the command line.
+            let mut words = cli.rsh.split_whitespace().map(|w| w.replace("{host}", h));
+            let mut c = Command::new(words.next().unwrap_or_else(|| "ssh".into()));
+            c.args(words).arg("env");
+            for (k, v) in &env {
+                c.arg(format!("{k}={v}"));
+            }
+            // Settings of this shell that ranks read (FM_SHM_DIR, FM_FAULTS, ...).
+            for (k, v) in std::env::vars().filter(|(k, _)| k.starts_with("FM_")) {
+                if !env.iter().any(|(e, _)| *e == k) {
+                    c.arg(format!("{k}={v}"));
+                }
+            }
+            c.args(&cli.command);
+            c
+        }
+        _ => {
+            let mut c = Command::new(&cli.command[0]);
+            c.args(&cli.command[1..])
+                .envs(env.iter().map(|(k, v)| (*k, v)));
+            c
+        }
+    };
+    cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Like mpirun: standard input goes to rank 0 only.
         .stdin(if rank == 0 {

@@ -185,12 +185,35 @@ mod tests {
                 for bit in 0..8 {
                     let mut e = d.clone();
                     e[i] ^= 1 << bit;
-                    assert!(Header::parse(&e).is_err(), "flip of byte {i} bit {bit} accepted");
+                    assert!(
+                        Header::parse(&e).is_err(),
+                        "flip of byte {i} bit {bit} accepted"
+                    );
                 }
             }
             for cut in 0..d.len() {
                 assert!(Header::parse(&d[..cut]).is_err());
             }
+        }
+    }
+
+    /// The fuzzer's seed corpus: a valid datagram of each kind.
+    #[test]
+    #[ignore = "run by hand to regenerate devices/fuzz/corpus/packet_header"]
+    fn write_seed_corpus() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/packet_header");
+        std::fs::create_dir_all(&dir).unwrap();
+        for (i, kind) in [Kind::Data, Kind::Ack, Kind::Lose, Kind::Stop, Kind::Go]
+            .into_iter()
+            .enumerate()
+        {
+            let len = if kind == Kind::Data { 24 } else { 0 };
+            let mut h = sample(len);
+            h.kind = kind;
+            let mut d = vec![7u8; HEADER + len as usize];
+            h.write(&mut d);
+            std::fs::write(dir.join(format!("seed-{i}-{kind:?}")), &d).unwrap();
         }
     }
 

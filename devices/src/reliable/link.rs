@@ -107,7 +107,9 @@ impl Faults {
                 .split_once('=')
                 .ok_or_else(|| format!("{kv:?} is not key=value"))?;
             let rate = || -> Result<f64, String> {
-                let r: f64 = v.parse().map_err(|_| format!("{k}={v:?} is not a number"))?;
+                let r: f64 = v
+                    .parse()
+                    .map_err(|_| format!("{k}={v:?} is not a number"))?;
                 if (0.0..=1.0).contains(&r) {
                     Ok(r)
                 } else {

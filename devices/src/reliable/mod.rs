@@ -457,7 +457,7 @@ impl<L: Link> ReliableDevice<L> {
         self.polls = self.polls.wrapping_add(1);
         // Timers only once the link is drained: ACKs waiting to be read must
         // not look like losses.
-        if got < RECV_BATCH && (got == 0 || self.polls % 64 == 0) {
+        if got < RECV_BATCH && (got == 0 || self.polls.is_multiple_of(64)) {
             let now = Instant::now();
             if now.duration_since(self.timers_at) >= self.cfg.rto / 4 {
                 self.timers_at = now;
@@ -630,6 +630,46 @@ impl<L: Link> ReliableDevice<L> {
     }
 }
 
+impl<L: Link> ReliableDevice<L> {
+    /// Keep polling until every packet sent is acknowledged (or `limit`
+    /// passes): a process that leaves right after its last send — the
+    /// release of a barrier — must not take the only copy of a lost packet
+    /// with it. True when everything was acknowledged.
+    pub fn flush(&mut self, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        loop {
+            let pending = self
+                .peers
+                .iter()
+                .any(|p| p.epoch.is_some() && !p.unreachable && p.outstanding() > 0);
+            if !pending {
+                return true;
+            }
+            if Instant::now() > until {
+                return false;
+            }
+            self.progress();
+            // Packets that arrive meanwhile are acknowledged and let go.
+            while let Some((_, s, _)) = self.ready.pop_front() {
+                self.free.push(s);
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+impl<L: Link> Drop for ReliableDevice<L> {
+    fn drop(&mut self) {
+        let limit = self.cfg.dead_after.min(Duration::from_secs(2));
+        if !self.flush(limit) {
+            tracing::warn!(
+                device = self.cfg.device,
+                "closing with packets still unacknowledged after {limit:?}"
+            );
+        }
+    }
+}
+
 impl<L: Link> Device for ReliableDevice<L> {
     fn info(&self) -> DeviceInfo {
         DeviceInfo {
@@ -658,7 +698,11 @@ impl<L: Link> Device for ReliableDevice<L> {
                 mtu: self.payload_mtu(),
             });
         }
-        let Some(p) = self.peers.get_mut(dest as usize).filter(|p| p.epoch.is_some()) else {
+        let Some(p) = self
+            .peers
+            .get_mut(dest as usize)
+            .filter(|p| p.epoch.is_some())
+        else {
             return Err(DeviceError::NotAPeer { device, dest });
         };
         if p.unreachable {

@@ -140,6 +140,19 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
         .map_err(err)?
         .build()
         .map_err(err)?;
+    // FM_TEST_ETH_PAUSE_MS: say where the ethernet device listens, then wait
+    // (a test sprays garbage at it meanwhile).
+    if let Some(ms) = std::env::var("FM_TEST_ETH_PAUSE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        if let Some(e) = fm.ethernet_endpoint() {
+            println!("endpoint {}", e.addr);
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
     let size = fm.size() as u32;
     seen.borrow_mut().next = vec![0; size as usize];
     let mut rng = Rng::new(seed.wrapping_add(rank as u64 * 7919));
@@ -212,6 +225,18 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
         expected.iter().sum::<u64>(),
         st
     );
+    if let Some(e) = fm.composite().ethernet_stats() {
+        // One line the tests parse: "ethernet rank R: retransmits N timeouts N ...".
+        let invalid = e.dropped_malformed
+            + e.dropped_checksum
+            + e.dropped_foreign_job
+            + e.dropped_stale_epoch
+            + e.dropped_misdirected;
+        println!(
+            "ethernet rank {rank}: retransmits {} timeouts {} loses {} duplicates {} invalid-drops {} out-of-order {}",
+            e.retransmits, e.timeouts, e.loses_received, e.duplicates, invalid, e.out_of_order
+        );
+    }
     Ok(())
 }
 

@@ -1,0 +1,137 @@
+//! Jobs whose ranks sit on different hosts and talk through the ethernet
+//! device (UDP with Go-Back-N). The hosts are "virtual" here — fmrun
+//! `--hosts … --rsh local` gives each rank its host identity on this
+//! machine — so ranks on one host use shared memory and ranks on different
+//! hosts real UDP sockets on loopback. Network namespaces come with the
+//! multi-host harness.
+
+use fm_tests::{workspace_bin, TempDir};
+use std::io::{BufRead, BufReader, Read};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TESTPROG: &str = env!("CARGO_BIN_EXE_fm-testprog");
+
+fn shm_dir(tag: &str) -> TempDir {
+    let base = Path::new("/dev/shm");
+    TempDir::new_in(base.is_dir().then_some(base), tag)
+}
+
+fn job(dir: &TempDir, faults: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(workspace_bin(TESTPROG, "fmrun"));
+    c.args([
+        "-n",
+        "8",
+        "--hosts",
+        "h0,h1,h2,h3",
+        "--rsh",
+        "local",
+        "--timeout",
+        "240",
+    ])
+    .arg(TESTPROG)
+    .args(args)
+    .env("FM_SHM_DIR", &dir.0)
+    .env("FM_FAULTS", faults)
+    .env_remove("FM_LOG")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    c
+}
+
+/// Sum of one counter over the "ethernet rank R: …" lines.
+fn counter(out: &str, name: &str) -> u64 {
+    out.lines()
+        .filter(|l| l.contains("ethernet rank"))
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let at = w.iter().position(|x| *x == name)?;
+            w.get(at + 1)?.parse::<u64>().ok()
+        })
+        .sum()
+}
+
+#[test]
+fn four_hosts_of_two_ranks_all_to_all_under_loss_duplication_and_reordering() {
+    let dir = shm_dir("eth-a2a");
+    let out = job(
+        &dir,
+        "drop=0.05,dup=0.01,reorder=0.02,seed=11",
+        &["alltoall", "2000", "65536", "5"],
+    )
+    .output()
+    .expect("fmrun");
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{:?}\n{o}\n{e}", out.status);
+    // Every rank checked every message: exactly once, in order, intact.
+    assert_eq!(e.matches("ok, received 2000 messages").count(), 8, "{e}");
+    assert_eq!(o.matches("ethernet rank").count(), 8, "{o}");
+    assert!(
+        counter(&o, "retransmits") > 0,
+        "no retransmission under 5 % loss?\n{o}"
+    );
+    assert!(counter(&o, "duplicates") > 0, "{o}");
+    assert!(dir.segments().is_empty());
+}
+
+#[test]
+fn garbage_datagrams_at_the_device_port_are_dropped_and_counted() {
+    let dir = shm_dir("eth-garbage");
+    let mut child = job(&dir, "", &["alltoall", "1000", "16384", "9"])
+        .env("FM_TEST_ETH_PAUSE_MS", "600")
+        .spawn()
+        .expect("fmrun");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let mut ports: Vec<SocketAddr> = Vec::new();
+    let t0 = Instant::now();
+    while ports.len() < 8 && t0.elapsed() < Duration::from_secs(60) {
+        let Some(Ok(l)) = lines.next() else { break };
+        if let Some(a) = l.split("endpoint ").nth(1) {
+            ports.push(a.trim().parse().expect("an address"));
+        }
+    }
+    assert_eq!(ports.len(), 8, "every rank prints its endpoint");
+    // Random bytes, truncated headers, valid-looking magic with nonsense,
+    // while the job starts sending.
+    let s = UdpSocket::bind("127.0.0.1:0").expect("socket");
+    let mut x: u64 = 0x1234_5678_9abc_def1;
+    let mut sent = 0;
+    for round in 0..300 {
+        for p in &ports {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 200) as usize;
+            let mut d: Vec<u8> = (0..len).map(|i| (x >> (i % 56)) as u8).collect();
+            if round % 3 == 0 && d.len() >= 4 {
+                d[0..2].copy_from_slice(b"Fm");
+                d[2] = 1;
+            }
+            let _ = s.send_to(&d, p);
+            sent += 1;
+        }
+    }
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let mut err = String::new();
+    let _ = child.stderr.take().expect("piped").read_to_string(&mut err);
+    let status = child.wait().expect("wait");
+    let o = rest.join("\n");
+    assert!(status.success(), "{status:?}\n{o}\n{err}");
+    assert_eq!(
+        err.matches("ok, received 1000 messages").count(),
+        8,
+        "{err}"
+    );
+    let invalid = counter(&o, "invalid-drops");
+    assert!(
+        invalid > 0 && invalid <= sent,
+        "{invalid} of {sent} counted\n{o}"
+    );
+    assert!(dir.segments().is_empty());
+}
