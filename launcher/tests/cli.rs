@@ -58,9 +58,15 @@ fn bad_command_lines_are_clear_errors() {
             "unknown device",
         ),
         (
-            &["-n", "2", "--net", "ethernet", "true"][..],
+            &["-n", "2", "--net", "nic", "true"][..],
             "not part of this build",
         ),
+        (
+            &["-n", "4", "--hosts", "a:3,b:3", "true"][..],
+            "places 6 processes but -n is 4",
+        ),
+        (&["-n", "2", "--hosts", ":2", "true"][..], "names no host"),
+        (&["-n", "2", "--hosts", "a:x", "true"][..], "not a number"),
         (&["-n", "2", "/nonexistent/program"][..], "cannot start"),
         (
             &["-n", "2", "--grm", "127.0.0.1:1", "true"][..],
@@ -80,4 +86,34 @@ fn a_timeout_stops_the_job() {
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(124), "{err}");
     assert!(err.contains("--timeout"), "{err}");
+}
+
+#[test]
+fn hosts_place_ranks_in_blocks_and_rsh_templates_start_them() {
+    let show = "echo \"$FM_RANK $FM_HOST $VIA\"";
+    let o = fmrun(&[
+        "-n", "4", "--hosts", "a,b", "--rsh", "local", "sh", "-c", show,
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    for line in ["[0] 0 a ", "[1] 1 a ", "[2] 2 b ", "[3] 3 b "] {
+        assert!(out.contains(line), "{out}");
+    }
+    // A template in front of `env FM_…=… PROGRAM`, as `ssh {host}` or `ip netns exec {host}` would be.
+    let o = fmrun(&[
+        "-n",
+        "3",
+        "--hosts",
+        "x:1,y:2",
+        "--rsh",
+        "env VIA=via-{host}",
+        "sh",
+        "-c",
+        show,
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    for line in ["[0] 0 x via-x", "[1] 1 y via-y", "[2] 2 y via-y"] {
+        assert!(out.contains(line), "{out}");
+    }
 }
