@@ -97,6 +97,7 @@ pub struct EthSettings {
     pub addr: Option<std::net::IpAddr>,
     pub mtu: Option<usize>,
     pub window: Option<u32>,
+    pub pool: Option<usize>,
     pub rto: Option<Duration>,
     pub dead_after: Option<Duration>,
     pub faults: Option<fm_devices::reliable::Faults>,
@@ -270,6 +271,15 @@ impl Config {
         cfg.eth.rto =
             parse_var::<u64>("FM_ETH_RTO_US")?.map(|us| Duration::from_micros(us.max(10)));
         cfg.eth.dead_after = parse_var::<u64>("FM_ETH_DEAD_AFTER")?.map(Duration::from_secs);
+        cfg.eth.pool = parse_var("FM_ETH_POOL")?;
+        if cfg.eth.pool == Some(0) {
+            return Err(ErrorKind::Env {
+                var: "FM_ETH_POOL",
+                value: "0".into(),
+                reason: "at least one packet".into(),
+            }
+            .into());
+        }
         if let Ok(v) = std::env::var("FM_FAULTS") {
             cfg.eth.faults =
                 Some(

@@ -1,5 +1,7 @@
 //! Helpers shared by the integration tests and the test program.
 
+pub mod netns;
+
 /// Deterministic bytes for message `seq` from `src` to `dst` (xorshift64*).
 pub fn fill(buf: &mut [u8], src: u32, dst: u32, seq: u64) {
     let mut x = (src as u64) << 48 ^ (dst as u64) << 32 ^ seq ^ 0x9E37_79B9_7F4A_7C15;

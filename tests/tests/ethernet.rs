@@ -135,3 +135,37 @@ fn garbage_datagrams_at_the_device_port_are_dropped_and_counted() {
     );
     assert!(dir.segments().is_empty());
 }
+
+#[test]
+fn a_slow_receiver_engages_stop_and_go_and_nothing_is_lost() {
+    let dir = shm_dir("eth-stopgo");
+    let out = Command::new(workspace_bin(TESTPROG, "fmrun"))
+        .args([
+            "-n",
+            "2",
+            "--hosts",
+            "a,b",
+            "--rsh",
+            "local",
+            "--timeout",
+            "240",
+        ])
+        .arg(TESTPROG)
+        .args(["stream", "1500", "20000"])
+        .env("FM_SHM_DIR", &dir.0)
+        // A receive pool of 8 packets, far below the 64 credits a sender has.
+        .env("FM_ETH_POOL", "8")
+        .env("FM_TEST_SLOW_RANK", "1")
+        .env_remove("FM_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("fmrun");
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{:?}\n{o}\n{e}", out.status);
+    assert!(e.contains("rank 1: ok, received 1500 messages"), "{e}");
+    assert!(counter(&o, "stops-sent") > 0, "STOP never engaged\n{o}");
+    assert!(counter(&o, "stops-received") > 0, "{o}");
+}

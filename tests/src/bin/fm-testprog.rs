@@ -21,6 +21,9 @@
 //!     prints "rank R pid P ready", then handles messages until the job ends.
 //! fm-testprog exit RANK CODE
 //!     after a barrier, RANK leaves the job and exits with CODE; the others serve.
+//! fm-testprog stream MESSAGES SIZE
+//!     rank 0 sends MESSAGES messages of SIZE bytes to rank 1, which checks
+//!     them (slowly with FM_TEST_SLOW_RANK=1); prints the ethernet counters.
 //! fm-testprog handlers RANK
 //!     RANK registers handler 2 under another name than the other ranks.
 
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Some("serve") => serve(None),
         Some("exit") => serve(Some((arg(2) as u32, arg(3) as i32))),
         Some("handlers") => handlers(arg(2) as u32),
+        Some("stream") => stream(arg(2), arg(3) as usize),
         _ => Err("usage: fm-testprog alltoall|headtohead|ring|noroute ...".into()),
     };
     match r {
@@ -131,9 +135,16 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
         rng: Rng::new(seed ^ 0xabc ^ rank as u64),
     }));
     let s2 = seen.clone();
+    let slow: Option<u32> = std::env::var("FM_TEST_SLOW_RANK")
+        .ok()
+        .and_then(|v| v.parse().ok());
     let mut fm = Fm::builder()
         .handler(DATA, "data", move |m| {
             let me = m.endpoint().rank();
+            if slow == Some(me) {
+                // A receiver that extracts slowly (FM_TEST_SLOW_RANK).
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
             check_message(m, &mut s2.borrow_mut(), me)
         })
         .from_env()
@@ -233,8 +244,8 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
             + e.dropped_stale_epoch
             + e.dropped_misdirected;
         println!(
-            "ethernet rank {rank}: retransmits {} timeouts {} loses {} duplicates {} invalid-drops {} out-of-order {}",
-            e.retransmits, e.timeouts, e.loses_received, e.duplicates, invalid, e.out_of_order
+            "ethernet rank {rank}: retransmits {} timeouts {} loses {} duplicates {} invalid-drops {} out-of-order {} stops-sent {} stops-received {}",
+            e.retransmits, e.timeouts, e.loses_received, e.duplicates, invalid, e.out_of_order, e.stops_sent, e.stops_received
         );
     }
     Ok(())
@@ -431,4 +442,61 @@ fn handlers(odd_rank: u32) -> Res {
         .build()
         .map_err(err)?;
     fm.barrier().map_err(err)
+}
+
+fn stream(messages: u64, size: usize) -> Res {
+    let slow: Option<u32> = std::env::var("FM_TEST_SLOW_RANK")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let got = Rc::new(RefCell::new((0u64, Vec::<String>::new())));
+    let g2 = got.clone();
+    let mut fm = Fm::builder()
+        .handler(DATA, "data", move |m| {
+            let me = m.endpoint().rank();
+            if slow == Some(me) {
+                std::thread::sleep(std::time::Duration::from_micros(300));
+            }
+            let body = m.receive_vec()?;
+            let mut g = g2.borrow_mut();
+            let mut want = vec![0u8; body.len()];
+            fill(&mut want, m.src(), me, g.0);
+            if body != want {
+                let n = g.0;
+                g.1.push(format!("message {n} differs"));
+            }
+            g.0 += 1;
+            Ok(())
+        })
+        .from_env()
+        .map_err(err)?
+        .build()
+        .map_err(err)?;
+    let me = fm.rank();
+    if me == 0 {
+        let mut body = vec![0u8; size];
+        for i in 0..messages {
+            fill(&mut body, 0, 1, i);
+            fm.send(1, DATA, &body).map_err(err)?;
+        }
+    } else if me == 1 {
+        while got.borrow().0 < messages {
+            fm.extract_wait(usize::MAX).map_err(err)?;
+        }
+        let g = got.borrow();
+        if !g.1.is_empty() {
+            return Err(format!("{} bad messages, first: {}", g.1.len(), g.1[0]));
+        }
+        eprintln!("rank 1: ok, received {} messages", g.0);
+    }
+    fm.barrier().map_err(err)?;
+    if let Some(e) = fm.composite().ethernet_stats() {
+        println!(
+            "ethernet rank {me}: retransmits {} timeouts {} stops-sent {} stops-received {} gos-sent {} probes {}",
+            e.retransmits, e.timeouts, e.stops_sent, e.stops_received, e.gos_sent, e.probes
+        );
+        if std::env::var_os("FM_TEST_DEBUG").is_some() {
+            eprintln!("{e:?}");
+        }
+    }
+    Ok(())
 }

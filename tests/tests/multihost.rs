@@ -1,0 +1,122 @@
+//! Multi-host jobs on real hosts made of network namespaces (root only):
+//! fmrun starts each rank inside its host's namespace with
+//! `ip netns exec`, the embedded GRM listens on the bridge, ranks on one
+//! host talk through shared memory and ranks on different hosts through the
+//! ethernet device over veth links.
+
+use fm_tests::netns::Cluster;
+use fm_tests::{workspace_bin, TempDir};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+const TESTPROG: &str = env!("CARGO_BIN_EXE_fm-testprog");
+
+fn shm_dir(tag: &str) -> TempDir {
+    let base = Path::new("/dev/shm");
+    TempDir::new_in(base.is_dir().then_some(base), tag)
+}
+
+/// fmrun with `per_host` ranks on each host of the cluster.
+fn fmrun(
+    c: &Cluster,
+    per_host: usize,
+    dir: &TempDir,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> Output {
+    let hosts: Vec<String> = c
+        .hosts
+        .iter()
+        .map(|h| format!("{}:{per_host}", h.name))
+        .collect();
+    let n = (per_host * c.hosts.len()).to_string();
+    let mut cmd = Command::new(workspace_bin(TESTPROG, "fmrun"));
+    cmd.args([
+        "-n",
+        &n,
+        "--hosts",
+        &hosts.join(","),
+        "--rsh",
+        "ip netns exec {host}",
+    ])
+    .args([
+        "--grm-listen",
+        &format!("{}:0", c.gateway()),
+        "--timeout",
+        "240",
+    ])
+    .arg(TESTPROG)
+    .args(args)
+    .env("FM_SHM_DIR", &dir.0)
+    .env_remove("FM_LOG")
+    .envs(env.iter().copied())
+    .stdin(Stdio::null());
+    cmd.output().expect("run fmrun")
+}
+
+fn counter(out: &str, name: &str) -> u64 {
+    out.lines()
+        .filter(|l| l.contains("ethernet rank"))
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let at = w.iter().position(|x| *x == name)?;
+            w.get(at + 1)?.parse::<u64>().ok()
+        })
+        .sum()
+}
+
+#[test]
+fn four_namespace_hosts_all_to_all_under_faults() {
+    let Some(c) = Cluster::new("four_namespace_hosts_all_to_all_under_faults", 4) else {
+        return;
+    };
+    let dir = shm_dir("ns-a2a");
+    let out = fmrun(
+        &c,
+        2,
+        &dir,
+        &[("FM_FAULTS", "drop=0.05,dup=0.01,reorder=0.02,seed=21")],
+        &["alltoall", "2000", "65536", "13"],
+    );
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{:?}\n{o}\n{e}", out.status);
+    assert_eq!(e.matches("ok, received 2000 messages").count(), 8, "{e}");
+    assert!(counter(&o, "retransmits") > 0, "{o}");
+    assert!(dir.segments().is_empty());
+}
+
+#[test]
+fn a_rate_limited_link_drops_packets_and_everything_still_arrives() {
+    let Some(c) = Cluster::new(
+        "a_rate_limited_link_drops_packets_and_everything_still_arrives",
+        2,
+    ) else {
+        return;
+    };
+    // Host 1's link: 200 Mbit/s with a small queue, so a stream overruns it
+    // and the kernel drops (netem is not in this kernel; tbf is).
+    let tbf = Command::new("tc")
+        .args(["qdisc", "add", "dev", &c.hosts[1].root_if, "root", "tbf"])
+        .args(["rate", "200mbit", "burst", "64kb", "limit", "128kb"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !tbf {
+        eprintln!("SKIPPED a_rate_limited_link_drops_packets_and_everything_still_arrives: tc tbf unavailable");
+        return;
+    }
+    let dir = shm_dir("ns-tbf");
+    let out = fmrun(&c, 1, &dir, &[], &["alltoall", "600", "262144", "3"]);
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{:?}\n{o}\n{e}", out.status);
+    assert_eq!(e.matches("ok, received 600 messages").count(), 2, "{e}");
+    assert!(
+        counter(&o, "retransmits") > 0,
+        "the link never dropped: raise the stream or lower the rate\n{o}"
+    );
+}
