@@ -26,10 +26,13 @@ pub type EthernetDevice = ReliableDevice<Box<dyn Link>>;
 pub struct EthernetConfig {
     /// Address to bind and advertise.
     pub addr: IpAddr,
-    /// Largest datagram (header included); `None`: the interface's MTU, up to 16 KiB.
+    /// Largest datagram (header included); `None`: the interface's MTU less
+    /// the IP and UDP headers (65507 on loopback: fewer, larger datagrams
+    /// moved 2.7× the bandwidth of 16 KiB ones here).
     pub mtu: Option<usize>,
     pub window: u32,
-    pub pool: usize,
+    /// Receive pool in packets; `None`: 16 MiB worth, 128 to 4096 packets.
+    pub pool: Option<usize>,
     pub rto: Duration,
     pub dead_after: Duration,
     /// Socket buffer sizes asked of the kernel.
@@ -43,7 +46,7 @@ impl EthernetConfig {
             addr,
             mtu: None,
             window: 64,
-            pool: 512,
+            pool: None,
             rto: Duration::from_millis(2),
             dead_after: Duration::from_secs(10),
             socket_buffer: 4 << 20,
@@ -112,7 +115,7 @@ impl EthernetSocket {
             .unwrap_or(1472);
         let mtu = match cfg.mtu {
             Some(m) => m.min(MAX_UDP),
-            None => iface.min(16 << 10),
+            None => iface,
         };
         if mtu <= crate::reliable::header::HEADER + 64 {
             return Err(DeviceError::Config {
@@ -156,7 +159,10 @@ impl EthernetSocket {
         c.epoch = self.epoch;
         c.mtu = mtu;
         c.window = self.cfg.window;
-        c.pool = self.cfg.pool;
+        c.pool = self
+            .cfg
+            .pool
+            .unwrap_or_else(|| ((16 << 20) / mtu).clamp(128, 4096));
         c.rto = self.cfg.rto;
         c.rto_max = (self.cfg.rto * 100).max(Duration::from_millis(100));
         c.dead_after = self.cfg.dead_after;

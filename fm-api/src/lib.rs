@@ -204,9 +204,7 @@ fn bind_ethernet(g: &GrmJoin, c: &Config) -> Result<EthernetSocket> {
     if let Some(w) = c.eth.window {
         e.window = w;
     }
-    if let Some(p) = c.eth.pool {
-        e.pool = p;
-    }
+    e.pool = c.eth.pool;
     if let Some(r) = c.eth.rto {
         e.rto = r;
     }

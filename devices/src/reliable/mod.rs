@@ -164,14 +164,16 @@ struct Peer {
 }
 
 impl Peer {
-    fn new(epoch: Option<u32>, slots: usize, mtu: usize, rto: Duration) -> Peer {
+    fn new(epoch: Option<u32>, slots: usize, rto: Duration) -> Peer {
         let now = Instant::now();
         Peer {
             epoch,
+            // Buffers grow to the MTU on first use: memory only for the
+            // peers and window slots a process actually sends through.
             slots: if epoch.is_some() {
                 (0..slots)
                     .map(|_| TxSlot {
-                        buf: vec![0; mtu],
+                        buf: Vec::new(),
                         len: 0,
                         sent_at: None,
                         resent: false,
@@ -259,7 +261,7 @@ impl<L: Link> ReliableDevice<L> {
         let slots = (cfg.window + CONTROL_RESERVE) as usize;
         let peers = peer_epochs
             .iter()
-            .map(|e| Peer::new(*e, slots, cfg.mtu, cfg.rto))
+            .map(|e| Peer::new(*e, slots, cfg.rto))
             .collect();
         Ok(ReliableDevice {
             pool: (0..cfg.pool).map(|_| vec![0; cfg.mtu]).collect(),
@@ -728,7 +730,11 @@ impl<L: Link> Device for ReliableDevice<L> {
             return Err(DeviceError::NoBuffer { device, dest });
         }
         let seq = p.next_seq;
+        let mtu = self.cfg.mtu;
         let slot = p.slot(seq);
+        if slot.buf.len() < mtu {
+            slot.buf.resize(mtu, 0);
+        }
         Ok(RawSend {
             // SAFETY: the slot is `mtu` bytes; the payload follows the header.
             ptr: unsafe { slot.buf.as_mut_ptr().add(HEADER) },
@@ -750,7 +756,7 @@ impl<L: Link> Device for ReliableDevice<L> {
             p.progress_at = Instant::now();
         }
         let slot = p.slot(seq);
-        slot.len = len.min(slot.buf.len() - HEADER);
+        slot.len = len.min(slot.buf.len().saturating_sub(HEADER));
         slot.sent_at = None;
         slot.resent = false;
         p.next_seq = seq.wrapping_add(1);
