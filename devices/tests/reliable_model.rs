@@ -23,10 +23,15 @@ fn config(rank: Rank, window: u32, pool: usize) -> ReliableConfig {
 }
 
 fn pair(f: [Faults; 2], window: u32, pool: usize) -> (Dev, Dev) {
+    pair_with(f, window, pool, false)
+}
+
+fn pair_with(f: [Faults; 2], window: u32, pool: usize, reorder: bool) -> (Dev, Dev) {
     let net = MemNet::new(2);
-    let (c0, c1) = (config(0, window, pool), config(1, window, pool));
+    let (mut c0, mut c1) = (config(0, window, pool), config(1, window, pool));
+    c0.reorder = reorder;
+    c1.reorder = reorder;
     let (e0, e1) = (c0.epoch, c1.epoch ^ 0x5555);
-    let mut c1 = c1;
     c1.epoch = e1;
     let d0 =
         ReliableDevice::new(c0, FaultyLink::new(net.link(0), f[0]), &[None, Some(e1)]).unwrap();
@@ -105,7 +110,18 @@ fn run(
     total: u32,
     release_every: u32,
 ) -> Result<(), String> {
-    let (d0, d1) = pair(f, window, pool);
+    run_with(f, window, pool, total, release_every, false)
+}
+
+fn run_with(
+    f: [Faults; 2],
+    window: u32,
+    pool: usize,
+    total: u32,
+    release_every: u32,
+    reorder: bool,
+) -> Result<(), String> {
+    let (d0, d1) = pair_with(f, window, pool, reorder);
     let mut s = [
         Side {
             dev: d0,
@@ -186,6 +202,18 @@ proptest! {
         release_every in 1u32..6,
     ) {
         prop_assert_eq!(run([f0, f1], window, pool, 300, release_every), Ok(()));
+    }
+
+    /// The same with the trunking receiver: gaps are held in a reorder queue.
+    #[test]
+    fn exactly_once_in_order_intact_with_a_reorder_queue(
+        f0 in faults(),
+        f1 in faults(),
+        window in 1u32..24,
+        pool in 2usize..40,
+        release_every in 1u32..6,
+    ) {
+        prop_assert_eq!(run_with([f0, f1], window, pool, 300, release_every, true), Ok(()));
     }
 }
 

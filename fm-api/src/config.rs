@@ -93,8 +93,10 @@ pub struct Config {
 /// Settings of the ethernet device.
 #[derive(Clone, Debug, Default)]
 pub struct EthSettings {
-    /// Address to bind (`FM_ETH_ADDR`); default: the one this host uses to reach the GRM.
-    pub addr: Option<std::net::IpAddr>,
+    /// Addresses to bind, one per link (`FM_ETH_ADDR`, or the interfaces of
+    /// `FM_ETH_IFACES`); default: the one this host uses to reach the GRM.
+    /// Several = trunking.
+    pub addrs: Vec<std::net::IpAddr>,
     pub mtu: Option<usize>,
     pub window: Option<u32>,
     pub pool: Option<usize>,
@@ -257,7 +259,29 @@ impl Config {
         if let Some(s) = parse_var::<u64>("FM_ATTACH_TIMEOUT")? {
             cfg.attach_timeout = Duration::from_secs(s);
         }
-        cfg.eth.addr = parse_var("FM_ETH_ADDR")?;
+        if let Ok(v) = std::env::var("FM_ETH_ADDR") {
+            cfg.eth.addrs = v
+                .split(',')
+                .map(|a| a.trim().parse())
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e: std::net::AddrParseError| ErrorKind::Env {
+                    var: "FM_ETH_ADDR",
+                    value: v.clone(),
+                    reason: e.to_string(),
+                })?;
+        }
+        if let Ok(v) = std::env::var("FM_ETH_IFACES") {
+            cfg.eth.addrs = v
+                .split(',')
+                .map(|n| {
+                    fm_devices::ethernet::interface_addr(n.trim()).ok_or_else(|| ErrorKind::Env {
+                        var: "FM_ETH_IFACES",
+                        value: v.clone(),
+                        reason: format!("interface {:?} has no IPv4 address here", n.trim()),
+                    })
+                })
+                .collect::<std::result::Result<_, _>>()?;
+        }
         cfg.eth.mtu = parse_var("FM_ETH_MTU")?;
         cfg.eth.window = parse_var("FM_ETH_WINDOW")?;
         if cfg.eth.window == Some(0) {

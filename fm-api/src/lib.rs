@@ -186,9 +186,9 @@ impl FmBuilder {
 /// once every process has joined.
 /// Bind the ethernet device's socket, so its endpoint can go into the node map.
 fn bind_ethernet(g: &GrmJoin, c: &Config) -> Result<EthernetSocket> {
-    let addr = match c.eth.addr {
-        Some(a) => a,
-        None => {
+    let addrs = match c.eth.addrs.first() {
+        Some(_) => c.eth.addrs.clone(),
+        None => vec![{
             use std::net::ToSocketAddrs;
             let grm = g
                 .addr
@@ -197,9 +197,10 @@ fn bind_ethernet(g: &GrmJoin, c: &Config) -> Result<EthernetSocket> {
                 .and_then(|mut a| a.next())
                 .and_then(fm_devices::ethernet::local_addr_towards);
             grm.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]))
-        }
+        }],
     };
-    let mut e = EthernetConfig::new(addr);
+    let mut e = EthernetConfig::new(addrs[0]);
+    e.addrs = addrs;
     e.mtu = c.eth.mtu;
     if let Some(w) = c.eth.window {
         e.window = w;
@@ -387,7 +388,7 @@ impl Fm {
     /// Where this process's ethernet device listens (address, epoch, MTU),
     /// when the job has ranks on other hosts.
     pub fn ethernet_endpoint(&self) -> Option<fm_devices::ethernet::EthernetEndpoint> {
-        self.eth_endpoint
+        self.eth_endpoint.clone()
     }
 
     /// (ID, name) of every registered handler, sorted by ID.

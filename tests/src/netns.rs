@@ -12,7 +12,9 @@ use std::process::Command;
 
 pub struct Cluster {
     tag: String,
-    bridge: String,
+    /// One bridge per network.
+    bridges: Vec<String>,
+    /// Network k is 198.18.(subnet + k).0/24.
     pub subnet: u8,
     pub hosts: Vec<NsHost>,
 }
@@ -20,9 +22,13 @@ pub struct Cluster {
 pub struct NsHost {
     /// The namespace's name (`ip netns exec NAME …`), also the host's name.
     pub name: String,
+    /// Its address on the first network.
     pub addr: Ipv4Addr,
-    /// The veth end in the root namespace (for `tc` on this host's link).
+    /// The veth end in the root namespace on the first network (for `tc`).
     pub root_if: String,
+    /// The root-namespace ends on every network; inside the namespace the
+    /// interfaces are called `fm0`, `fm1`, … (`FM_ETH_IFACES=fm0,fm1`).
+    pub root_ifs: Vec<String>,
 }
 
 fn ip(args: &[&str]) -> Result<(), String> {
@@ -45,6 +51,11 @@ impl Cluster {
     /// `n` hosts, or `None` (after saying why `test` is skipped) when not
     /// root or namespaces cannot be made here.
     pub fn new(test: &str, n: usize) -> Option<Cluster> {
+        Cluster::with_networks(test, n, 1)
+    }
+
+    /// `n` hosts, each on `nets` separate networks (for trunking).
+    pub fn with_networks(test: &str, n: usize, nets: usize) -> Option<Cluster> {
         if !crate::is_root() {
             eprintln!("SKIPPED {test}: needs root for network namespaces");
             return None;
@@ -53,15 +64,15 @@ impl Cluster {
         let pid = std::process::id();
         let seq = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let tag = format!("{:x}{seq}", pid % 0xfffff);
-        // 198.18.S.0/24, S from the pid and a counter: tests running at once differ.
-        let subnet = ((pid as usize * 7 + seq as usize) % 250 + 1) as u8;
+        // 198.18.S.0/24 …, S from the pid and a counter: tests running at once differ.
+        let subnet = (((pid as usize * 7 + seq as usize) % 60) * 4 + 1) as u8;
         let mut c = Cluster {
-            bridge: format!("fmb{tag}"),
+            bridges: Vec::new(),
             tag,
             subnet,
             hosts: Vec::new(),
         };
-        match c.build(n, pid) {
+        match c.build(n, nets.clamp(1, 4), pid) {
             Ok(()) => Some(c),
             Err(e) => {
                 eprintln!("SKIPPED {test}: cannot make network namespaces: {e}");
@@ -70,37 +81,50 @@ impl Cluster {
         }
     }
 
-    fn build(&mut self, n: usize, pid: u32) -> Result<(), String> {
-        let s = self.subnet;
-        ip(&["link", "add", &self.bridge, "type", "bridge"])?;
-        ip(&[
-            "addr",
-            "add",
-            &format!("198.18.{s}.1/24"),
-            "dev",
-            &self.bridge,
-        ])?;
-        ip(&["link", "set", &self.bridge, "up"])?;
+    fn build(&mut self, n: usize, nets: usize, pid: u32) -> Result<(), String> {
+        for k in 0..nets {
+            let br = format!("fmb{}n{k}", self.tag);
+            ip(&["link", "add", &br, "type", "bridge"])?;
+            self.bridges.push(br.clone());
+            let s = self.subnet + k as u8;
+            ip(&["addr", "add", &format!("198.18.{s}.1/24"), "dev", &br])?;
+            ip(&["link", "set", &br, "up"])?;
+        }
         for i in 0..n {
             let name = format!("fmt-{pid}-{}-{i}", self.tag);
-            let (a, b) = (
-                format!("fmv{}a{i}", self.tag),
-                format!("fmv{}b{i}", self.tag),
-            );
-            let addr = Ipv4Addr::new(198, 18, s, 10 + i as u8);
             ip(&["netns", "add", &name])?;
-            self.hosts.push(NsHost {
-                name: name.clone(),
-                addr,
-                root_if: a.clone(),
-            });
-            ip(&["link", "add", &a, "type", "veth", "peer", "name", &b])?;
-            ip(&["link", "set", &a, "master", &self.bridge])?;
-            ip(&["link", "set", &a, "up"])?;
-            ip(&["link", "set", &b, "netns", &name])?;
             ip(&["-n", &name, "link", "set", "lo", "up"])?;
-            ip(&["-n", &name, "addr", "add", &format!("{addr}/24"), "dev", &b])?;
-            ip(&["-n", &name, "link", "set", &b, "up"])?;
+            let mut root_ifs = Vec::new();
+            for (k, br) in self.bridges.clone().iter().enumerate() {
+                let (a, b) = (
+                    format!("fmv{}a{i}n{k}", self.tag),
+                    format!("fmv{}b{i}n{k}", self.tag),
+                );
+                let addr = Ipv4Addr::new(198, 18, self.subnet + k as u8, 10 + i as u8);
+                ip(&["link", "add", &a, "type", "veth", "peer", "name", &b])?;
+                root_ifs.push(a.clone());
+                ip(&["link", "set", &a, "master", br])?;
+                ip(&["link", "set", &a, "up"])?;
+                ip(&["link", "set", &b, "netns", &name])?;
+                let inside = format!("fm{k}");
+                ip(&["-n", &name, "link", "set", &b, "name", &inside])?;
+                ip(&[
+                    "-n",
+                    &name,
+                    "addr",
+                    "add",
+                    &format!("{addr}/24"),
+                    "dev",
+                    &inside,
+                ])?;
+                ip(&["-n", &name, "link", "set", &inside, "up"])?;
+            }
+            self.hosts.push(NsHost {
+                name,
+                addr: Ipv4Addr::new(198, 18, self.subnet, 10 + i as u8),
+                root_if: root_ifs[0].clone(),
+                root_ifs,
+            });
         }
         Ok(())
     }
@@ -117,9 +141,13 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         for h in &self.hosts {
             let _ = ip(&["netns", "del", &h.name]);
-            let _ = ip(&["link", "del", &h.root_if]);
+            for r in &h.root_ifs {
+                let _ = ip(&["link", "del", r]);
+            }
         }
-        let _ = ip(&["link", "del", &self.bridge]);
+        for b in &self.bridges {
+            let _ = ip(&["link", "del", b]);
+        }
     }
 }
 
@@ -141,7 +169,9 @@ fn remove_stale() {
         if pid != 0 && !fm_devices::sys::pid_alive(pid) {
             let _ = ip(&["netns", "del", name]);
             if let Some(tag) = rest.split('-').nth(1) {
-                let _ = ip(&["link", "del", &format!("fmb{tag}")]);
+                for k in 0..4 {
+                    let _ = ip(&["link", "del", &format!("fmb{tag}n{k}")]);
+                }
             }
         }
     }

@@ -120,3 +120,79 @@ fn a_rate_limited_link_drops_packets_and_everything_still_arrives() {
         "the link never dropped: raise the stream or lower the rate\n{o}"
     );
 }
+
+/// Streaming bandwidth (MB/s) of `fm-bench bw --device ethernet` between
+/// the two hosts, over the interfaces named.
+fn bw_between(c: &Cluster, ifaces: &str) -> f64 {
+    let hosts = format!("{},{}", c.hosts[0].name, c.hosts[1].name);
+    let out = Command::new(workspace_bin(TESTPROG, "fmrun"))
+        .args([
+            "-n",
+            "2",
+            "--hosts",
+            &hosts,
+            "--rsh",
+            "ip netns exec {host}",
+        ])
+        .args([
+            "--grm-listen",
+            &format!("{}:0", c.gateway()),
+            "--timeout",
+            "120",
+        ])
+        .arg(workspace_bin(TESTPROG, "fm-bench"))
+        .args([
+            "bw", "--device", "ethernet", "--sizes", "65536", "--iters", "600", "--warmup", "60",
+            "--json",
+        ])
+        .env("FM_ETH_IFACES", ifaces)
+        .env_remove("FM_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run fmrun");
+    let o = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{:?}\n{o}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    o.lines()
+        .filter_map(|l| l.split_once('{').map(|(_, r)| format!("{{{r}")))
+        .find_map(|l| {
+            let key = "\"mb_s\":";
+            let at = l.find(key)? + key.len();
+            l[at..].split([',', '}']).next()?.parse::<f64>().ok()
+        })
+        .expect("a bw row with mb_s")
+}
+
+#[test]
+fn trunking_over_two_rate_limited_links_nearly_doubles_bandwidth() {
+    let test = "trunking_over_two_rate_limited_links_nearly_doubles_bandwidth";
+    let Some(c) = Cluster::with_networks(test, 2, 2) else {
+        return;
+    };
+    // Each of host 1's two links: 200 Mbit/s.
+    for root_if in &c.hosts[1].root_ifs {
+        let ok = Command::new("tc")
+            .args(["qdisc", "add", "dev", root_if, "root", "tbf"])
+            .args(["rate", "200mbit", "burst", "64kb", "limit", "256kb"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("SKIPPED {test}: tc tbf unavailable");
+            return;
+        }
+    }
+    let one = bw_between(&c, "fm0");
+    let two = bw_between(&c, "fm0,fm1");
+    eprintln!(
+        "one link {one:.1} MB/s, two links {two:.1} MB/s ({:.2}x)",
+        two / one
+    );
+    assert!(
+        two >= 1.7 * one,
+        "one link {one:.1} MB/s, two links {two:.1} MB/s"
+    );
+}

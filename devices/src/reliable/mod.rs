@@ -62,6 +62,10 @@ pub struct ReliableConfig {
     pub rto_max: Duration,
     /// A peer that acknowledges nothing for this long is unreachable.
     pub dead_after: Duration,
+    /// Packets may arrive out of order without being lost (trunking over
+    /// several links): keep them in a per-peer reorder queue instead of
+    /// answering a gap with LOSE; losses are then found by the timer.
+    pub reorder: bool,
 }
 
 impl ReliableConfig {
@@ -78,6 +82,7 @@ impl ReliableConfig {
             rto: Duration::from_millis(2),
             rto_max: Duration::from_millis(200),
             dead_after: Duration::from_secs(10),
+            reorder: false,
         }
     }
 }
@@ -110,6 +115,8 @@ pub struct ReliableStats {
     pub probes: u64,
     pub duplicates: u64,
     pub out_of_order: u64,
+    /// Out-of-order packets kept in the reorder queue (trunking).
+    pub reordered: u64,
     pub pool_full: u64,
     pub dropped_malformed: u64,
     pub dropped_checksum: u64,
@@ -161,6 +168,8 @@ struct Peer {
     stop_sent: bool,
     /// The gap we last sent LOSE for (`recv_next` then), and when.
     lose_sent: Option<(u32, Instant)>,
+    /// Reorder queue: packets after a gap, by sequence → (pool slot, length).
+    held: std::collections::BTreeMap<u32, (u32, usize)>,
 }
 
 impl Peer {
@@ -198,6 +207,7 @@ impl Peer {
             owed_since: now,
             stop_sent: false,
             lose_sent: None,
+            held: std::collections::BTreeMap::new(),
         }
     }
 
@@ -225,6 +235,8 @@ pub struct ReliableDevice<L: Link> {
     scratch: Vec<u8>,
     /// Peers owed a bare ACK.
     owed: Vec<Rank>,
+    /// Packets in all reorder queues.
+    held_total: usize,
     polls: u32,
     timers_at: Instant,
     stats: DeviceStats,
@@ -269,6 +281,7 @@ impl<L: Link> ReliableDevice<L> {
             ready: VecDeque::new(),
             scratch: vec![0; cfg.mtu],
             owed: Vec::new(),
+            held_total: 0,
             polls: 0,
             timers_at: Instant::now(),
             link,
@@ -535,6 +548,9 @@ impl<L: Link> ReliableDevice<L> {
     }
 
     fn on_data(&mut self, src: Rank, h: &Header, slot: Option<u32>, now: Instant) {
+        let reorder = self.cfg.reorder;
+        let hold_limit = (self.pool.len() / 4).max(1);
+        let window = self.cfg.window + CONTROL_RESERVE;
         let p = &mut self.peers[src as usize];
         if h.number == p.recv_next {
             match slot {
@@ -542,6 +558,16 @@ impl<L: Link> ReliableDevice<L> {
                     self.free.pop();
                     self.ready.push_back((src, s, h.len as usize));
                     p.recv_next = p.recv_next.wrapping_add(1);
+                    // Packets the reorder queue held for this gap follow it.
+                    while let Some((s, len)) = p.held.remove(&p.recv_next) {
+                        self.held_total -= 1;
+                        self.ready.push_back((src, s, len));
+                        p.recv_next = p.recv_next.wrapping_add(1);
+                        p.ack_owed += 1;
+                        self.rstats.data_accepted += 1;
+                        self.stats.packets_received += 1;
+                        self.stats.bytes_received += len as u64;
+                    }
                     p.lose_sent = None;
                     if p.ack_owed == 0 {
                         p.owed_since = now;
@@ -554,6 +580,12 @@ impl<L: Link> ReliableDevice<L> {
                 }
                 None => {
                     self.rstats.pool_full += 1;
+                    // Held packets must not keep the pool full for ever:
+                    // they will come again after the go-back.
+                    for (_, (s, _)) in std::mem::take(&mut p.held) {
+                        self.held_total -= 1;
+                        self.free.push(s);
+                    }
                     if !p.stop_sent {
                         p.stop_sent = true;
                         let k = p.recv_next.wrapping_sub(1);
@@ -561,10 +593,22 @@ impl<L: Link> ReliableDevice<L> {
                     }
                 }
             }
-        } else if seq_lt(h.number, p.recv_next) {
+        } else if seq_lt(h.number, p.recv_next) || p.held.contains_key(&h.number) {
             self.rstats.duplicates += 1;
             let k = p.recv_next.wrapping_sub(1);
             self.send_control(src, Kind::Ack, k);
+        } else if reorder {
+            // Trunking: a gap is normal; keep what fits, the timer finds losses.
+            let ahead = h.number.wrapping_sub(p.recv_next);
+            match slot {
+                Some(s) if ahead < window && self.held_total < hold_limit => {
+                    self.free.pop();
+                    p.held.insert(h.number, (s, h.len as usize));
+                    self.held_total += 1;
+                    self.rstats.reordered += 1;
+                }
+                _ => self.rstats.out_of_order += 1,
+            }
         } else {
             self.rstats.out_of_order += 1;
             let again = match p.lose_sent {

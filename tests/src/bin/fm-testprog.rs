@@ -158,7 +158,7 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
         .and_then(|v| v.parse().ok())
     {
         if let Some(e) = fm.ethernet_endpoint() {
-            println!("endpoint {}", e.addr);
+            println!("endpoint {}", e.addrs[0]);
             use std::io::Write;
             let _ = std::io::stdout().flush();
         }
