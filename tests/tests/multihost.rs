@@ -11,6 +11,14 @@ use std::process::{Command, Output, Stdio};
 
 const TESTPROG: &str = env!("CARGO_BIN_EXE_fm-testprog");
 
+/// These tests share the machine's two cores and one of them measures
+/// bandwidth: they run one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn shm_dir(tag: &str) -> TempDir {
     let base = Path::new("/dev/shm");
     TempDir::new_in(base.is_dir().then_some(base), tag)
@@ -67,6 +75,7 @@ fn counter(out: &str, name: &str) -> u64 {
 
 #[test]
 fn four_namespace_hosts_all_to_all_under_faults() {
+    let _one = exclusive();
     let Some(c) = Cluster::new("four_namespace_hosts_all_to_all_under_faults", 4) else {
         return;
     };
@@ -90,6 +99,7 @@ fn four_namespace_hosts_all_to_all_under_faults() {
 
 #[test]
 fn a_rate_limited_link_drops_packets_and_everything_still_arrives() {
+    let _one = exclusive();
     let Some(c) = Cluster::new(
         "a_rate_limited_link_drops_packets_and_everything_still_arrives",
         2,
@@ -169,6 +179,7 @@ fn bw_between(c: &Cluster, ifaces: &str) -> f64 {
 
 #[test]
 fn trunking_over_two_rate_limited_links_nearly_doubles_bandwidth() {
+    let _one = exclusive();
     let test = "trunking_over_two_rate_limited_links_nearly_doubles_bandwidth";
     let Some(c) = Cluster::with_networks(test, 2, 2) else {
         return;
@@ -185,8 +196,9 @@ fn trunking_over_two_rate_limited_links_nearly_doubles_bandwidth() {
             return;
         }
     }
-    let one = bw_between(&c, "fm0");
-    let two = bw_between(&c, "fm0,fm1");
+    // The better of two runs each: the machine is shared.
+    let one = bw_between(&c, "fm0").max(bw_between(&c, "fm0"));
+    let two = bw_between(&c, "fm0,fm1").max(bw_between(&c, "fm0,fm1"));
     eprintln!(
         "one link {one:.1} MB/s, two links {two:.1} MB/s ({:.2}x)",
         two / one
