@@ -343,3 +343,37 @@ fn the_fuzz_corpus_is_dropped_and_counted() {
         + st.dropped_misdirected;
     assert_eq!(counted, n, "{st:?}");
 }
+
+/// A sender whose application stops polling still retransmits (from the
+/// device's background thread), so its peer is not left waiting.
+#[test]
+fn a_sender_that_stops_polling_still_retransmits() {
+    use fm_devices::reliable::Link;
+    let net = MemNet::new(2);
+    let (c0, mut c1) = (config(0, 8, 8), config(1, 8, 8));
+    c1.epoch = c0.epoch ^ 0x77;
+    let (e0, e1) = (c0.epoch, c1.epoch);
+    let mut d0 = ReliableDevice::new(c0, net.link(0), &[None, Some(e1)]).unwrap();
+    for i in 0..3u8 {
+        let b = d0.raw_send_buffer(1, 1).unwrap();
+        unsafe { *b.ptr = i };
+        d0.raw_send(b, 1);
+    }
+    // The first transmissions are lost.
+    let mut thief = net.link(1);
+    let mut buf = [0u8; 512];
+    while thief.recv(&mut buf).is_some() {}
+    // From here on nobody calls d0.
+    let mut d1 = ReliableDevice::new(c1, net.link(1), &[Some(e0), None]).unwrap();
+    let mut got = Vec::new();
+    let t0 = Instant::now();
+    while got.len() < 3 {
+        assert!(t0.elapsed() < Duration::from_secs(5), "got only {got:?}");
+        if let Some(r) = d1.raw_receive() {
+            got.push(unsafe { *r.ptr });
+            d1.raw_release(r.token);
+        }
+    }
+    assert_eq!(got, [0, 1, 2]);
+    assert!(d0.reliable_stats().timeouts >= 1);
+}

@@ -24,7 +24,8 @@
 //!   unreachable, and sends to it fail with a clear error.
 //!
 //! Retransmission is driven by the application's polling (`raw_receive`,
-//! and `raw_send_buffer` when the window is full).
+//! and `raw_send_buffer` when the window is full), and by a low-rate
+//! background thread for a process that stops polling.
 
 pub mod header;
 pub mod link;
@@ -36,6 +37,8 @@ use crate::{
 use header::{seq_le, seq_lt, Header, Kind, Malformed, HEADER};
 pub use link::{Faults, FaultyLink, Link, MemLink, MemNet};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Datagrams read per poll at most.
@@ -221,8 +224,8 @@ impl Peer {
     }
 }
 
-/// A reliable, ordered device over a lossy datagram link.
-pub struct ReliableDevice<L: Link> {
+/// The protocol state of a [`ReliableDevice`], behind its lock.
+struct Engine<L: Link> {
     cfg: ReliableConfig,
     link: L,
     peers: Vec<Peer>,
@@ -243,7 +246,7 @@ pub struct ReliableDevice<L: Link> {
     rstats: ReliableStats,
 }
 
-impl<L: Link> ReliableDevice<L> {
+impl<L: Link> Engine<L> {
     /// A device over `link`; `peer_epochs[r]` is rank r's epoch, `None` for
     /// ranks this device does not reach (and for this rank itself).
     pub fn new(
@@ -275,7 +278,7 @@ impl<L: Link> ReliableDevice<L> {
             .iter()
             .map(|e| Peer::new(*e, slots, cfg.rto))
             .collect();
-        Ok(ReliableDevice {
+        Ok(Engine {
             pool: (0..cfg.pool).map(|_| vec![0; cfg.mtu]).collect(),
             free: (0..cfg.pool as u32).rev().collect(),
             ready: VecDeque::new(),
@@ -290,18 +293,6 @@ impl<L: Link> ReliableDevice<L> {
             stats: DeviceStats::default(),
             rstats: ReliableStats::default(),
         })
-    }
-
-    pub fn reliable_stats(&self) -> ReliableStats {
-        self.rstats
-    }
-
-    pub fn link(&self) -> &L {
-        &self.link
-    }
-
-    pub fn epoch(&self) -> u32 {
-        self.cfg.epoch
     }
 
     fn payload_mtu(&self) -> usize {
@@ -676,7 +667,7 @@ impl<L: Link> ReliableDevice<L> {
     }
 }
 
-impl<L: Link> ReliableDevice<L> {
+impl<L: Link> Engine<L> {
     /// Keep polling until every packet sent is acknowledged (or `limit`
     /// passes): a process that leaves right after its last send — the
     /// release of a barrier — must not take the only copy of a lost packet
@@ -712,19 +703,7 @@ impl<L: Link> ReliableDevice<L> {
     }
 }
 
-impl<L: Link> Drop for ReliableDevice<L> {
-    fn drop(&mut self) {
-        let limit = self.cfg.dead_after.min(Duration::from_secs(2));
-        if !self.flush(limit) {
-            tracing::warn!(
-                device = self.cfg.device,
-                "closing with packets still unacknowledged after {limit:?}"
-            );
-        }
-    }
-}
-
-impl<L: Link> Device for ReliableDevice<L> {
+impl<L: Link> Device for Engine<L> {
     fn info(&self) -> DeviceInfo {
         DeviceInfo {
             name: self.cfg.device,
@@ -845,5 +824,118 @@ impl<L: Link> Device for ReliableDevice<L> {
             + r.dropped_stale_epoch
             + r.dropped_misdirected;
         s
+    }
+}
+
+/// A reliable, ordered device over a lossy datagram link.
+///
+/// The protocol runs when the application polls (`raw_receive`, and
+/// `raw_send_buffer` with a full window); a background thread also runs it
+/// every [`BACKGROUND_TICK`] when it finds the state free, so a process that
+/// stops polling — computing, or blocked elsewhere — still acknowledges,
+/// retransmits and answers STOP/GO. The state sits behind a mutex that the
+/// application's thread takes uncontended.
+pub struct ReliableDevice<L: Link + 'static> {
+    engine: Arc<Mutex<Engine<L>>>,
+    stop: Arc<AtomicBool>,
+    background: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How often the background thread runs the protocol.
+pub const BACKGROUND_TICK: Duration = Duration::from_millis(10);
+
+impl<L: Link + 'static> ReliableDevice<L> {
+    /// A device over `link`; `peer_epochs[r]` is rank r's epoch, `None` for
+    /// ranks this device does not reach (and for this rank itself).
+    pub fn new(
+        cfg: ReliableConfig,
+        link: L,
+        peer_epochs: &[Option<u32>],
+    ) -> Result<Self, DeviceError> {
+        let engine = Arc::new(Mutex::new(Engine::new(cfg, link, peer_epochs)?));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (e, s) = (Arc::downgrade(&engine), stop.clone());
+        let background = std::thread::Builder::new()
+            .name("fm-reliable".into())
+            .spawn(move || {
+                while !s.load(Ordering::Relaxed) {
+                    std::thread::sleep(BACKGROUND_TICK);
+                    let Some(engine) = e.upgrade() else { return };
+                    // Only when the application is not in the device itself.
+                    if let Ok(mut g) = engine.try_lock() {
+                        g.progress();
+                    };
+                }
+            })
+            .ok();
+        Ok(ReliableDevice {
+            engine,
+            stop,
+            background,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Engine<L>> {
+        self.engine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn reliable_stats(&self) -> ReliableStats {
+        self.lock().rstats
+    }
+
+    pub fn epoch(&self) -> u32 {
+        self.lock().cfg.epoch
+    }
+
+    /// See [`Engine::flush`]: poll until everything sent is acknowledged.
+    pub fn flush(&mut self, limit: Duration) -> bool {
+        self.lock().flush(limit)
+    }
+}
+
+impl<L: Link + 'static> Drop for ReliableDevice<L> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.background.take() {
+            let _ = t.join();
+        }
+        let mut e = self.lock();
+        let limit = e.cfg.dead_after.min(Duration::from_secs(2));
+        if !e.flush(limit) {
+            tracing::warn!(
+                device = e.cfg.device,
+                "closing with packets still unacknowledged after {limit:?}"
+            );
+        }
+    }
+}
+
+impl<L: Link + 'static> Device for ReliableDevice<L> {
+    fn info(&self) -> DeviceInfo {
+        self.lock().info()
+    }
+    fn reaches(&self, dest: Rank) -> bool {
+        self.lock().reaches(dest)
+    }
+    fn window(&self, dest: Rank) -> u32 {
+        self.lock().window(dest)
+    }
+    fn raw_send_buffer(&mut self, dest: Rank, len: usize) -> Result<RawSend, DeviceError> {
+        self.lock().raw_send_buffer(dest, len)
+    }
+    fn raw_send(&mut self, buf: RawSend, len: usize) {
+        self.lock().raw_send(buf, len)
+    }
+    fn raw_abort(&mut self, buf: RawSend) {
+        self.lock().raw_abort(buf)
+    }
+    fn raw_receive(&mut self) -> Option<RawRecv> {
+        self.lock().raw_receive()
+    }
+    fn raw_release(&mut self, token: u64) {
+        self.lock().raw_release(token)
+    }
+    fn stats(&self) -> DeviceStats {
+        self.lock().stats()
     }
 }
