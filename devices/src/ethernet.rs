@@ -44,6 +44,9 @@ pub struct EthernetConfig {
     /// Socket buffer sizes asked of the kernel.
     pub socket_buffer: usize,
     pub faults: Option<Faults>,
+    /// Cover payloads with the CRC too (`FM_ETH_CHECKSUM=full`); always
+    /// when fault injection corrupts packets.
+    pub payload_crc: bool,
 }
 
 impl EthernetConfig {
@@ -57,6 +60,7 @@ impl EthernetConfig {
             dead_after: Duration::from_secs(10),
             socket_buffer: 4 << 20,
             faults: None,
+            payload_crc: false,
         }
     }
 }
@@ -210,6 +214,7 @@ impl EthernetSocket {
         c.rto = self.cfg.rto;
         c.rto_max = (self.cfg.rto * 100).max(Duration::from_millis(100));
         c.dead_after = self.cfg.dead_after;
+        c.payload_crc = self.cfg.payload_crc || self.cfg.faults.is_some_and(|f| f.corrupt > 0.0);
         // Several links to a peer reorder packets among themselves.
         c.reorder = self.socks.len() > 1 && peers.iter().flatten().any(|p| p.addrs.len() > 1);
         let link = UdpLink {

@@ -103,6 +103,8 @@ pub struct EthSettings {
     pub rto: Option<Duration>,
     pub dead_after: Option<Duration>,
     pub faults: Option<fm_devices::reliable::Faults>,
+    /// `FM_ETH_CHECKSUM=full`: the CRC covers payloads too.
+    pub payload_crc: bool,
 }
 
 impl Config {
@@ -295,6 +297,20 @@ impl Config {
         cfg.eth.rto =
             parse_var::<u64>("FM_ETH_RTO_US")?.map(|us| Duration::from_micros(us.max(10)));
         cfg.eth.dead_after = parse_var::<u64>("FM_ETH_DEAD_AFTER")?.map(Duration::from_secs);
+        if let Ok(v) = std::env::var("FM_ETH_CHECKSUM") {
+            cfg.eth.payload_crc = match v.as_str() {
+                "full" => true,
+                "header" => false,
+                _ => {
+                    return Err(ErrorKind::Env {
+                        var: "FM_ETH_CHECKSUM",
+                        value: v,
+                        reason: "known values: header, full".into(),
+                    }
+                    .into())
+                }
+            };
+        }
         cfg.eth.pool = parse_var("FM_ETH_POOL")?;
         if cfg.eth.pool == Some(0) {
             return Err(ErrorKind::Env {

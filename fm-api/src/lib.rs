@@ -213,6 +213,7 @@ fn bind_ethernet(g: &GrmJoin, c: &Config) -> Result<EthernetSocket> {
         e.dead_after = d;
     }
     e.faults = c.eth.faults;
+    e.payload_crc = c.eth.payload_crc;
     Ok(EthernetSocket::bind(e)?)
 }
 

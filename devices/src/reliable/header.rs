@@ -6,9 +6,15 @@
 //! 20  u32 source epoch      24 u32 destination epoch (as the source knows it)
 //! 28  u32 sequence number (DATA) or the control message's number
 //! 32  u32 cumulative ACK: last in-order sequence received from the destination
-//! 36  u32 payload length    40 u32 CRC-32C of header (this field zero) and payload
-//! 44  u32 reserved (zero)
+//! 36  u32 payload length    40 u32 CRC-32C of the header (this field zero),
+//!                                 and of the payload when flag 1 is set
+//! 44  u32 flags: 1 = the CRC covers the payload; other bits zero
 //! ```
+//!
+//! The header is always checked. The payload is covered when the path has
+//! no checksum of its own to rely on: UDP's checksum protects payloads on
+//! real links, so the ethernet device covers them only when asked
+//! (`FM_ETH_CHECKSUM=full`) or when fault injection corrupts packets.
 //!
 //! An epoch is a random number drawn when a device opens: a packet of an
 //! earlier incarnation of a process, or meant for one, carries another and
@@ -18,6 +24,8 @@
 pub const HEADER: usize = 48;
 pub const MAGIC: u16 = u16::from_le_bytes(*b"Fm");
 pub const VERSION: u8 = 1;
+/// Flag: the CRC covers the payload too.
+pub const FLAG_PAYLOAD_CRC: u32 = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -58,6 +66,8 @@ pub struct Header {
     pub number: u32,
     pub ack: u32,
     pub len: u32,
+    /// The checksum covers the payload (flag 1).
+    pub payload_crc: bool,
 }
 
 /// Why a datagram was dropped before it reached the protocol.
@@ -86,8 +96,19 @@ impl Header {
         out[28..32].copy_from_slice(&self.number.to_le_bytes());
         out[32..36].copy_from_slice(&self.ack.to_le_bytes());
         out[36..40].copy_from_slice(&self.len.to_le_bytes());
-        out[40..48].fill(0);
-        let crc = checksum(&out[..HEADER + self.len as usize]);
+        out[40..44].fill(0);
+        let flags = if self.payload_crc {
+            FLAG_PAYLOAD_CRC
+        } else {
+            0
+        };
+        out[44..48].copy_from_slice(&flags.to_le_bytes());
+        let covered = if self.payload_crc {
+            HEADER + self.len as usize
+        } else {
+            HEADER
+        };
+        let crc = checksum(&out[..covered]);
         out[40..44].copy_from_slice(&crc.to_le_bytes());
     }
 
@@ -108,13 +129,15 @@ impl Header {
         if len as usize != d.len() - HEADER || (kind != Kind::Data && len != 0) {
             return Err(Malformed::Length);
         }
-        if u32_at(44) != 0 {
+        let flags = u32_at(44);
+        if flags & !FLAG_PAYLOAD_CRC != 0 {
             return Err(Malformed::Reserved);
         }
+        let payload_crc = flags & FLAG_PAYLOAD_CRC != 0;
         let want = u32_at(40);
         let mut h = crc32c_update(0, &d[..40]);
         h = crc32c_update(h, &[0; 4]);
-        h = crc32c_update(h, &d[44..]);
+        h = crc32c_update(h, &d[44..if payload_crc { d.len() } else { HEADER }]);
         if h != want {
             return Err(Malformed::Checksum);
         }
@@ -128,6 +151,7 @@ impl Header {
             number: u32_at(28),
             ack: u32_at(32),
             len,
+            payload_crc,
         })
     }
 }
@@ -168,6 +192,7 @@ mod tests {
             number: u32::MAX,
             ack: 17,
             len,
+            payload_crc: true,
         }
     }
 
@@ -215,6 +240,19 @@ mod tests {
             h.write(&mut d);
             std::fs::write(dir.join(format!("seed-{i}-{kind:?}")), &d).unwrap();
         }
+    }
+
+    #[test]
+    fn without_the_payload_flag_only_the_header_is_covered() {
+        let mut h = sample(16);
+        h.payload_crc = false;
+        let mut d = vec![5u8; HEADER + 16];
+        h.write(&mut d);
+        assert_eq!(Header::parse(&d), Ok(h));
+        d[HEADER + 3] ^= 1;
+        assert_eq!(Header::parse(&d), Ok(h), "payload not covered");
+        d[20] ^= 1;
+        assert!(Header::parse(&d).is_err(), "header covered");
     }
 
     #[test]

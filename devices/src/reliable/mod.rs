@@ -69,6 +69,8 @@ pub struct ReliableConfig {
     /// several links): keep them in a per-peer reorder queue instead of
     /// answering a gap with LOSE; losses are then found by the timer.
     pub reorder: bool,
+    /// The checksum covers payloads too, not only headers (see `header`).
+    pub payload_crc: bool,
 }
 
 impl ReliableConfig {
@@ -86,6 +88,7 @@ impl ReliableConfig {
             rto_max: Duration::from_millis(200),
             dead_after: Duration::from_secs(10),
             reorder: false,
+            payload_crc: true,
         }
     }
 }
@@ -313,6 +316,7 @@ impl<L: Link> Engine<L> {
             number,
             ack: p.recv_next.wrapping_sub(1),
             len: 0,
+            payload_crc: false,
         };
         let mut d = [0u8; HEADER];
         h.write(&mut d);
@@ -351,6 +355,7 @@ impl<L: Link> Engine<L> {
     /// Put DATA `seq` to `dest` on the link (again). False on a local failure.
     fn send_data(&mut self, dest: Rank, seq: u32) -> bool {
         let (key, me, epoch) = (self.cfg.job_key.0, self.cfg.rank, self.cfg.epoch);
+        let payload_crc = self.cfg.payload_crc;
         let p = &mut self.peers[dest as usize];
         let Some(dst_epoch) = p.epoch else {
             return false;
@@ -370,6 +375,7 @@ impl<L: Link> Engine<L> {
             number: seq,
             ack,
             len: slot.len as u32,
+            payload_crc,
         };
         h.write(&mut slot.buf);
         slot.sent_at = Some(Instant::now());
