@@ -38,41 +38,63 @@ fn job(dir: &TempDir, fmrun_args: &[&str], prog_args: &[&str]) -> Command {
 
 struct Finished {
     status: ExitStatus,
+    /// From the call to the process's exit.
+    took: Duration,
     stdout: String,
     stderr: String,
 }
 
 /// Wait for a job, killing it if it outlives `limit` (a test never hangs).
+/// Reads whichever of its stdout and stderr are still piped to us.
 fn finish(mut child: Child, limit: Duration) -> Finished {
-    let mut out = child.stdout.take().expect("stdout piped");
-    let mut err = child.stderr.take().expect("stderr piped");
-    let t_out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let deadline = Instant::now() + limit;
+    let t0 = Instant::now();
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_string(&mut s);
+            }
+            s
+        })
+    };
+    let t_out = drain(
+        child
+            .stdout
+            .take()
+            .map(|o| Box::new(o) as Box<dyn Read + Send>),
+    );
+    let t_err = drain(
+        child
+            .stderr
+            .take()
+            .map(|e| Box::new(e) as Box<dyn Read + Send>),
+    );
     let status = loop {
         if let Some(s) = child.try_wait().expect("wait") {
             break s;
         }
-        if Instant::now() > deadline {
+        if t0.elapsed() > limit {
             let _ = child.kill();
             let _ = child.wait();
             panic!("the job did not end within {limit:?}");
         }
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(2));
     };
+    let took = t0.elapsed();
     Finished {
         status,
+        took,
         stdout: t_out.join().unwrap_or_default(),
         stderr: t_err.join().unwrap_or_default(),
     }
+}
+
+/// `fmrun FMRUN_ARGS fm-testprog PROG_ARGS` to its end.
+fn run_job(dir: &TempDir, fmrun_args: &[&str], prog_args: &[&str]) -> Finished {
+    finish(
+        job(dir, fmrun_args, prog_args).spawn().expect("fmrun"),
+        Duration::from_secs(60),
+    )
 }
 
 /// The fm-grm daemon on a free loopback port; killed when dropped.
@@ -190,32 +212,16 @@ fn alive(pid: u32) -> bool {
 #[test]
 fn a_rank_killed_by_sigkill_ends_the_job_within_2s_naming_it() {
     let dir = shm_dir("sigkill");
-    let (mut child, pids, _rest) = serving_job(&dir, 4);
-    let t0 = Instant::now();
+    let (child, pids, _rest) = serving_job(&dir, 4);
     // SAFETY: a plain kill of our own grandchild.
     unsafe { libc::kill(pids[2] as i32, libc::SIGKILL) };
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "the job did not end"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    let took = t0.elapsed();
-    let mut stderr = String::new();
-    let _ = child
-        .stderr
-        .take()
-        .expect("piped")
-        .read_to_string(&mut stderr);
-    assert!(took < Duration::from_secs(2), "took {took:?}");
-    assert_eq!(status.code(), Some(128 + libc::SIGKILL), "{stderr}");
+    let f = finish(child, Duration::from_secs(10));
+    assert!(f.took < Duration::from_secs(2), "took {:?}", f.took);
+    assert_eq!(f.status.code(), Some(128 + libc::SIGKILL), "{}", f.stderr);
     assert!(
-        stderr.contains("rank 2") && stderr.contains("SIGKILL"),
-        "{stderr}"
+        f.stderr.contains("rank 2") && f.stderr.contains("SIGKILL"),
+        "{}",
+        f.stderr
     );
     assert!(
         dir.segments().is_empty(),
@@ -231,54 +237,23 @@ fn a_rank_killed_by_sigkill_ends_the_job_within_2s_naming_it() {
 #[test]
 fn ctrl_c_stops_the_whole_job_within_2s() {
     let dir = shm_dir("sigint");
-    let (mut child, pids, _rest) = serving_job(&dir, 3);
-    let t0 = Instant::now();
+    let (child, pids, _rest) = serving_job(&dir, 3);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let f = finish_child(&mut child, Duration::from_secs(10));
-    assert!(
-        t0.elapsed() < Duration::from_secs(2),
-        "took {:?}",
-        t0.elapsed()
-    );
-    assert_eq!(f.0.code(), Some(130), "{}", f.1);
-    assert!(f.1.contains("interrupted by SIGINT"), "{}", f.1);
+    let f = finish(child, Duration::from_secs(10));
+    assert!(f.took < Duration::from_secs(2), "took {:?}", f.took);
+    assert_eq!(f.status.code(), Some(130), "{}", f.stderr);
+    assert!(f.stderr.contains("interrupted by SIGINT"), "{}", f.stderr);
     assert!(dir.segments().is_empty());
     for p in pids {
         assert!(!alive(p), "pid {p} outlived the job");
     }
 }
 
-fn finish_child(child: &mut Child, limit: Duration) -> (ExitStatus, String) {
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            panic!("fmrun did not end");
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    let mut stderr = String::new();
-    let _ = child
-        .stderr
-        .take()
-        .expect("piped")
-        .read_to_string(&mut stderr);
-    (status, stderr)
-}
-
 #[test]
 fn a_rank_that_exits_nonzero_gives_the_job_its_status() {
     let dir = shm_dir("exit");
-    let f = finish(
-        job(&dir, &["-n", "3"], &["exit", "1", "7"])
-            .spawn()
-            .expect("fmrun"),
-        Duration::from_secs(60),
-    );
+    let f = run_job(&dir, &["-n", "3"], &["exit", "1", "7"]);
     assert_eq!(f.status.code(), Some(7), "{}", f.stderr);
     assert!(
         f.stderr.contains("rank 1") && f.stderr.contains("status 7"),
@@ -313,12 +288,7 @@ fn a_wrong_token_is_refused_with_a_clear_error() {
 #[test]
 fn a_mismatched_handler_table_is_refused_at_join_naming_the_handler() {
     let dir = shm_dir("handlers");
-    let f = finish(
-        job(&dir, &["-n", "3"], &["handlers", "2"])
-            .spawn()
-            .expect("fmrun"),
-        Duration::from_secs(60),
-    );
+    let f = run_job(&dir, &["-n", "3"], &["handlers", "2"]);
     assert!(!f.status.success());
     assert!(f.status.signal().is_none(), "{:?}", f.status);
     assert!(
@@ -337,12 +307,7 @@ fn a_segment_directory_too_small_is_a_clean_error_before_any_message() {
     ) else {
         return;
     };
-    let f = finish(
-        job(&tiny.0, &["-n", "4"], &["ring", "10"])
-            .spawn()
-            .expect("fmrun"),
-        Duration::from_secs(60),
-    );
+    let f = run_job(&tiny.0, &["-n", "4"], &["ring", "10"]);
     assert_eq!(f.status.code(), Some(1), "{}", f.stderr);
     assert!(
         f.stderr.contains("cannot allocate") && f.stderr.contains("FM_SHM_DIR"),
