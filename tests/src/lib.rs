@@ -148,3 +148,47 @@ pub fn workspace_bin(own_bin: &str, name: &str) -> std::path::PathBuf {
     );
     p
 }
+
+impl TempDir {
+    /// A fresh directory under /dev/shm (the system's temp dir where there
+    /// is none): a job's private segment directory.
+    pub fn for_segments(tag: &str) -> TempDir {
+        let base = std::path::Path::new("/dev/shm");
+        TempDir::new_in(base.is_dir().then_some(base), tag)
+    }
+}
+
+/// `fmrun FMRUN_ARGS PROGRAM PROG_ARGS`, the job's segments in `dir`, no
+/// FM_LOG, stdin closed, output piped. `own_bin` is a binary of the calling
+/// test crate, to find fmrun next to it.
+pub fn fmrun(
+    own_bin: &str,
+    dir: &TempDir,
+    fmrun_args: &[&str],
+    program: &std::path::Path,
+    prog_args: &[&str],
+) -> std::process::Command {
+    let mut c = std::process::Command::new(workspace_bin(own_bin, "fmrun"));
+    c.args(fmrun_args)
+        .arg(program)
+        .args(prog_args)
+        .env("FM_SHM_DIR", &dir.0)
+        .env_remove("FM_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    c
+}
+
+/// The sum over the ranks' `ethernet rank R: NAME VALUE …` lines (printed by
+/// fm-testprog) of counter NAME.
+pub fn ethernet_counter(out: &str, name: &str) -> u64 {
+    out.lines()
+        .filter(|l| l.contains("ethernet rank"))
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let at = w.iter().position(|x| *x == name)?;
+            w.get(at + 1)?.parse::<u64>().ok()
+        })
+        .sum()
+}

@@ -5,58 +5,40 @@
 //! hosts real UDP sockets on loopback. Network namespaces come with the
 //! multi-host harness.
 
-use fm_tests::{workspace_bin, TempDir};
+use fm_tests::{ethernet_counter, fmrun, TempDir};
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const TESTPROG: &str = env!("CARGO_BIN_EXE_fm-testprog");
 
-fn shm_dir(tag: &str) -> TempDir {
-    let base = Path::new("/dev/shm");
-    TempDir::new_in(base.is_dir().then_some(base), tag)
-}
-
+/// 8 ranks on 4 virtual hosts, with `faults` injected.
 fn job(dir: &TempDir, faults: &str, args: &[&str]) -> Command {
-    let mut c = Command::new(workspace_bin(TESTPROG, "fmrun"));
-    c.args([
-        "-n",
-        "8",
-        "--hosts",
-        "h0,h1,h2,h3",
-        "--rsh",
-        "local",
-        "--timeout",
-        "240",
-    ])
-    .arg(TESTPROG)
-    .args(args)
-    .env("FM_SHM_DIR", &dir.0)
-    .env("FM_FAULTS", faults)
-    .env_remove("FM_LOG")
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    let mut c = fmrun(
+        TESTPROG,
+        dir,
+        &[
+            "-n",
+            "8",
+            "--hosts",
+            "h0,h1,h2,h3",
+            "--rsh",
+            "local",
+            "--timeout",
+            "240",
+        ],
+        Path::new(TESTPROG),
+        args,
+    );
+    c.env("FM_FAULTS", faults);
     c
-}
-
-/// Sum of one counter over the "ethernet rank R: …" lines.
-fn counter(out: &str, name: &str) -> u64 {
-    out.lines()
-        .filter(|l| l.contains("ethernet rank"))
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            let at = w.iter().position(|x| *x == name)?;
-            w.get(at + 1)?.parse::<u64>().ok()
-        })
-        .sum()
 }
 
 #[test]
 fn four_hosts_of_two_ranks_all_to_all_under_loss_duplication_and_reordering() {
-    let dir = shm_dir("eth-a2a");
+    let dir = TempDir::for_segments("eth-a2a");
     let out = job(
         &dir,
         "drop=0.05,dup=0.01,reorder=0.02,seed=11",
@@ -73,16 +55,16 @@ fn four_hosts_of_two_ranks_all_to_all_under_loss_duplication_and_reordering() {
     assert_eq!(e.matches("ok, received 2000 messages").count(), 8, "{e}");
     assert_eq!(o.matches("ethernet rank").count(), 8, "{o}");
     assert!(
-        counter(&o, "retransmits") > 0,
+        ethernet_counter(&o, "retransmits") > 0,
         "no retransmission under 5 % loss?\n{o}"
     );
-    assert!(counter(&o, "duplicates") > 0, "{o}");
+    assert!(ethernet_counter(&o, "duplicates") > 0, "{o}");
     assert!(dir.segments().is_empty());
 }
 
 #[test]
 fn garbage_datagrams_at_the_device_port_are_dropped_and_counted() {
-    let dir = shm_dir("eth-garbage");
+    let dir = TempDir::for_segments("eth-garbage");
     let mut child = job(&dir, "", &["alltoall", "1000", "16384", "9"])
         .env("FM_TEST_ETH_PAUSE_MS", "600")
         .spawn()
@@ -128,7 +110,7 @@ fn garbage_datagrams_at_the_device_port_are_dropped_and_counted() {
         8,
         "{err}"
     );
-    let invalid = counter(&o, "invalid-drops");
+    let invalid = ethernet_counter(&o, "invalid-drops");
     assert!(
         invalid > 0 && invalid <= sent,
         "{invalid} of {sent} counted\n{o}"
@@ -138,9 +120,11 @@ fn garbage_datagrams_at_the_device_port_are_dropped_and_counted() {
 
 #[test]
 fn a_slow_receiver_engages_stop_and_go_and_nothing_is_lost() {
-    let dir = shm_dir("eth-stopgo");
-    let out = Command::new(workspace_bin(TESTPROG, "fmrun"))
-        .args([
+    let dir = TempDir::for_segments("eth-stopgo");
+    let out = fmrun(
+        TESTPROG,
+        &dir,
+        &[
             "-n",
             "2",
             "--hosts",
@@ -149,23 +133,24 @@ fn a_slow_receiver_engages_stop_and_go_and_nothing_is_lost() {
             "local",
             "--timeout",
             "240",
-        ])
-        .arg(TESTPROG)
-        .args(["stream", "1500", "20000"])
-        .env("FM_SHM_DIR", &dir.0)
-        // A receive pool of 8 packets, far below the 64 credits a sender has.
-        .env("FM_ETH_POOL", "8")
-        .env("FM_TEST_SLOW_RANK", "1")
-        .env_remove("FM_LOG")
-        .stdin(Stdio::null())
-        .output()
-        .expect("fmrun");
+        ],
+        Path::new(TESTPROG),
+        &["stream", "1500", "20000"],
+    )
+    // A receive pool of 8 packets, far below the 64 credits a sender has.
+    .env("FM_ETH_POOL", "8")
+    .env("FM_TEST_SLOW_RANK", "1")
+    .output()
+    .expect("fmrun");
     let (o, e) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
     );
     assert!(out.status.success(), "{:?}\n{o}\n{e}", out.status);
     assert!(e.contains("rank 1: ok, received 1500 messages"), "{e}");
-    assert!(counter(&o, "stops-sent") > 0, "STOP never engaged\n{o}");
-    assert!(counter(&o, "stops-received") > 0, "{o}");
+    assert!(
+        ethernet_counter(&o, "stops-sent") > 0,
+        "STOP never engaged\n{o}"
+    );
+    assert!(ethernet_counter(&o, "stops-received") > 0, "{o}");
 }

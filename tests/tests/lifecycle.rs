@@ -7,33 +7,15 @@
 use fm_tests::{workspace_bin, TempDir, TinyTmpfs};
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 const TESTPROG: &str = env!("CARGO_BIN_EXE_fm-testprog");
 
-fn fmrun() -> PathBuf {
-    workspace_bin(TESTPROG, "fmrun")
-}
-
-fn shm_dir(tag: &str) -> TempDir {
-    let base = Path::new("/dev/shm");
-    TempDir::new_in(base.is_dir().then_some(base), tag)
-}
-
 /// `fmrun ARGS fm-testprog PROG_ARGS`, segments in `dir`, output captured.
 fn job(dir: &TempDir, fmrun_args: &[&str], prog_args: &[&str]) -> Command {
-    let mut c = Command::new(fmrun());
-    c.args(fmrun_args)
-        .arg(TESTPROG)
-        .args(prog_args)
-        .env("FM_SHM_DIR", &dir.0)
-        .env_remove("FM_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c
+    fm_tests::fmrun(TESTPROG, dir, fmrun_args, Path::new(TESTPROG), prog_args)
 }
 
 struct Finished {
@@ -132,7 +114,7 @@ impl Drop for Daemon {
 
 #[test]
 fn two_jobs_side_by_side_never_see_each_others_messages() {
-    let dir = shm_dir("isolation");
+    let dir = TempDir::for_segments("isolation");
     let daemon = Daemon::start();
     // Two jobs through one GRM daemon (isolated by token), a third through
     // fmrun's own embedded GRM; all three share one segment directory.
@@ -211,7 +193,7 @@ fn alive(pid: u32) -> bool {
 
 #[test]
 fn a_rank_killed_by_sigkill_ends_the_job_within_2s_naming_it() {
-    let dir = shm_dir("sigkill");
+    let dir = TempDir::for_segments("sigkill");
     let (child, pids, _rest) = serving_job(&dir, 4);
     // SAFETY: a plain kill of our own grandchild.
     unsafe { libc::kill(pids[2] as i32, libc::SIGKILL) };
@@ -236,7 +218,7 @@ fn a_rank_killed_by_sigkill_ends_the_job_within_2s_naming_it() {
 
 #[test]
 fn ctrl_c_stops_the_whole_job_within_2s() {
-    let dir = shm_dir("sigint");
+    let dir = TempDir::for_segments("sigint");
     let (child, pids, _rest) = serving_job(&dir, 3);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -252,7 +234,7 @@ fn ctrl_c_stops_the_whole_job_within_2s() {
 
 #[test]
 fn a_rank_that_exits_nonzero_gives_the_job_its_status() {
-    let dir = shm_dir("exit");
+    let dir = TempDir::for_segments("exit");
     let f = run_job(&dir, &["-n", "3"], &["exit", "1", "7"]);
     assert_eq!(f.status.code(), Some(7), "{}", f.stderr);
     assert!(
@@ -287,7 +269,7 @@ fn a_wrong_token_is_refused_with_a_clear_error() {
 
 #[test]
 fn a_mismatched_handler_table_is_refused_at_join_naming_the_handler() {
-    let dir = shm_dir("handlers");
+    let dir = TempDir::for_segments("handlers");
     let f = run_job(&dir, &["-n", "3"], &["handlers", "2"]);
     assert!(!f.status.success());
     assert!(f.status.signal().is_none(), "{:?}", f.status);

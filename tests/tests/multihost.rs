@@ -5,9 +5,9 @@
 //! ethernet device over veth links.
 
 use fm_tests::netns::Cluster;
-use fm_tests::{workspace_bin, TempDir};
+use fm_tests::{ethernet_counter, fmrun, workspace_bin, TempDir};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 const TESTPROG: &str = env!("CARGO_BIN_EXE_fm-testprog");
 
@@ -19,13 +19,34 @@ fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn shm_dir(tag: &str) -> TempDir {
-    let base = Path::new("/dev/shm");
-    TempDir::new_in(base.is_dir().then_some(base), tag)
+/// fmrun over the cluster's hosts (`host:N,…`) through `ip netns exec`,
+/// the embedded GRM on the bridge.
+fn on_cluster(c: &Cluster, dir: &TempDir, hosts: &str, program: &Path, args: &[&str]) -> Command {
+    let n: usize = hosts
+        .split(',')
+        .map(|h| {
+            h.rsplit_once(':')
+                .map_or(1, |(_, k)| k.parse().unwrap_or(1))
+        })
+        .sum();
+    let (n, grm) = (n.to_string(), format!("{}:0", c.gateway()));
+    let fmrun_args = [
+        "-n",
+        &n,
+        "--hosts",
+        hosts,
+        "--rsh",
+        "ip netns exec {host}",
+        "--grm-listen",
+        &grm,
+        "--timeout",
+        "240",
+    ];
+    fmrun(TESTPROG, dir, &fmrun_args, program, args)
 }
 
-/// fmrun with `per_host` ranks on each host of the cluster.
-fn fmrun(
+/// fm-testprog with `per_host` ranks on each host of the cluster.
+fn testprog(
     c: &Cluster,
     per_host: usize,
     dir: &TempDir,
@@ -37,40 +58,10 @@ fn fmrun(
         .iter()
         .map(|h| format!("{}:{per_host}", h.name))
         .collect();
-    let n = (per_host * c.hosts.len()).to_string();
-    let mut cmd = Command::new(workspace_bin(TESTPROG, "fmrun"));
-    cmd.args([
-        "-n",
-        &n,
-        "--hosts",
-        &hosts.join(","),
-        "--rsh",
-        "ip netns exec {host}",
-    ])
-    .args([
-        "--grm-listen",
-        &format!("{}:0", c.gateway()),
-        "--timeout",
-        "240",
-    ])
-    .arg(TESTPROG)
-    .args(args)
-    .env("FM_SHM_DIR", &dir.0)
-    .env_remove("FM_LOG")
-    .envs(env.iter().copied())
-    .stdin(Stdio::null());
-    cmd.output().expect("run fmrun")
-}
-
-fn counter(out: &str, name: &str) -> u64 {
-    out.lines()
-        .filter(|l| l.contains("ethernet rank"))
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            let at = w.iter().position(|x| *x == name)?;
-            w.get(at + 1)?.parse::<u64>().ok()
-        })
-        .sum()
+    on_cluster(c, dir, &hosts.join(","), Path::new(TESTPROG), args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run fmrun")
 }
 
 #[test]
@@ -79,8 +70,8 @@ fn four_namespace_hosts_all_to_all_under_faults() {
     let Some(c) = Cluster::new("four_namespace_hosts_all_to_all_under_faults", 4) else {
         return;
     };
-    let dir = shm_dir("ns-a2a");
-    let out = fmrun(
+    let dir = TempDir::for_segments("ns-a2a");
+    let out = testprog(
         &c,
         2,
         &dir,
@@ -93,7 +84,7 @@ fn four_namespace_hosts_all_to_all_under_faults() {
     );
     assert!(out.status.success(), "{:?}\n{o}\n{e}", out.status);
     assert_eq!(e.matches("ok, received 2000 messages").count(), 8, "{e}");
-    assert!(counter(&o, "retransmits") > 0, "{o}");
+    assert!(ethernet_counter(&o, "retransmits") > 0, "{o}");
     assert!(dir.segments().is_empty());
 }
 
@@ -117,8 +108,8 @@ fn a_rate_limited_link_drops_packets_and_everything_still_arrives() {
         eprintln!("SKIPPED a_rate_limited_link_drops_packets_and_everything_still_arrives: tc tbf unavailable");
         return;
     }
-    let dir = shm_dir("ns-tbf");
-    let out = fmrun(&c, 1, &dir, &[], &["alltoall", "600", "262144", "3"]);
+    let dir = TempDir::for_segments("ns-tbf");
+    let out = testprog(&c, 1, &dir, &[], &["alltoall", "600", "262144", "3"]);
     let (o, e) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
@@ -126,7 +117,7 @@ fn a_rate_limited_link_drops_packets_and_everything_still_arrives() {
     assert!(out.status.success(), "{:?}\n{o}\n{e}", out.status);
     assert_eq!(e.matches("ok, received 600 messages").count(), 2, "{e}");
     assert!(
-        counter(&o, "retransmits") > 0,
+        ethernet_counter(&o, "retransmits") > 0,
         "the link never dropped: raise the stream or lower the rate\n{o}"
     );
 }
@@ -134,30 +125,15 @@ fn a_rate_limited_link_drops_packets_and_everything_still_arrives() {
 /// Streaming bandwidth (MB/s) of `fm-bench bw --device ethernet` between
 /// the two hosts, over the interfaces named.
 fn bw_between(c: &Cluster, ifaces: &str) -> f64 {
-    let hosts = format!("{},{}", c.hosts[0].name, c.hosts[1].name);
-    let out = Command::new(workspace_bin(TESTPROG, "fmrun"))
-        .args([
-            "-n",
-            "2",
-            "--hosts",
-            &hosts,
-            "--rsh",
-            "ip netns exec {host}",
-        ])
-        .args([
-            "--grm-listen",
-            &format!("{}:0", c.gateway()),
-            "--timeout",
-            "120",
-        ])
-        .arg(workspace_bin(TESTPROG, "fm-bench"))
-        .args([
-            "bw", "--device", "ethernet", "--sizes", "65536", "--iters", "600", "--warmup", "60",
-            "--json",
-        ])
+    let hosts = format!("{}:1,{}:1", c.hosts[0].name, c.hosts[1].name);
+    let dir = TempDir::for_segments("ns-bw");
+    let bench = workspace_bin(TESTPROG, "fm-bench");
+    let args = [
+        "bw", "--device", "ethernet", "--sizes", "65536", "--iters", "600", "--warmup", "60",
+        "--json",
+    ];
+    let out = on_cluster(c, &dir, &hosts, &bench, &args)
         .env("FM_ETH_IFACES", ifaces)
-        .env_remove("FM_LOG")
-        .stdin(Stdio::null())
         .output()
         .expect("run fmrun");
     let o = String::from_utf8_lossy(&out.stdout);
