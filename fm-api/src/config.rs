@@ -249,15 +249,7 @@ impl Config {
         if let Some(t) = parse_var("FM_SHM_CMA_THRESHOLD")? {
             cfg.cma_threshold = t;
         }
-        cfg.max_credits = parse_var("FM_CREDITS")?;
-        if cfg.max_credits == Some(0) {
-            return Err(ErrorKind::Env {
-                var: "FM_CREDITS",
-                value: "0".into(),
-                reason: "at least one credit is needed".into(),
-            }
-            .into());
-        }
+        cfg.max_credits = parse_positive("FM_CREDITS", "credit")?;
         if let Some(s) = parse_var::<u64>("FM_ATTACH_TIMEOUT")? {
             cfg.attach_timeout = Duration::from_secs(s);
         }
@@ -285,15 +277,7 @@ impl Config {
                 .collect::<std::result::Result<_, _>>()?;
         }
         cfg.eth.mtu = parse_var("FM_ETH_MTU")?;
-        cfg.eth.window = parse_var("FM_ETH_WINDOW")?;
-        if cfg.eth.window == Some(0) {
-            return Err(ErrorKind::Env {
-                var: "FM_ETH_WINDOW",
-                value: "0".into(),
-                reason: "at least one packet".into(),
-            }
-            .into());
-        }
+        cfg.eth.window = parse_positive("FM_ETH_WINDOW", "packet")?;
         cfg.eth.rto =
             parse_var::<u64>("FM_ETH_RTO_US")?.map(|us| Duration::from_micros(us.max(10)));
         cfg.eth.dead_after = parse_var::<u64>("FM_ETH_DEAD_AFTER")?.map(Duration::from_secs);
@@ -311,15 +295,7 @@ impl Config {
                 }
             };
         }
-        cfg.eth.pool = parse_var("FM_ETH_POOL")?;
-        if cfg.eth.pool == Some(0) {
-            return Err(ErrorKind::Env {
-                var: "FM_ETH_POOL",
-                value: "0".into(),
-                reason: "at least one packet".into(),
-            }
-            .into());
-        }
+        cfg.eth.pool = parse_positive("FM_ETH_POOL", "packet")?;
         if let Ok(v) = std::env::var("FM_FAULTS") {
             cfg.eth.faults =
                 Some(
@@ -338,6 +314,24 @@ impl Config {
         (0..self.size as Rank)
             .filter(|&r| self.hosts[r as usize] == self.host)
             .collect()
+    }
+}
+
+/// Like [`parse_var`], for counts that must be at least one.
+/// `unit` names what is counted, for the error.
+fn parse_positive<T>(var: &'static str, unit: &str) -> Result<Option<T>>
+where
+    T: std::str::FromStr + Default + PartialEq,
+    T::Err: std::fmt::Display,
+{
+    match parse_var::<T>(var)? {
+        Some(v) if v == T::default() => Err(ErrorKind::Env {
+            var,
+            value: "0".into(),
+            reason: format!("at least one {unit} is needed"),
+        }
+        .into()),
+        v => Ok(v),
     }
 }
 
