@@ -26,15 +26,14 @@ fn check_pingpong_rows(rows: &[serde_json::Value], sizes: &[u64]) {
     }
 }
 
-#[test]
-fn standalone_pingpong_reports_json_rows() {
-    let out = Command::new(BENCH)
-        .args([
-            "pingpong", "--sizes", "8,65536", "--iters", "2000", "--warmup", "200", "--json",
-        ])
-        .env_remove("FM_RANK")
-        .output()
-        .expect("run fm-bench");
+/// Ping-pong at 8 B and 64 KiB, short, as JSON.
+const PINGPONG: [&str; 8] = [
+    "pingpong", "--sizes", "8,65536", "--iters", "2000", "--warmup", "200", "--json",
+];
+
+/// Run `cmd`, which must succeed, and check its ping-pong rows.
+fn check_run(mut cmd: Command) {
+    let out = cmd.output().expect("run");
     assert!(
         out.status.success(),
         "{}",
@@ -44,24 +43,17 @@ fn standalone_pingpong_reports_json_rows() {
 }
 
 #[test]
+fn standalone_pingpong_reports_json_rows() {
+    let mut c = Command::new(BENCH);
+    c.args(PINGPONG).env_remove("FM_RANK");
+    check_run(c);
+}
+
+#[test]
 fn eight_ranks_under_fmrun_on_this_machine() {
-    let fmrun = std::path::Path::new(BENCH).with_file_name("fmrun");
-    assert!(
-        fmrun.exists(),
-        "{} is not built: run `cargo test` for the workspace",
-        fmrun.display()
-    );
-    let out = Command::new(fmrun)
-        .args(["-n", "8", BENCH, "pingpong", "--device", "shmem"])
-        .args([
-            "--sizes", "8,65536", "--iters", "2000", "--warmup", "200", "--json",
-        ])
-        .output()
-        .expect("run fmrun");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    check_pingpong_rows(&json_rows(&out.stdout), &[8, 65536]);
+    let mut c = Command::new(fm_tests::workspace_bin(BENCH, "fmrun"));
+    c.args(["-n", "8", BENCH])
+        .args(PINGPONG)
+        .args(["--device", "shmem"]);
+    check_run(c);
 }
