@@ -75,10 +75,6 @@ enum Bind {
 const TERM_GRACE: Duration = Duration::from_millis(700);
 const TICK: Duration = Duration::from_millis(10);
 
-enum Ev {
-    Grm(Event),
-}
-
 fn main() -> ExitCode {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(
@@ -133,9 +129,9 @@ fn run(cli: Cli) -> Result<u8, String> {
         (None, None) => unreachable!("one of the two is set"),
     };
     let token = fm_grm::client::new_token();
-    let (tx, rx) = mpsc::channel::<Ev>();
+    let (tx, rx) = mpsc::channel::<Event>();
     let link = LauncherLink::register(&addr, &token, cli.n, &program, move |e| {
-        let _ = tx.send(Ev::Grm(e));
+        let _ = tx.send(e);
     })
     .map_err(|e| e.to_string())?;
     tracing::debug!(key = %link.job_key, %addr, "fmrun: job registered");
@@ -177,9 +173,9 @@ fn run(cli: Cli) -> Result<u8, String> {
     let deadline = cli.timeout.map(|s| Instant::now() + Duration::from_secs(s));
     while !job.all_exited() {
         // Everything the GRM said first: it names the rank that died.
-        if let Ok(Ev::Grm(e)) = rx.recv_timeout(TICK) {
+        if let Ok(e) = rx.recv_timeout(TICK) {
             job.on_grm(e);
-            while let Ok(Ev::Grm(e)) = rx.try_recv() {
+            while let Ok(e) = rx.try_recv() {
                 job.on_grm(e);
             }
         }
