@@ -336,6 +336,7 @@ impl<L: Link> Engine<L> {
     /// Transmit what the window allows towards `dest`, from `sent + 1`.
     fn transmit(&mut self, dest: Rank) {
         let window = self.cfg.window + CONTROL_RESERVE;
+        let now = Instant::now();
         loop {
             let p = &self.peers[dest as usize];
             if p.stopped
@@ -345,7 +346,7 @@ impl<L: Link> Engine<L> {
                 return;
             }
             let seq = p.sent.wrapping_add(1);
-            if !self.send_data(dest, seq) {
+            if !self.send_data(dest, seq, now) {
                 return;
             }
             self.peers[dest as usize].sent = seq;
@@ -353,7 +354,7 @@ impl<L: Link> Engine<L> {
     }
 
     /// Put DATA `seq` to `dest` on the link (again). False on a local failure.
-    fn send_data(&mut self, dest: Rank, seq: u32) -> bool {
+    fn send_data(&mut self, dest: Rank, seq: u32, now: Instant) -> bool {
         let (key, me, epoch) = (self.cfg.job_key.0, self.cfg.rank, self.cfg.epoch);
         let payload_crc = self.cfg.payload_crc;
         let p = &mut self.peers[dest as usize];
@@ -378,7 +379,7 @@ impl<L: Link> Engine<L> {
             payload_crc,
         };
         h.write(&mut slot.buf);
-        slot.sent_at = Some(Instant::now());
+        slot.sent_at = Some(now);
         let len = HEADER + slot.len;
         if self.link.send(dest, &slot.buf[..len]).is_err() {
             // Local failure (socket buffer full): the timer sends it again.
@@ -394,11 +395,10 @@ impl<L: Link> Engine<L> {
     }
 
     /// A cumulative acknowledgement of `k` from `src`.
-    fn on_ack(&mut self, src: Rank, k: u32) {
+    fn on_ack(&mut self, src: Rank, k: u32, now: Instant) {
         let p = &mut self.peers[src as usize];
         let last = p.next_seq.wrapping_sub(1);
         if seq_lt(p.acked, k) && seq_le(k, last) {
-            let now = Instant::now();
             let newest = p.slot(k);
             if let (Some(t), false) = (newest.sent_at, newest.resent) {
                 let sample = now.duration_since(t).as_secs_f64() * 1e6;
@@ -423,7 +423,7 @@ impl<L: Link> Engine<L> {
             }
             let est = Duration::from_micros((p.srtt_us + 4.0 * p.rttvar_us) as u64);
             p.rto = est.clamp(self.cfg.rto, self.cfg.rto_max);
-            p.progress_at = Instant::now();
+            p.progress_at = now;
             p.stopped = false;
         }
     }
@@ -432,6 +432,8 @@ impl<L: Link> Engine<L> {
     fn progress(&mut self) {
         self.link.tick();
         let mut got = 0;
+        // The clock is read once per poll, and only when something needs it.
+        let mut clock: Option<Instant> = None;
         for _ in 0..RECV_BATCH {
             let slot = self.free.last().copied();
             let buf = match slot {
@@ -440,7 +442,8 @@ impl<L: Link> Engine<L> {
             };
             let Some(n) = self.link.recv(buf) else { break };
             got += 1;
-            self.handle(slot, n);
+            let now = *clock.get_or_insert_with(Instant::now);
+            self.handle(slot, n, now);
         }
         // Owed ACKs ride on DATA going back when there is some; otherwise a
         // bare ACK goes out once a quarter of the retransmission timeout has
@@ -448,7 +451,7 @@ impl<L: Link> Engine<L> {
         if !self.owed.is_empty() {
             let half = (self.cfg.window / 2).max(1);
             let delay = self.cfg.rto / 4;
-            let now = (got == 0).then(Instant::now);
+            let now = (got == 0).then(|| *clock.get_or_insert_with(Instant::now));
             let mut i = 0;
             while i < self.owed.len() {
                 let r = self.owed[i];
@@ -470,7 +473,7 @@ impl<L: Link> Engine<L> {
         // Timers only once the link is drained: ACKs waiting to be read must
         // not look like losses.
         if got < RECV_BATCH && (got == 0 || self.polls.is_multiple_of(64)) {
-            let now = Instant::now();
+            let now = *clock.get_or_insert_with(Instant::now);
             if now.duration_since(self.timers_at) >= self.cfg.rto / 4 {
                 self.timers_at = now;
                 self.timers(now);
@@ -478,7 +481,8 @@ impl<L: Link> Engine<L> {
         }
     }
 
-    fn handle(&mut self, slot: Option<u32>, n: usize) {
+    /// One datagram, arrived at (about) `now`: one clock read per poll.
+    fn handle(&mut self, slot: Option<u32>, n: usize, now: Instant) {
         let d = match slot {
             Some(s) => &self.pool[s as usize][..n],
             None => &self.scratch[..n],
@@ -507,8 +511,7 @@ impl<L: Link> Engine<L> {
             return;
         }
         let src = h.src;
-        self.on_ack(src, h.ack);
-        let now = Instant::now();
+        self.on_ack(src, h.ack, now);
         match h.kind {
             Kind::Data => self.on_data(src, &h, slot, now),
             Kind::Ack => {}
@@ -642,7 +645,7 @@ impl<L: Link> Engine<L> {
                 if now.duration_since(p.stopped_at) > p.rto * 4 {
                     p.stopped_at = now;
                     let oldest = p.acked.wrapping_add(1);
-                    self.send_data(r as Rank, oldest);
+                    self.send_data(r as Rank, oldest, now);
                     self.rstats.probes += 1;
                 }
                 continue;
