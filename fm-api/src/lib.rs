@@ -126,23 +126,27 @@ impl FmBuilder {
             names.push((id, name));
         }
         names.sort();
-        let mut eth_endpoint = None;
         let (grm, eth) = match config.grm.clone() {
             Some(g) => {
+                // Bound before joining: its endpoint goes into the node map.
                 let sock = match config.net {
-                    Net::Auto => Some(bind_ethernet(&g, &config)?),
+                    Net::Auto => {
+                        let s = bind_ethernet(&g, &config)?;
+                        let ep = s.endpoint()?;
+                        Some((s, ep))
+                    }
                     Net::Null => None,
                 };
-                let m = join_job(&g, &mut config, &names, sock.as_ref())?;
-                eth_endpoint = sock.as_ref().map(|s| s.endpoint()).transpose()?;
+                let m = join_job(&g, &mut config, &names, sock.as_ref().map(|(_, ep)| ep))?;
                 let eth = match sock {
-                    Some(s) => associate_ethernet(s, &m, &config)?,
+                    Some((s, ep)) => associate_ethernet(s, &m, &config)?.map(|d| (d, ep)),
                     None => None,
                 };
                 (Some(m), eth)
             }
             None => (None, None),
         };
+        let (eth, eth_endpoint) = eth.unzip();
         let dev = match open_composite(&config, eth) {
             Ok(d) => d,
             Err(e) => {
@@ -155,7 +159,6 @@ impl FmBuilder {
         if let Some(m) = &grm {
             m.ready(dev.table().to_string());
         }
-        let has_eth = dev.ethernet_stats().is_some();
         let cpus = std::env::var("FM_CPUS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -175,7 +178,7 @@ impl FmBuilder {
             barrier_arrived: 0,
             barrier_released: 0,
             config,
-            eth_endpoint: eth_endpoint.filter(|_| has_eth),
+            eth_endpoint,
             _grm: grm,
         })
     }
@@ -251,16 +254,16 @@ fn join_job(
     g: &GrmJoin,
     config: &mut Config,
     names: &[(u16, String)],
-    eth: Option<&EthernetSocket>,
+    eth: Option<&EthernetEndpoint>,
 ) -> Result<Membership> {
     let mut endpoints = vec![fm_grm::proto::DeviceEndpoint {
         device: "shmem".into(),
         address: config.shm_dir.to_string_lossy().into_owned().into_bytes(),
     }];
-    if let Some(s) = eth {
+    if let Some(ep) = eth {
         endpoints.push(fm_grm::proto::DeviceEndpoint {
             device: "ethernet".into(),
-            address: s.endpoint()?.encode().into_bytes(),
+            address: ep.encode().into_bytes(),
         });
     }
     let join = fm_grm::proto::Join {
