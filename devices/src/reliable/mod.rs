@@ -134,6 +134,18 @@ pub struct ReliableStats {
     pub unreachable: u64,
 }
 
+impl ReliableStats {
+    /// Datagrams dropped as invalid: malformed, bad checksum, another job,
+    /// a stale epoch, misdirected.
+    pub fn invalid_drops(&self) -> u64 {
+        self.dropped_malformed
+            + self.dropped_checksum
+            + self.dropped_foreign_job
+            + self.dropped_stale_epoch
+            + self.dropped_misdirected
+    }
+}
+
 struct TxSlot {
     buf: Vec<u8>,
     len: usize,
@@ -825,13 +837,8 @@ impl<L: Link> Device for Engine<L> {
     /// Packets dropped for any reason that makes them invalid (malformed,
     /// bad checksum, another job, a stale epoch, misdirected) count as malformed.
     fn stats(&self) -> DeviceStats {
-        let r = &self.rstats;
         let mut s = self.stats.clone();
-        s.dropped_malformed = r.dropped_malformed
-            + r.dropped_checksum
-            + r.dropped_foreign_job
-            + r.dropped_stale_epoch
-            + r.dropped_misdirected;
+        s.dropped_malformed = self.rstats.invalid_drops();
         s
     }
 }

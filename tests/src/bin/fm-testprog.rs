@@ -236,18 +236,7 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
         expected.iter().sum::<u64>(),
         st
     );
-    if let Some(e) = fm.composite().ethernet_stats() {
-        // One line the tests parse: "ethernet rank R: retransmits N timeouts N ...".
-        let invalid = e.dropped_malformed
-            + e.dropped_checksum
-            + e.dropped_foreign_job
-            + e.dropped_stale_epoch
-            + e.dropped_misdirected;
-        println!(
-            "ethernet rank {rank}: retransmits {} timeouts {} loses {} duplicates {} invalid-drops {} out-of-order {} stops-sent {} stops-received {}",
-            e.retransmits, e.timeouts, e.loses_received, e.duplicates, invalid, e.out_of_order, e.stops_sent, e.stops_received
-        );
-    }
+    print_ethernet_counters(&fm);
     Ok(())
 }
 
@@ -489,14 +478,22 @@ fn stream(messages: u64, size: usize) -> Res {
         eprintln!("rank 1: ok, received {} messages", g.0);
     }
     fm.barrier().map_err(err)?;
-    if let Some(e) = fm.composite().ethernet_stats() {
-        println!(
-            "ethernet rank {me}: retransmits {} timeouts {} stops-sent {} stops-received {} gos-sent {} probes {}",
-            e.retransmits, e.timeouts, e.stops_sent, e.stops_received, e.gos_sent, e.probes
-        );
-        if std::env::var_os("FM_TEST_DEBUG").is_some() {
-            eprintln!("{e:?}");
-        }
-    }
+    print_ethernet_counters(&fm);
     Ok(())
+}
+
+/// One line the tests parse (`fm_tests::ethernet_counter`):
+/// "ethernet rank R: retransmits N timeouts N …", when the job used ethernet.
+fn print_ethernet_counters(fm: &Fm) {
+    let Some(e) = fm.composite().ethernet_stats() else {
+        return;
+    };
+    println!(
+        "ethernet rank {}: retransmits {} timeouts {} loses {} duplicates {} invalid-drops {} out-of-order {} stops-sent {} stops-received {} gos-sent {} probes {}",
+        fm.rank(), e.retransmits, e.timeouts, e.loses_received, e.duplicates, e.invalid_drops(),
+        e.out_of_order, e.stops_sent, e.stops_received, e.gos_sent, e.probes
+    );
+    if std::env::var_os("FM_TEST_DEBUG").is_some() {
+        eprintln!("{e:?}");
+    }
 }
