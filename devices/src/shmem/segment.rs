@@ -468,29 +468,23 @@ impl SegmentFile {
         if bytes < HEADER_BYTES as u64 {
             return None;
         }
-        // SAFETY: read-only map of an existing prefix; a concurrent truncate
-        // cannot happen to a segment (they are only ever unlinked).
-        let head = unsafe { memmap2::MmapOptions::new().len(HEADER_BYTES).map(&file) }.ok()?;
+        // Header and the largest process table, or the whole file if smaller:
+        // one read-only map. SAFETY: a prefix of the file; segments are never
+        // truncated (only unlinked).
+        let len = bytes.min((HEADER_BYTES + MAX_PROCS as usize * PROC_ENTRY_BYTES) as u64);
+        let map = unsafe { memmap2::MmapOptions::new().len(len as usize).map(&file) }.ok()?;
         // SAFETY: as in `open`; only plain fields and atomics are read.
-        let h = unsafe { &*(head.as_ptr() as *const Header) };
+        let h = unsafe { &*(map.as_ptr() as *const Header) };
         if h.magic != MAGIC {
             return None;
         }
         let procs = h.procs.min(MAX_PROCS) as usize;
-        let table_end = (HEADER_BYTES + procs * PROC_ENTRY_BYTES) as u64;
+        let table_end = HEADER_BYTES + procs * PROC_ENTRY_BYTES;
         let mut pids = Vec::new();
-        if table_end <= bytes {
-            // SAFETY: as above, within the file's length.
-            let map = unsafe {
-                memmap2::MmapOptions::new()
-                    .len(table_end as usize)
-                    .map(&file)
-            }
-            .ok()?;
+        if table_end as u64 <= len {
             for i in 0..procs {
                 let at = HEADER_BYTES + i * PROC_ENTRY_BYTES + 4;
-                let pid = u32::from_ne_bytes(map[at..at + 4].try_into().ok()?);
-                pids.push(pid);
+                pids.push(u32::from_ne_bytes(map[at..at + 4].try_into().ok()?));
             }
         }
         Some(SegmentFile {
