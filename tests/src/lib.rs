@@ -192,3 +192,14 @@ pub fn ethernet_counter(out: &str, name: &str) -> u64 {
         })
         .sum()
 }
+
+/// Run `cmd` to its end; it must succeed. Its stdout and stderr.
+pub fn succeed(cmd: &mut std::process::Command) -> (String, String) {
+    let out = cmd.output().expect("run the command");
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "{:?}\n{o}\n{e}", out.status);
+    (o, e)
+}

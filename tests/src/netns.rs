@@ -176,3 +176,14 @@ fn remove_stale() {
         }
     }
 }
+
+/// Limit what leaves `dev` (a veth end in the root namespace) to `rate`
+/// with a queue of `limit` bytes (`tc … tbf`; netem is not in every kernel).
+/// False when tc cannot do it here.
+pub fn rate_limit(dev: &str, rate: &str, limit: &str) -> bool {
+    Command::new("tc")
+        .args(["qdisc", "add", "dev", dev, "root", "tbf"])
+        .args(["rate", rate, "burst", "64kb", "limit", limit])
+        .status()
+        .is_ok_and(|s| s.success())
+}

@@ -5,7 +5,7 @@
 //! hosts real UDP sockets on loopback. Network namespaces come with the
 //! multi-host harness.
 
-use fm_tests::{ethernet_counter, fmrun, TempDir};
+use fm_tests::{ethernet_counter, fmrun, succeed, TempDir};
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
@@ -39,18 +39,11 @@ fn job(dir: &TempDir, faults: &str, args: &[&str]) -> Command {
 #[test]
 fn four_hosts_of_two_ranks_all_to_all_under_loss_duplication_and_reordering() {
     let dir = TempDir::for_segments("eth-a2a");
-    let out = job(
+    let (o, e) = succeed(&mut job(
         &dir,
         "drop=0.05,dup=0.01,reorder=0.02,seed=11",
         &["alltoall", "2000", "65536", "5"],
-    )
-    .output()
-    .expect("fmrun");
-    let (o, e) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "{:?}\n{o}\n{e}", out.status);
+    ));
     // Every rank checked every message: exactly once, in order, intact.
     assert_eq!(e.matches("ok, received 2000 messages").count(), 8, "{e}");
     assert_eq!(o.matches("ethernet rank").count(), 8, "{o}");
@@ -121,32 +114,27 @@ fn garbage_datagrams_at_the_device_port_are_dropped_and_counted() {
 #[test]
 fn a_slow_receiver_engages_stop_and_go_and_nothing_is_lost() {
     let dir = TempDir::for_segments("eth-stopgo");
-    let out = fmrun(
-        TESTPROG,
-        &dir,
-        &[
-            "-n",
-            "2",
-            "--hosts",
-            "a,b",
-            "--rsh",
-            "local",
-            "--timeout",
-            "240",
-        ],
-        Path::new(TESTPROG),
-        &["stream", "1500", "20000"],
-    )
-    // A receive pool of 8 packets, far below the 64 credits a sender has.
-    .env("FM_ETH_POOL", "8")
-    .env("FM_TEST_SLOW_RANK", "1")
-    .output()
-    .expect("fmrun");
-    let (o, e) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
+    let (o, e) = succeed(
+        fmrun(
+            TESTPROG,
+            &dir,
+            &[
+                "-n",
+                "2",
+                "--hosts",
+                "a,b",
+                "--rsh",
+                "local",
+                "--timeout",
+                "240",
+            ],
+            Path::new(TESTPROG),
+            &["stream", "1500", "20000"],
+        )
+        // A receive pool of 8 packets, far below the 64 credits a sender has.
+        .env("FM_ETH_POOL", "8")
+        .env("FM_TEST_SLOW_RANK", "1"),
     );
-    assert!(out.status.success(), "{:?}\n{o}\n{e}", out.status);
     assert!(e.contains("rank 1: ok, received 1500 messages"), "{e}");
     assert!(
         ethernet_counter(&o, "stops-sent") > 0,

@@ -4,10 +4,10 @@
 //! host talk through shared memory and ranks on different hosts through the
 //! ethernet device over veth links.
 
-use fm_tests::netns::Cluster;
-use fm_tests::{ethernet_counter, fmrun, workspace_bin, TempDir};
+use fm_tests::netns::{rate_limit, Cluster};
+use fm_tests::{ethernet_counter, fmrun, succeed, workspace_bin, TempDir};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 const TESTPROG: &str = env!("CARGO_BIN_EXE_fm-testprog");
 
@@ -45,23 +45,23 @@ fn on_cluster(c: &Cluster, dir: &TempDir, hosts: &str, program: &Path, args: &[&
     fmrun(TESTPROG, dir, &fmrun_args, program, args)
 }
 
-/// fm-testprog with `per_host` ranks on each host of the cluster.
+/// fm-testprog with `per_host` ranks on each host of the cluster; it must
+/// succeed. Its stdout and stderr.
 fn testprog(
     c: &Cluster,
     per_host: usize,
     dir: &TempDir,
     env: &[(&str, &str)],
     args: &[&str],
-) -> Output {
+) -> (String, String) {
     let hosts: Vec<String> = c
         .hosts
         .iter()
         .map(|h| format!("{}:{per_host}", h.name))
         .collect();
-    on_cluster(c, dir, &hosts.join(","), Path::new(TESTPROG), args)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run fmrun")
+    succeed(
+        on_cluster(c, dir, &hosts.join(","), Path::new(TESTPROG), args).envs(env.iter().copied()),
+    )
 }
 
 #[test]
@@ -71,18 +71,13 @@ fn four_namespace_hosts_all_to_all_under_faults() {
         return;
     };
     let dir = TempDir::for_segments("ns-a2a");
-    let out = testprog(
+    let (o, e) = testprog(
         &c,
         2,
         &dir,
         &[("FM_FAULTS", "drop=0.05,dup=0.01,reorder=0.02,seed=21")],
         &["alltoall", "2000", "65536", "13"],
     );
-    let (o, e) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "{:?}\n{o}\n{e}", out.status);
     assert_eq!(e.matches("ok, received 2000 messages").count(), 8, "{e}");
     assert!(ethernet_counter(&o, "retransmits") > 0, "{o}");
     assert!(dir.segments().is_empty());
@@ -99,22 +94,12 @@ fn a_rate_limited_link_drops_packets_and_everything_still_arrives() {
     };
     // Host 1's link: 200 Mbit/s with a small queue, so a stream overruns it
     // and the kernel drops (netem is not in this kernel; tbf is).
-    let tbf = Command::new("tc")
-        .args(["qdisc", "add", "dev", &c.hosts[1].root_if, "root", "tbf"])
-        .args(["rate", "200mbit", "burst", "64kb", "limit", "128kb"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !tbf {
+    if !rate_limit(&c.hosts[1].root_if, "200mbit", "128kb") {
         eprintln!("SKIPPED a_rate_limited_link_drops_packets_and_everything_still_arrives: tc tbf unavailable");
         return;
     }
     let dir = TempDir::for_segments("ns-tbf");
-    let out = testprog(&c, 1, &dir, &[], &["alltoall", "600", "262144", "3"]);
-    let (o, e) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "{:?}\n{o}\n{e}", out.status);
+    let (o, e) = testprog(&c, 1, &dir, &[], &["alltoall", "600", "262144", "3"]);
     assert_eq!(e.matches("ok, received 600 messages").count(), 2, "{e}");
     assert!(
         ethernet_counter(&o, "retransmits") > 0,
@@ -132,17 +117,7 @@ fn bw_between(c: &Cluster, ifaces: &str) -> f64 {
         "bw", "--device", "ethernet", "--sizes", "65536", "--iters", "600", "--warmup", "60",
         "--json",
     ];
-    let out = on_cluster(c, &dir, &hosts, &bench, &args)
-        .env("FM_ETH_IFACES", ifaces)
-        .output()
-        .expect("run fmrun");
-    let o = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{:?}\n{o}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (o, _) = succeed(on_cluster(c, &dir, &hosts, &bench, &args).env("FM_ETH_IFACES", ifaces));
     o.lines()
         .filter_map(|l| l.split_once('{').map(|(_, r)| format!("{{{r}")))
         .find_map(|l| {
@@ -162,12 +137,7 @@ fn trunking_over_two_rate_limited_links_nearly_doubles_bandwidth() {
     };
     // Each of host 1's two links: 200 Mbit/s.
     for root_if in &c.hosts[1].root_ifs {
-        let ok = Command::new("tc")
-            .args(["qdisc", "add", "dev", root_if, "root", "tbf"])
-            .args(["rate", "200mbit", "burst", "64kb", "limit", "256kb"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
+        if !rate_limit(root_if, "200mbit", "256kb") {
             eprintln!("SKIPPED {test}: tc tbf unavailable");
             return;
         }
