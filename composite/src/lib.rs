@@ -70,6 +70,10 @@ impl Device for Network {
         each!(self, d => d.raw_receive())
     }
     #[inline]
+    fn raw_receive_arrived(&mut self) -> Option<RawRecv> {
+        each!(self, d => d.raw_receive_arrived())
+    }
+    #[inline]
     fn raw_release(&mut self, token: u64) {
         each!(self, d => d.raw_release(token))
     }
@@ -304,6 +308,36 @@ impl Composite {
     pub fn table(&self) -> DeviceTable<'_> {
         DeviceTable(self)
     }
+
+    /// Unified polling: shared memory (one cached load per queue when idle),
+    /// the self queue, then the other members that can receive — all of
+    /// them, or (`arrived`) only what they already took in.
+    #[inline(always)]
+    fn poll(&mut self, arrived: bool) -> Option<RawRecv> {
+        if let Some(s) = self.shmem.as_mut() {
+            if let Some(r) = s.raw_receive() {
+                // Route::Shmem's tag is 0: the token is already right.
+                return Some(r);
+            }
+        }
+        if let Some(mut r) = self.self_loop.raw_receive() {
+            r.token |= Route::SelfLoop.tag() << ROUTE_SHIFT;
+            return Some(r);
+        }
+        for &i in &self.others_polled {
+            let d = &mut self.others[i as usize];
+            let r = if arrived {
+                d.raw_receive_arrived()
+            } else {
+                d.raw_receive()
+            };
+            if let Some(mut r) = r {
+                r.token |= Route::Other(i).tag() << ROUTE_SHIFT;
+                return Some(r);
+            }
+        }
+        None
+    }
 }
 
 /// Display of a composite's destination device table.
@@ -400,27 +434,14 @@ impl Device for Composite {
         route!(self, route, d => d.raw_abort(buf))
     }
 
-    /// Unified polling: shared memory (one cached load per queue when idle),
-    /// the self queue, then the other members that can receive.
     #[inline(always)]
     fn raw_receive(&mut self) -> Option<RawRecv> {
-        if let Some(s) = self.shmem.as_mut() {
-            if let Some(r) = s.raw_receive() {
-                // Route::Shmem's tag is 0: the token is already right.
-                return Some(r);
-            }
-        }
-        if let Some(mut r) = self.self_loop.raw_receive() {
-            r.token |= Route::SelfLoop.tag() << ROUTE_SHIFT;
-            return Some(r);
-        }
-        for &i in &self.others_polled {
-            if let Some(mut r) = self.others[i as usize].raw_receive() {
-                r.token |= Route::Other(i).tag() << ROUTE_SHIFT;
-                return Some(r);
-            }
-        }
-        None
+        self.poll(false)
+    }
+
+    #[inline(always)]
+    fn raw_receive_arrived(&mut self) -> Option<RawRecv> {
+        self.poll(true)
     }
 
     #[inline(always)]

@@ -67,6 +67,13 @@ pub enum DeviceError {
         source: std::io::Error,
     },
 
+    /// The process lacks a privilege the device needs (CAP_NET_RAW).
+    #[error("{device}: not permitted: {reason}")]
+    NotPermitted {
+        device: &'static str,
+        reason: String,
+    },
+
     #[error("{device}: bad configuration: {reason}")]
     Config {
         device: &'static str,

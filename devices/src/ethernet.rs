@@ -13,12 +13,11 @@
 //! reliable layer then keeps a per-peer reorder queue instead of treating a
 //! gap as a loss, and discards duplicates.
 
-use crate::reliable::{Faults, FaultyLink, Link, ReliableConfig, ReliableDevice};
+use crate::reliable::{Link, ReliableDevice, Settings};
 use crate::{DeviceError, JobKey, Rank};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::time::Duration;
 
 /// IPv4 (20) + UDP (8) headers.
 const IP_UDP_HEADERS: usize = 28;
@@ -36,17 +35,9 @@ pub struct EthernetConfig {
     /// the IP and UDP headers (65507 on loopback: fewer, larger datagrams
     /// moved 2.7× the bandwidth of 16 KiB ones here).
     pub mtu: Option<usize>,
-    pub window: u32,
-    /// Receive pool in packets; `None`: 16 MiB worth, 128 to 4096 packets.
-    pub pool: Option<usize>,
-    pub rto: Duration,
-    pub dead_after: Duration,
     /// Socket buffer sizes asked of the kernel.
     pub socket_buffer: usize,
-    pub faults: Option<Faults>,
-    /// Cover payloads with the CRC too (`FM_ETH_CHECKSUM=full`); always
-    /// when fault injection corrupts packets.
-    pub payload_crc: bool,
+    pub reliable: Settings,
 }
 
 impl EthernetConfig {
@@ -54,13 +45,8 @@ impl EthernetConfig {
         EthernetConfig {
             addrs: vec![addr],
             mtu: None,
-            window: 64,
-            pool: None,
-            rto: Duration::from_millis(2),
-            dead_after: Duration::from_secs(10),
             socket_buffer: 4 << 20,
-            faults: None,
-            payload_crc: false,
+            reliable: Settings::default(),
         }
     }
 }
@@ -203,18 +189,8 @@ impl EthernetSocket {
             .flatten()
             .map(|p| p.mtu as usize)
             .fold(self.mtu, usize::min);
-        let mut c = ReliableConfig::new("ethernet", job_key, rank, peers.len());
-        c.epoch = self.epoch;
-        c.mtu = mtu;
-        c.window = self.cfg.window;
-        c.pool = self
-            .cfg
-            .pool
-            .unwrap_or_else(|| ((16 << 20) / mtu).clamp(128, 4096));
-        c.rto = self.cfg.rto;
-        c.rto_max = (self.cfg.rto * 100).max(Duration::from_millis(100));
-        c.dead_after = self.cfg.dead_after;
-        c.payload_crc = self.cfg.payload_crc || self.cfg.faults.is_some_and(|f| f.corrupt > 0.0);
+        let r = &self.cfg.reliable;
+        let mut c = r.config("ethernet", job_key, rank, peers.len(), self.epoch, mtu);
         // Several links to a peer reorder packets among themselves.
         c.reorder = self.socks.len() > 1 && peers.iter().flatten().any(|p| p.addrs.len() > 1);
         let link = UdpLink {
@@ -226,10 +202,7 @@ impl EthernetSocket {
             next_sock: 0,
             socks: self.socks,
         };
-        let link: Box<dyn Link> = match self.cfg.faults {
-            Some(f) => Box::new(FaultyLink::new(link, f)),
-            None => Box::new(link),
-        };
+        let link = r.link(link);
         let epochs: Vec<Option<u32>> = peers.iter().map(|p| p.as_ref().map(|p| p.epoch)).collect();
         ReliableDevice::new(c, link, &epochs)
     }
@@ -281,18 +254,13 @@ impl Link for UdpLink {
 
 /// The MTU of the interface that holds `addr`, from the kernel.
 pub fn interface_mtu(addr: IpAddr) -> Option<usize> {
-    let name = interface_of(addr)?;
-    std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+    crate::sys::interface_mtu(&interface_of(addr)?)
 }
 
 /// The first IPv4 address of the interface `name`.
 pub fn interface_addr(name: &str) -> Option<IpAddr> {
     let mut found = None;
-    for_each_address(|ifname, a| {
+    crate::sys::for_each_address(|ifname, a, _| {
         if found.is_none() && ifname == name && a.is_ipv4() {
             found = Some(a);
         }
@@ -302,58 +270,12 @@ pub fn interface_addr(name: &str) -> Option<IpAddr> {
 
 fn interface_of(addr: IpAddr) -> Option<String> {
     let mut found = None;
-    for_each_address(|ifname, a| {
+    crate::sys::for_each_address(|ifname, a, _| {
         if found.is_none() && a == addr {
             found = Some(ifname.to_string());
         }
     });
     found
-}
-
-/// Call `f(interface name, address)` for every address of this host.
-fn for_each_address(mut f: impl FnMut(&str, IpAddr)) {
-    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs allocates a list we free below.
-    if unsafe { libc::getifaddrs(&mut list) } != 0 {
-        return;
-    }
-    let mut cur = list;
-    while !cur.is_null() {
-        // SAFETY: a node of the list getifaddrs returned.
-        let ifa = unsafe { &*cur };
-        if !ifa.ifa_addr.is_null() {
-            // SAFETY: ifa_addr points to a sockaddr of the family it names;
-            // ifa_name is a NUL-terminated string.
-            let (a, n) = unsafe {
-                (
-                    sockaddr_ip(ifa.ifa_addr),
-                    std::ffi::CStr::from_ptr(ifa.ifa_name),
-                )
-            };
-            if let Some(a) = a {
-                f(&n.to_string_lossy(), a);
-            }
-        }
-        cur = ifa.ifa_next;
-    }
-    // SAFETY: the list from getifaddrs.
-    unsafe { libc::freeifaddrs(list) };
-}
-
-/// # Safety
-/// `sa` must point to a valid sockaddr.
-unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
-    match (*sa).sa_family as i32 {
-        libc::AF_INET => {
-            let s = &*(sa as *const libc::sockaddr_in);
-            Some(IpAddr::from(u32::from_be(s.sin_addr.s_addr).to_be_bytes()))
-        }
-        libc::AF_INET6 => {
-            let s = &*(sa as *const libc::sockaddr_in6);
-            Some(IpAddr::from(s.sin6_addr.s6_addr))
-        }
-        _ => None,
-    }
 }
 
 /// The local address this host uses to reach `remote` (no packet is sent).

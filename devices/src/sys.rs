@@ -127,3 +127,170 @@ pub fn cpus_allowed() -> usize {
         .map(|n| n.get())
         .unwrap_or(1)
 }
+
+/// Call `f(interface name, address, netmask)` for every address of this host.
+pub fn for_each_address(mut f: impl FnMut(&str, std::net::IpAddr, Option<std::net::IpAddr>)) {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list we free below.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return;
+    }
+    let mut cur = list;
+    while !cur.is_null() {
+        // SAFETY: a node of the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        if !ifa.ifa_addr.is_null() {
+            // SAFETY: ifa_addr points to a sockaddr of the family it names;
+            // ifa_name is a NUL-terminated string.
+            let (a, n, m) = unsafe {
+                (
+                    sockaddr_ip(ifa.ifa_addr),
+                    std::ffi::CStr::from_ptr(ifa.ifa_name),
+                    (!ifa.ifa_netmask.is_null())
+                        .then(|| sockaddr_ip(ifa.ifa_netmask))
+                        .flatten(),
+                )
+            };
+            if let Some(a) = a {
+                f(&n.to_string_lossy(), a, m);
+            }
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: the list from getifaddrs.
+    unsafe { libc::freeifaddrs(list) };
+}
+
+/// # Safety
+/// `sa` must point to a valid sockaddr.
+unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<std::net::IpAddr> {
+    match (*sa).sa_family as i32 {
+        libc::AF_INET => {
+            let s = &*(sa as *const libc::sockaddr_in);
+            Some(std::net::IpAddr::from(
+                u32::from_be(s.sin_addr.s_addr).to_be_bytes(),
+            ))
+        }
+        libc::AF_INET6 => {
+            let s = &*(sa as *const libc::sockaddr_in6);
+            Some(std::net::IpAddr::from(s.sin6_addr.s6_addr))
+        }
+        _ => None,
+    }
+}
+
+/// An `ifreq` ioctl on interface `name`, through a throwaway socket in this
+/// thread's network namespace (sysfs may show another namespace's).
+fn interface_ioctl(name: &str, request: libc::Ioctl) -> Option<libc::ifreq> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
+        return None;
+    }
+    // SAFETY: a zeroed ifreq is valid; the name is copied in NUL-terminated.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: plain syscalls on a socket we close before returning.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return None;
+        }
+        let rc = libc::ioctl(fd, request, &mut req);
+        libc::close(fd);
+        (rc == 0).then_some(req)
+    }
+}
+
+/// The MTU of interface `name`.
+pub fn interface_mtu(name: &str) -> Option<usize> {
+    let r = interface_ioctl(name, libc::SIOCGIFMTU)?;
+    // SAFETY: SIOCGIFMTU fills the ifru_mtu member.
+    usize::try_from(unsafe { r.ifr_ifru.ifru_mtu }).ok()
+}
+
+/// The hardware (MAC) address of Ethernet interface `name`.
+pub fn interface_mac(name: &str) -> Option<[u8; 6]> {
+    let r = interface_ioctl(name, libc::SIOCGIFHWADDR)?;
+    // SAFETY: SIOCGIFHWADDR fills the ifru_hwaddr member.
+    let sa = unsafe { r.ifr_ifru.ifru_hwaddr };
+    let mut m = [0u8; 6];
+    for (d, s) in m.iter_mut().zip(sa.sa_data.iter()) {
+        *d = *s as u8;
+    }
+    Some(m)
+}
+
+/// Counts the system calls of the calling thread (the kernel's
+/// `raw_syscalls:sys_enter` tracepoint through perf_event_open; needs
+/// root or a permissive perf_event_paranoid). For benchmarks and tests that
+/// show a path makes none.
+pub struct SyscallCounter {
+    fd: std::os::fd::OwnedFd,
+}
+
+/// `struct perf_event_attr`, its first (version 0) 64 bytes.
+#[repr(C)]
+#[derive(Default)]
+struct PerfEventAttr {
+    kind: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    config1: u64,
+}
+
+impl SyscallCounter {
+    pub fn this_thread() -> Option<SyscallCounter> {
+        use std::os::fd::FromRawFd;
+        let id: u64 = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+            .iter()
+            .find_map(|d| {
+                std::fs::read_to_string(format!("{d}/events/raw_syscalls/sys_enter/id")).ok()
+            })?
+            .trim()
+            .parse()
+            .ok()?;
+        let attr = PerfEventAttr {
+            kind: 2, // PERF_TYPE_TRACEPOINT
+            size: std::mem::size_of::<PerfEventAttr>() as u32,
+            config: id,
+            sample_period: 0,
+            flags: 0, // enabled, user and kernel
+            ..PerfEventAttr::default()
+        };
+        // SAFETY: perf_event_open with a valid attr: this thread, any CPU.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                &attr as *const PerfEventAttr,
+                0,
+                -1,
+                -1,
+                8u64, // PERF_FLAG_FD_CLOEXEC
+            )
+        };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: a fresh fd we own.
+        Some(SyscallCounter {
+            fd: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) },
+        })
+    }
+
+    /// System calls this thread has entered since the counter opened
+    /// (this read included).
+    pub fn read(&self) -> u64 {
+        let mut v = 0u64;
+        // SAFETY: reads 8 bytes into `v`.
+        unsafe { libc::read(self.fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+        v
+    }
+}

@@ -107,6 +107,26 @@ pub struct EthSettings {
     pub payload_crc: bool,
 }
 
+impl EthSettings {
+    /// The reliable layer's settings (ethernet and nic share them).
+    pub fn reliable(&self) -> fm_devices::reliable::Settings {
+        let mut r = fm_devices::reliable::Settings::default();
+        if let Some(w) = self.window {
+            r.window = w;
+        }
+        r.pool = self.pool;
+        if let Some(t) = self.rto {
+            r.rto = t;
+        }
+        if let Some(d) = self.dead_after {
+            r.dead_after = d;
+        }
+        r.faults = self.faults;
+        r.payload_crc = self.payload_crc;
+        r
+    }
+}
+
 impl Config {
     /// A job of `size` ranks on this host, this process being `rank`.
     pub fn local(rank: Rank, size: usize, job_key: JobKey) -> Config {

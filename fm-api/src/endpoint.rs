@@ -445,6 +445,16 @@ impl Endpoint {
         self.dev.raw_receive().map(Packet::Device)
     }
 
+    /// Like [`Endpoint::next_packet`], but takes only what the devices
+    /// already took in: no system call for a network device.
+    #[inline]
+    pub(crate) fn next_packet_arrived(&mut self) -> Option<Packet> {
+        if self.stashed > 0 {
+            return self.next_packet();
+        }
+        self.dev.raw_receive_arrived().map(Packet::Device)
+    }
+
     /// The next packet from `src` (the rest of a message being read). Packets
     /// from others are stashed; control packets are applied. Waits.
     pub(crate) fn next_packet_from(&mut self, src: Rank) -> Result<Packet> {

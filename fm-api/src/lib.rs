@@ -205,18 +205,7 @@ fn bind_ethernet(g: &GrmJoin, c: &Config) -> Result<EthernetSocket> {
     let mut e = EthernetConfig::new(addrs[0]);
     e.addrs = addrs;
     e.mtu = c.eth.mtu;
-    if let Some(w) = c.eth.window {
-        e.window = w;
-    }
-    e.pool = c.eth.pool;
-    if let Some(r) = c.eth.rto {
-        e.rto = r;
-    }
-    if let Some(d) = c.eth.dead_after {
-        e.dead_after = d;
-    }
-    e.faults = c.eth.faults;
-    e.payload_crc = c.eth.payload_crc;
+    e.reliable = c.eth.reliable();
     Ok(EthernetSocket::bind(e)?)
 }
 
@@ -420,7 +409,15 @@ impl Fm {
         let mut bytes = 0usize;
         let mut messages = 0usize;
         while bytes < max_bytes {
-            let Some(p) = self.ep.next_packet() else {
+            // One poll of the network per call: the next packets come from
+            // what that poll took in, so the empty receive that ends a
+            // batch is not paid between handling a message and returning.
+            let p = if messages == 0 {
+                self.ep.next_packet()
+            } else {
+                self.ep.next_packet_arrived()
+            };
+            let Some(p) = p else {
                 break;
             };
             if let Some(len) = self.dispatch(p)? {

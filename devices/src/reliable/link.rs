@@ -4,6 +4,7 @@
 use crate::Rank;
 use std::collections::VecDeque;
 use std::io;
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,48 @@ pub trait Link: Send {
     fn recv(&mut self, buf: &mut [u8]) -> Option<usize>;
     /// Time passes (for links that hold packets back); called on every poll.
     fn tick(&mut self) {}
+    /// The end of a burst of sends: links that queue frames hand them to the
+    /// hardware now (one kick per burst).
+    fn flush(&mut self) {}
+    /// For memory-notified links: the word that the next arrival sets, so an
+    /// idle poll is one load without the device's lock.
+    fn arrival_probe(&self) -> Option<ArrivalProbe> {
+        None
+    }
+    /// Frames the kernel dropped before we could read them (ring or socket
+    /// buffer full), where the link can tell.
+    fn kernel_drops(&mut self) -> u64 {
+        0
+    }
+}
+
+/// Where a memory-notified link's next arrival will show: per ring, a
+/// pointer to the status word of the frame to be read next, which the
+/// kernel sets (under `mask`) when a frame is there.
+#[derive(Clone)]
+pub struct ArrivalProbe {
+    pub(crate) words: Arc<[AtomicPtr<AtomicU32>]>,
+    pub(crate) mask: u32,
+}
+
+impl ArrivalProbe {
+    /// `words[i]` is kept pointing at ring i's next status word by the link.
+    pub fn new(words: Arc<[AtomicPtr<AtomicU32>]>, mask: u32) -> ArrivalProbe {
+        ArrivalProbe { words, mask }
+    }
+
+    /// Something has arrived (or may have: a stale pointer reads as "yes"
+    /// or is caught by the next full poll).
+    #[inline(always)]
+    pub fn arrived(&self) -> bool {
+        self.words.iter().any(|w| {
+            let p = w.load(Ordering::Relaxed);
+            // SAFETY: the pointers point into ring mappings that live as
+            // long as the link, which outlives every probe's use (the
+            // device holding the probe owns the link).
+            !p.is_null() && unsafe { (*p).load(Ordering::Acquire) } & self.mask != 0
+        })
+    }
 }
 
 impl<L: Link + ?Sized> Link for Box<L> {
@@ -27,6 +70,15 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn tick(&mut self) {
         (**self).tick()
+    }
+    fn flush(&mut self) {
+        (**self).flush()
+    }
+    fn arrival_probe(&self) -> Option<ArrivalProbe> {
+        (**self).arrival_probe()
+    }
+    fn kernel_drops(&mut self) -> u64 {
+        (**self).kernel_drops()
     }
 }
 
@@ -243,5 +295,15 @@ impl<L: Link> Link for FaultyLink<L> {
             }
         }
         self.inner.tick();
+    }
+
+    fn flush(&mut self) {
+        self.inner.flush()
+    }
+    fn arrival_probe(&self) -> Option<ArrivalProbe> {
+        self.inner.arrival_probe()
+    }
+    fn kernel_drops(&mut self) -> u64 {
+        self.inner.kernel_drops()
     }
 }

@@ -35,9 +35,9 @@ use crate::{
     CONTROL_RESERVE,
 };
 use header::{seq_le, seq_lt, Header, Kind, Malformed, HEADER};
-pub use link::{Faults, FaultyLink, Link, MemLink, MemNet};
+pub use link::{ArrivalProbe, Faults, FaultyLink, Link, MemLink, MemNet};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -93,6 +93,69 @@ impl ReliableConfig {
     }
 }
 
+/// What a user sets of a reliable device (the `FM_ETH_*` knobs and
+/// `FM_FAULTS`, docs/CONFIG.md); the rest of [`ReliableConfig`] comes from
+/// the job and the link. The ethernet and nic devices share it.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub window: u32,
+    /// Receive pool in packets; `None`: 16 MiB worth, 128 to 4096 packets.
+    pub pool: Option<usize>,
+    pub rto: Duration,
+    pub dead_after: Duration,
+    pub faults: Option<Faults>,
+    /// Cover payloads with the CRC too (`FM_ETH_CHECKSUM=full`); always
+    /// when fault injection corrupts packets.
+    pub payload_crc: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            window: 64,
+            pool: None,
+            rto: Duration::from_millis(2),
+            dead_after: Duration::from_secs(10),
+            faults: None,
+            payload_crc: false,
+        }
+    }
+}
+
+impl Settings {
+    /// The layer's configuration for datagrams of up to `mtu` bytes.
+    pub fn config(
+        &self,
+        device: &'static str,
+        job_key: JobKey,
+        rank: Rank,
+        size: usize,
+        epoch: u32,
+        mtu: usize,
+    ) -> ReliableConfig {
+        let mut c = ReliableConfig::new(device, job_key, rank, size);
+        c.epoch = epoch;
+        c.mtu = mtu;
+        c.window = self.window;
+        c.pool = self
+            .pool
+            .unwrap_or_else(|| ((16 << 20) / mtu.max(1)).clamp(128, 4096));
+        c.rto = self.rto;
+        c.rto_max = (self.rto * 100).max(Duration::from_millis(100));
+        c.dead_after = self.dead_after;
+        c.payload_crc = self.payload_crc || self.faults.is_some_and(|f| f.corrupt > 0.0);
+        c
+    }
+
+    /// `link`, behind the fault injector when faults are configured.
+    pub fn link<L: Link + 'static>(&self, link: L) -> Box<dyn Link> {
+        match self.faults {
+            Some(f) => Box::new(FaultyLink::new(link, f)),
+            None => Box::new(link),
+        }
+    }
+}
+
 /// A random non-zero epoch.
 pub fn new_epoch() -> u32 {
     let t = std::time::SystemTime::now()
@@ -132,6 +195,9 @@ pub struct ReliableStats {
     pub link_errors: u64,
     pub window_full: u64,
     pub unreachable: u64,
+    /// Frames the kernel dropped before the link read them (ring full), where
+    /// the link can tell; the protocol recovered each as a loss.
+    pub kernel_drops: u64,
 }
 
 impl ReliableStats {
@@ -249,6 +315,8 @@ struct Engine<L: Link> {
     free: Vec<u32>,
     /// Accepted packets in arrival order: (source, pool slot, payload length).
     ready: VecDeque<(Rank, u32, usize)>,
+    /// `ready.len()` for the lock-free idle check of [`ReliableDevice`].
+    ready_hint: Arc<AtomicUsize>,
     /// Where datagrams land when the pool is full (control packets still count).
     scratch: Vec<u8>,
     /// Peers owed a bare ACK.
@@ -256,6 +324,8 @@ struct Engine<L: Link> {
     /// Packets in all reorder queues.
     held_total: usize,
     polls: u32,
+    /// The last poll read the link empty.
+    was_drained: bool,
     timers_at: Instant,
     stats: DeviceStats,
     rstats: ReliableStats,
@@ -297,10 +367,12 @@ impl<L: Link> Engine<L> {
             pool: (0..cfg.pool).map(|_| vec![0; cfg.mtu]).collect(),
             free: (0..cfg.pool as u32).rev().collect(),
             ready: VecDeque::new(),
+            ready_hint: Arc::new(AtomicUsize::new(0)),
             scratch: vec![0; cfg.mtu],
             owed: Vec::new(),
             held_total: 0,
             polls: 0,
+            was_drained: true,
             timers_at: Instant::now(),
             link,
             peers,
@@ -355,14 +427,15 @@ impl<L: Link> Engine<L> {
                 || !seq_lt(p.sent, p.next_seq.wrapping_sub(1))
                 || p.sent.wrapping_add(1).wrapping_sub(p.acked) > window
             {
-                return;
+                break;
             }
             let seq = p.sent.wrapping_add(1);
             if !self.send_data(dest, seq, now) {
-                return;
+                break;
             }
             self.peers[dest as usize].sent = seq;
         }
+        self.link.flush();
     }
 
     /// Put DATA `seq` to `dest` on the link (again). False on a local failure.
@@ -440,23 +513,43 @@ impl<L: Link> Engine<L> {
         }
     }
 
-    /// Read what arrived, answer it, run the timers.
+    /// Read what arrived, answer it, run the timers; hand what was sent to
+    /// the link in one burst.
     fn progress(&mut self) {
+        self.poll_link();
+        self.link.flush();
+        self.ready_hint.store(self.ready.len(), Ordering::Release);
+    }
+
+    /// The work of [`Engine::progress`].
+    fn poll_link(&mut self) {
         self.link.tick();
         let mut got = 0;
+        let mut drained = false;
         // The clock is read once per poll, and only when something needs it.
         let mut clock: Option<Instant> = None;
-        for _ in 0..RECV_BATCH {
+        while got < RECV_BATCH {
             let slot = self.free.last().copied();
             let buf = match slot {
                 Some(s) => &mut self.pool[s as usize],
                 None => &mut self.scratch,
             };
-            let Some(n) = self.link.recv(buf) else { break };
+            let Some(n) = self.link.recv(buf) else {
+                drained = true;
+                break;
+            };
             got += 1;
             let now = *clock.get_or_insert_with(Instant::now);
             self.handle(slot, n, now);
+            if !self.ready.is_empty() && self.was_drained {
+                // Data after an empty link: hand it over now rather than pay
+                // one more (usually empty) receive first. Behind a stream
+                // (the last poll did not drain) read on, so a full pool
+                // shows as STOP rather than as socket-buffer drops.
+                break;
+            }
         }
+        self.was_drained = drained;
         // Owed ACKs ride on DATA going back when there is some; otherwise a
         // bare ACK goes out once a quarter of the retransmission timeout has
         // passed (delayed ACK), or at once for a peer owed half a window.
@@ -482,9 +575,15 @@ impl<L: Link> Engine<L> {
             }
         }
         self.polls = self.polls.wrapping_add(1);
-        // Timers only once the link is drained: ACKs waiting to be read must
-        // not look like losses.
-        if got < RECV_BATCH && (got == 0 || self.polls.is_multiple_of(64)) {
+        // Timers once the link is drained (ACKs waiting to be read must not
+        // look like losses), and now and then under a stream that never
+        // drains, so its own losses are still found.
+        let due = if drained {
+            got == 0 || self.polls.is_multiple_of(64)
+        } else {
+            self.polls.is_multiple_of(1024)
+        };
+        if due {
             let now = *clock.get_or_insert_with(Instant::now);
             if now.duration_since(self.timers_at) >= self.cfg.rto / 4 {
                 self.timers_at = now;
@@ -815,7 +914,12 @@ impl<L: Link> Device for Engine<L> {
         if self.ready.is_empty() {
             self.progress();
         }
+        self.raw_receive_arrived()
+    }
+
+    fn raw_receive_arrived(&mut self) -> Option<RawRecv> {
         let (src, s, len) = self.ready.pop_front()?;
+        self.ready_hint.store(self.ready.len(), Ordering::Relaxed);
         Some(RawRecv {
             src,
             // SAFETY: the pool slot holds HEADER + len bytes until released.
@@ -830,6 +934,7 @@ impl<L: Link> Device for Engine<L> {
             self.free.push(token as u32);
             if self.free.len() * 2 >= self.pool.len() {
                 self.send_gos();
+                self.link.flush();
             }
         }
     }
@@ -855,7 +960,16 @@ pub struct ReliableDevice<L: Link + 'static> {
     engine: Arc<Mutex<Engine<L>>>,
     stop: Arc<AtomicBool>,
     background: Option<std::thread::JoinHandle<()>>,
+    /// Memory-notified links: an idle poll is a look at the rings and at
+    /// `ready_hint`, without the lock; every [`FULL_POLL_EVERY`]th poll runs
+    /// the protocol anyway (delayed ACKs, timers).
+    probe: Option<ArrivalProbe>,
+    ready_hint: Arc<AtomicUsize>,
+    idle_polls: u32,
 }
+
+/// With an arrival probe, one idle poll in this many runs the protocol.
+const FULL_POLL_EVERY: u32 = 64;
 
 /// How often the background thread runs the protocol.
 pub const BACKGROUND_TICK: Duration = Duration::from_millis(10);
@@ -868,7 +982,9 @@ impl<L: Link + 'static> ReliableDevice<L> {
         link: L,
         peer_epochs: &[Option<u32>],
     ) -> Result<Self, DeviceError> {
-        let engine = Arc::new(Mutex::new(Engine::new(cfg, link, peer_epochs)?));
+        let engine = Engine::new(cfg, link, peer_epochs)?;
+        let (probe, ready_hint) = (engine.link.arrival_probe(), engine.ready_hint.clone());
+        let engine = Arc::new(Mutex::new(engine));
         let stop = Arc::new(AtomicBool::new(false));
         let (e, s) = (Arc::downgrade(&engine), stop.clone());
         let background = std::thread::Builder::new()
@@ -888,6 +1004,9 @@ impl<L: Link + 'static> ReliableDevice<L> {
             engine,
             stop,
             background,
+            probe,
+            ready_hint,
+            idle_polls: 0,
         })
     }
 
@@ -896,7 +1015,9 @@ impl<L: Link + 'static> ReliableDevice<L> {
     }
 
     pub fn reliable_stats(&self) -> ReliableStats {
-        self.lock().rstats
+        let mut e = self.lock();
+        e.rstats.kernel_drops = e.link.kernel_drops();
+        e.rstats
     }
 
     pub fn epoch(&self) -> u32 {
@@ -945,8 +1066,24 @@ impl<L: Link + 'static> Device for ReliableDevice<L> {
     fn raw_abort(&mut self, buf: RawSend) {
         self.lock().raw_abort(buf)
     }
+    #[inline]
     fn raw_receive(&mut self) -> Option<RawRecv> {
+        if let Some(p) = &self.probe {
+            self.idle_polls = self.idle_polls.wrapping_add(1);
+            if !self.idle_polls.is_multiple_of(FULL_POLL_EVERY)
+                && self.ready_hint.load(Ordering::Acquire) == 0
+                && !p.arrived()
+            {
+                return None;
+            }
+        }
         self.lock().raw_receive()
+    }
+    fn raw_receive_arrived(&mut self) -> Option<RawRecv> {
+        if self.probe.is_some() && self.ready_hint.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.lock().raw_receive_arrived()
     }
     fn raw_release(&mut self, token: u64) {
         self.lock().raw_release(token)
