@@ -8,6 +8,7 @@
 //! scheme is needed). `Composite` is itself a [`Device`].
 
 use fm_devices::ethernet::EthernetDevice;
+use fm_devices::nic::NicDevice;
 use fm_devices::null::NullDevice;
 use fm_devices::selfloop::SelfDevice;
 use fm_devices::shmem::ShmemDevice;
@@ -18,6 +19,7 @@ use std::fmt;
 pub enum Member {
     SelfLoop(SelfDevice),
     Shmem(ShmemDevice),
+    Nic(Box<NicDevice>),
     Ethernet(Box<EthernetDevice>),
     Null(NullDevice),
 }
@@ -27,6 +29,7 @@ pub enum Member {
 /// the compiler can inline through, and only these devices' code sits
 /// behind the `Other` route, so the hot self and shmem paths stay small.
 enum Network {
+    Nic(Box<NicDevice>),
     Ethernet(Box<EthernetDevice>),
     Null(NullDevice),
 }
@@ -34,6 +37,7 @@ enum Network {
 macro_rules! each {
     ($m:expr, $d:ident => $e:expr) => {
         match $m {
+            Network::Nic($d) => $e,
             Network::Ethernet($d) => $e,
             Network::Null($d) => $e,
         }
@@ -200,6 +204,10 @@ impl Composite {
                     }
                     order.push(Route::Shmem);
                 }
+                Member::Nic(d) => {
+                    order.push(Route::Other(others.len() as u8));
+                    others.push(Network::Nic(d));
+                }
                 Member::Ethernet(d) => {
                     order.push(Route::Other(others.len() as u8));
                     others.push(Network::Ethernet(d));
@@ -291,10 +299,25 @@ impl Composite {
         matches!(self.table.get(dest as usize), Some(Route::Other(i)) if matches!(self.others[*i as usize], Network::Null(_)))
     }
 
-    /// Counters of the ethernet member's reliable layer, if there is one.
-    pub fn ethernet_stats(&self) -> Option<fm_devices::reliable::ReliableStats> {
+    /// The member network device called `name` (`nic` or `ethernet`): both
+    /// run the reliable layer. For counters and benchmarks.
+    pub fn network_mut(
+        &mut self,
+        name: &str,
+    ) -> Option<&mut fm_devices::reliable::ReliableDevice<Box<dyn fm_devices::reliable::Link>>>
+    {
+        self.others.iter_mut().find_map(|m| match m {
+            Network::Nic(d) if name == "nic" => Some(&mut **d),
+            Network::Ethernet(d) if name == "ethernet" => Some(&mut **d),
+            _ => None,
+        })
+    }
+
+    /// Counters of the reliable layer of the member network `name`.
+    pub fn network_stats(&self, name: &str) -> Option<fm_devices::reliable::ReliableStats> {
         self.others.iter().find_map(|m| match m {
-            Network::Ethernet(d) => Some(d.reliable_stats()),
+            Network::Nic(d) if name == "nic" => Some(d.reliable_stats()),
+            Network::Ethernet(d) if name == "ethernet" => Some(d.reliable_stats()),
             _ => None,
         })
     }

@@ -268,7 +268,8 @@ pub fn interface_addr(name: &str) -> Option<IpAddr> {
     found
 }
 
-fn interface_of(addr: IpAddr) -> Option<String> {
+/// The name of the interface that holds `addr`.
+pub fn interface_of(addr: IpAddr) -> Option<String> {
     let mut found = None;
     crate::sys::for_each_address(|ifname, a, _| {
         if found.is_none() && a == addr {

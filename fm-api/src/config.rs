@@ -8,45 +8,64 @@ use fm_devices::{sys, JobKey, Rank};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Which devices a process opens (`FM_NET`).
+/// Which networks a process opens between hosts (`FM_NET`); self and
+/// shmem are always there, null takes the ranks no network reaches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Net {
-    /// Every device available: self + shmem + ethernet (between hosts, when
-    /// the job joined through the GRM) + null.
-    Auto,
-    /// Desktop-only: self + shmem inside this host, the NULL transport between hosts.
-    Null,
+pub struct Net {
+    pub nic: Want,
+    pub ethernet: bool,
+}
+
+/// Whether to open a device that may be unavailable here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Want {
+    No,
+    /// Open it if this process can (CAP_NET_RAW, the interface exists);
+    /// otherwise say why in one line and go on without it.
+    IfAvailable,
+    /// Open it or fail.
+    Required,
 }
 
 impl Net {
+    /// Every network: nic where it can open (between hosts on one layer-2
+    /// network), else ethernet.
+    pub const AUTO: Net = Net {
+        nic: Want::IfAvailable,
+        ethernet: true,
+    };
+    /// Desktop-only: the NULL transport between hosts.
+    pub const NULL: Net = Net {
+        nic: Want::No,
+        ethernet: false,
+    };
+
     /// `auto`, `null`, or a comma-separated list of devices
-    /// (`self,shmem,ethernet,null`). Lists may name only devices this build
-    /// has; a list without `ethernet` gives the NULL transport between hosts.
+    /// (`self,shmem,nic,ethernet,null`). A list with nic but without
+    /// ethernet requires nic; with both, ethernet is the fallback; with
+    /// neither, hosts are joined by the NULL transport.
     pub fn parse(v: &str) -> std::result::Result<Net, String> {
         match v.trim() {
-            "" | "auto" => Ok(Net::Auto),
-            "null" => Ok(Net::Null),
+            "" | "auto" => Ok(Net::AUTO),
+            "null" => Ok(Net::NULL),
             list => {
+                let mut net = Net::NULL;
                 for d in list.split(',').map(str::trim) {
                     match d {
-                        "self" | "shmem" | "null" | "ethernet" => {}
-                        "nic" => {
-                            return Err(format!(
-                                "device {d:?} is not part of this build (known: self, shmem, ethernet, null)"
-                            ))
-                        }
+                        "self" | "shmem" | "null" => {}
+                        "ethernet" => net.ethernet = true,
+                        "nic" => net.nic = Want::Required,
                         _ => {
                             return Err(format!(
-                                "unknown device {d:?} (known: auto, null, or a list of self, shmem, ethernet, null)"
+                                "unknown device {d:?} (known: auto, null, or a list of self, shmem, nic, ethernet, null)"
                             ))
                         }
                     }
                 }
-                Ok(if list.split(',').any(|d| d.trim() == "ethernet") {
-                    Net::Auto
-                } else {
-                    Net::Null
-                })
+                if net.ethernet && net.nic == Want::Required {
+                    net.nic = Want::IfAvailable;
+                }
+                Ok(net)
             }
         }
     }
@@ -86,8 +105,26 @@ pub struct Config {
     /// Upper bound on the credit window per destination (packets).
     pub max_credits: Option<u32>,
     pub attach_timeout: Duration,
-    /// The ethernet device (`FM_ETH_*`, `FM_FAULTS`).
+    /// The ethernet device (`FM_ETH_*`, `FM_FAULTS`); its reliable-layer
+    /// settings apply to nic too.
     pub eth: EthSettings,
+    /// The nic device (`FM_NIC_*`).
+    pub nic: NicSettings,
+}
+
+/// Settings of the nic device.
+#[derive(Clone, Debug, Default)]
+pub struct NicSettings {
+    /// Interfaces, one link each (`FM_NIC_IFACES`); default: the interface
+    /// of the ethernet device's address, unless that is loopback.
+    pub ifaces: Vec<String>,
+    pub ethertype: Option<u16>,
+    pub mtu: Option<usize>,
+    pub frames: Option<usize>,
+    pub tx_burst: Option<usize>,
+    /// The layer-2 network's name (`FM_NIC_NETWORK`); default: the first
+    /// interface's IPv4 network.
+    pub network: Option<String>,
 }
 
 /// Settings of the ethernet device.
@@ -138,7 +175,7 @@ impl Config {
             job_key,
             hosts: vec![host.clone(); size],
             host,
-            net: Net::Auto,
+            net: Net::AUTO,
             shm_dir: PathBuf::from("/dev/shm"),
             shm_queues: None,
             shm_frames: None,
@@ -150,6 +187,7 @@ impl Config {
             max_credits: None,
             attach_timeout: Duration::from_secs(30),
             eth: EthSettings::default(),
+            nic: NicSettings::default(),
         }
     }
 
@@ -316,6 +354,36 @@ impl Config {
             };
         }
         cfg.eth.pool = parse_positive("FM_ETH_POOL", "packet")?;
+        if let Ok(v) = std::env::var("FM_NIC_IFACES") {
+            cfg.nic.ifaces = v
+                .split(',')
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty())
+                .collect();
+        }
+        if let Ok(v) = std::env::var("FM_NIC_ETHERTYPE") {
+            let t = v.trim();
+            let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+                Some(h) => u16::from_str_radix(h, 16).ok(),
+                None => t.parse().ok(),
+            };
+            cfg.nic.ethertype =
+                Some(
+                    parsed
+                        .filter(|&e| e >= 0x0600)
+                        .ok_or_else(|| ErrorKind::Env {
+                            var: "FM_NIC_ETHERTYPE",
+                            value: v.clone(),
+                            reason: "an EtherType from 0x0600 to 0xffff (default 0x88b5)".into(),
+                        })?,
+                );
+        }
+        cfg.nic.mtu = parse_var("FM_NIC_MTU")?;
+        cfg.nic.frames = parse_positive("FM_NIC_FRAMES", "frame")?;
+        cfg.nic.tx_burst = parse_positive("FM_NIC_TX_BURST", "frame")?;
+        if let Ok(v) = std::env::var("FM_NIC_NETWORK") {
+            cfg.nic.network = Some(v);
+        }
         if let Ok(v) = std::env::var("FM_FAULTS") {
             cfg.eth.faults =
                 Some(

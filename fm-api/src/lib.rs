@@ -43,7 +43,7 @@ pub mod job;
 pub mod wait;
 pub mod wire;
 
-pub use config::{Config, GrmJoin, Net};
+pub use config::{Config, GrmJoin, Net, Want};
 pub use endpoint::{Endpoint, FmStats};
 pub use error::{ErrorKind, FmError, Result};
 pub use fm_devices::{JobKey, Rank};
@@ -52,6 +52,7 @@ pub use incoming::Incoming;
 use endpoint::Packet;
 use fm_composite::{Composite, Member};
 use fm_devices::ethernet::{EthernetConfig, EthernetDevice, EthernetEndpoint, EthernetSocket};
+use fm_devices::nic::{NicConfig, NicDevice, NicEndpoint, NicSocket};
 use fm_devices::null::NullDevice;
 use fm_devices::selfloop::SelfDevice;
 use fm_devices::shmem::{ShmemConfig, ShmemDevice};
@@ -126,28 +127,47 @@ impl FmBuilder {
             names.push((id, name));
         }
         names.sort();
-        let (grm, eth) = match config.grm.clone() {
+        let (grm, nic, eth) = match config.grm.clone() {
             Some(g) => {
-                // Bound before joining: its endpoint goes into the node map.
-                let sock = match config.net {
-                    Net::Auto => {
+                // Opened before joining: their endpoints go into the node map.
+                let eth = match config.net.ethernet {
+                    true => {
                         let s = bind_ethernet(&g, &config)?;
                         let ep = s.endpoint()?;
                         Some((s, ep))
                     }
-                    Net::Null => None,
+                    false => None,
                 };
-                let m = join_job(&g, &mut config, &names, sock.as_ref().map(|(_, ep)| ep))?;
-                let eth = match sock {
+                let (nic, nic_unused) = open_nic(&config, &g, eth.as_ref().map(|(s, _)| s))?;
+                let eps = Endpoints {
+                    eth: eth.as_ref().map(|(_, ep)| ep),
+                    nic: nic.as_ref().map(|(_, ep)| ep),
+                };
+                let m = join_job(&g, &mut config, &names, eps)?;
+                if let Some(why) = nic_unused {
+                    // One line per host: from its first rank.
+                    if config.local_ranks().first() == Some(&config.rank) {
+                        tracing::warn!(
+                            "fm: nic is not used on host {}: {why}; {} carries traffic between hosts",
+                            config.host,
+                            if eth.is_some() { "ethernet" } else { "nothing (null)" }
+                        );
+                    }
+                }
+                let eth = match eth {
                     Some((s, ep)) => associate_ethernet(s, &m, &config)?.map(|d| (d, ep)),
                     None => None,
                 };
-                (Some(m), eth)
+                let nic = match nic {
+                    Some((s, _)) => associate_nic(s, &m, &config)?,
+                    None => None,
+                };
+                (Some(m), nic, eth)
             }
-            None => (None, None),
+            None => (None, None, None),
         };
         let (eth, eth_endpoint) = eth.unzip();
-        let dev = match open_composite(&config, eth) {
+        let dev = match open_composite(&config, nic, eth) {
             Ok(d) => d,
             Err(e) => {
                 if let Some(m) = &grm {
@@ -184,23 +204,23 @@ impl FmBuilder {
     }
 }
 
-/// Join the job through the resource manager: it checks the token and the
-/// handler table, assigns rank and job key, and answers with the node map
-/// once every process has joined.
+/// The address this host uses to reach the GRM: the network between hosts.
+fn address_towards_grm(g: &GrmJoin) -> std::net::IpAddr {
+    use std::net::ToSocketAddrs;
+    let grm = g
+        .addr
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .and_then(fm_devices::ethernet::local_addr_towards);
+    grm.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]))
+}
+
 /// Bind the ethernet device's socket, so its endpoint can go into the node map.
 fn bind_ethernet(g: &GrmJoin, c: &Config) -> Result<EthernetSocket> {
     let addrs = match c.eth.addrs.first() {
         Some(_) => c.eth.addrs.clone(),
-        None => vec![{
-            use std::net::ToSocketAddrs;
-            let grm = g
-                .addr
-                .to_socket_addrs()
-                .ok()
-                .and_then(|mut a| a.next())
-                .and_then(fm_devices::ethernet::local_addr_towards);
-            grm.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]))
-        }],
+        None => vec![address_towards_grm(g)],
     };
     let mut e = EthernetConfig::new(addrs[0]);
     e.addrs = addrs;
@@ -209,23 +229,25 @@ fn bind_ethernet(g: &GrmJoin, c: &Config) -> Result<EthernetSocket> {
     Ok(EthernetSocket::bind(e)?)
 }
 
-/// Associate nodes: the ranks on other hosts that advertised an ethernet endpoint.
-fn associate_ethernet(
-    sock: EthernetSocket,
+/// Each rank's endpoint for `device` in the node map, for ranks on other
+/// hosts that advertised one.
+fn peer_endpoints<E>(
     m: &Membership,
     c: &Config,
-) -> Result<Option<EthernetDevice>> {
+    device: &str,
+    decode: impl Fn(&str) -> std::result::Result<E, String>,
+) -> Result<Vec<Option<E>>> {
     let mut peers = Vec::with_capacity(m.welcome.nodes.len());
     for n in &m.welcome.nodes {
-        let ep = n.endpoints.iter().find(|e| e.device == "ethernet");
+        let ep = n.endpoints.iter().find(|e| e.device == device);
         peers.push(match ep {
             Some(e) if n.host != c.host => Some(
                 std::str::from_utf8(&e.address)
                     .map_err(|e| e.to_string())
-                    .and_then(EthernetEndpoint::decode)
+                    .and_then(&decode)
                     .map_err(|why| {
                         ErrorKind::Config(format!(
-                            "rank {}'s ethernet endpoint in the node map is unusable: {why}",
+                            "rank {}'s {device} endpoint in the node map is unusable: {why}",
                             n.rank
                         ))
                     })?,
@@ -233,23 +255,126 @@ fn associate_ethernet(
             _ => None,
         });
     }
+    Ok(peers)
+}
+
+/// Associate nodes: the ranks on other hosts that advertised an ethernet endpoint.
+fn associate_ethernet(
+    sock: EthernetSocket,
+    m: &Membership,
+    c: &Config,
+) -> Result<Option<EthernetDevice>> {
+    let peers = peer_endpoints(m, c, "ethernet", EthernetEndpoint::decode)?;
     if peers.iter().all(Option::is_none) {
         return Ok(None);
     }
     Ok(Some(sock.associate(c.job_key, c.rank, &peers)?))
 }
 
+/// Why an optional nic device was not opened.
+type NicUnused = Option<String>;
+
+/// Open the nic device's rings where the configuration asks for it. An
+/// optional nic that cannot open comes back as the reason, for one line.
+fn open_nic(
+    c: &Config,
+    g: &GrmJoin,
+    eth: Option<&EthernetSocket>,
+) -> Result<(Option<(NicSocket, NicEndpoint)>, NicUnused)> {
+    if c.net.nic == Want::No {
+        return Ok((None, None));
+    }
+    let ifaces = match c.nic.ifaces.first() {
+        Some(_) => c.nic.ifaces.clone(),
+        // By default, the interface the ethernet device uses (or would),
+        // if it is a real one: on loopback every host is this one.
+        None => match eth
+            .and_then(|s| s.endpoint().ok())
+            .and_then(|ep| ep.addrs.first().map(|a| a.ip()))
+            .or_else(|| Some(address_towards_grm(g)))
+            .filter(|ip| !ip.is_loopback())
+            .and_then(fm_devices::ethernet::interface_of)
+        {
+            Some(i) => vec![i],
+            None if c.net.nic == Want::Required => {
+                return Err(ErrorKind::Config(
+                    "FM_NET asks for nic: name its interfaces in FM_NIC_IFACES".into(),
+                )
+                .into())
+            }
+            None => return Ok((None, None)),
+        },
+    };
+    let mut n = NicConfig::new(&ifaces[0]);
+    n.ifaces = ifaces;
+    if let Some(t) = c.nic.ethertype {
+        n.ethertype = t;
+    }
+    n.mtu = c.nic.mtu;
+    if let Some(f) = c.nic.frames {
+        n.rx_frames = f;
+        n.tx_frames = f;
+    }
+    if let Some(b) = c.nic.tx_burst {
+        n.tx_burst = b;
+    }
+    n.network = c.nic.network.clone();
+    n.reliable = c.eth.reliable();
+    match NicSocket::open(n) {
+        Ok(s) => {
+            let ep = s.endpoint();
+            Ok((Some((s, ep)), None))
+        }
+        Err(e) if c.net.nic == Want::IfAvailable => Ok((None, Some(e.to_string()))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Associate nodes: the ranks on other hosts of this layer-2 network that
+/// advertised a nic endpoint.
+fn associate_nic(sock: NicSocket, m: &Membership, c: &Config) -> Result<Option<NicDevice>> {
+    let network = sock.endpoint().network;
+    let peers: Vec<Option<NicEndpoint>> = peer_endpoints(m, c, "nic", NicEndpoint::decode)?
+        .into_iter()
+        .map(|p| p.filter(|p| p.network == network))
+        .collect();
+    if peers.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let mates: Vec<Rank> = c
+        .local_ranks()
+        .into_iter()
+        .filter(|&r| r != c.rank)
+        .collect();
+    Ok(Some(sock.associate(c.job_key, c.rank, &peers, &mates)?))
+}
+
+/// This process's endpoints, for the node map.
+struct Endpoints<'a> {
+    eth: Option<&'a EthernetEndpoint>,
+    nic: Option<&'a NicEndpoint>,
+}
+
+/// Join the job through the resource manager: it checks the token and the
+/// handler table, assigns rank and job key, and answers with the node map
+/// once every process has joined.
 fn join_job(
     g: &GrmJoin,
     config: &mut Config,
     names: &[(u16, String)],
-    eth: Option<&EthernetEndpoint>,
+    eps: Endpoints<'_>,
 ) -> Result<Membership> {
     let mut endpoints = vec![fm_grm::proto::DeviceEndpoint {
         device: "shmem".into(),
         address: config.shm_dir.to_string_lossy().into_owned().into_bytes(),
     }];
-    if let Some(ep) = eth {
+    if let Some(ep) = eps.nic {
+        endpoints.push(fm_grm::proto::DeviceEndpoint {
+            device: "nic".into(),
+            address: ep.encode().into_bytes(),
+        });
+    }
+    if let Some(ep) = eps.eth {
         endpoints.push(fm_grm::proto::DeviceEndpoint {
             device: "ethernet".into(),
             address: ep.encode().into_bytes(),
@@ -309,7 +434,11 @@ fn fingerprint(names: &[(u16, String)]) -> u64 {
 
 /// Open self, shmem (when the job has other ranks on this host) and null,
 /// and build the destination device table.
-fn open_composite(c: &Config, eth: Option<EthernetDevice>) -> Result<Composite> {
+fn open_composite(
+    c: &Config,
+    nic: Option<NicDevice>,
+    eth: Option<EthernetDevice>,
+) -> Result<Composite> {
     let mut members = vec![Member::SelfLoop(SelfDevice::open(c.rank))];
     let local = c.local_ranks();
     if local.len() > 1 {
@@ -322,6 +451,10 @@ fn open_composite(c: &Config, eth: Option<EthernetDevice>) -> Result<Composite> 
         s.cma = c.cma;
         s.attach_timeout = c.attach_timeout;
         members.push(Member::Shmem(ShmemDevice::open(&s)?));
+    }
+    // Faster first: the table takes the first member that reaches a rank.
+    if let Some(n) = nic {
+        members.push(Member::Nic(Box::new(n)));
     }
     if let Some(e) = eth {
         members.push(Member::Ethernet(Box::new(e)));

@@ -46,7 +46,8 @@ enum Bench {
 #[derive(clap::Args, Clone)]
 struct Opts {
     /// Device between the two ranks: shmem (two processes), ethernet (two
-    /// processes as two hosts, UDP on loopback) or self (one process).
+    /// processes as two hosts, UDP on loopback), self (one process), or nic
+    /// (under fmrun across hosts on one layer-2 network, with `--net nic`).
     #[arg(long, value_enum, default_value = "shmem")]
     device: DeviceArg,
     /// Layer to measure at: fm (handlers, streams, credits), composite or device (raw PM API).
@@ -79,6 +80,7 @@ struct Opts {
 enum DeviceArg {
     Shmem,
     Ethernet,
+    Nic,
     #[value(name = "self")]
     SelfLoop,
 }
@@ -133,6 +135,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
         std::env::set_var("FM_FAULTS", f);
+    }
+    if standalone && opts.device == DeviceArg::Nic {
+        eprintln!(
+            "fm-bench: --device nic runs under fmrun across hosts (raw frames need two interfaces on one layer-2 network and CAP_NET_RAW), e.g. fmrun --net nic --hosts a,b -n 2 fm-bench pingpong --device nic"
+        );
+        return ExitCode::FAILURE;
     }
     if standalone && opts.device != DeviceArg::SelfLoop {
         return launch_pair(&opts);
@@ -253,7 +261,7 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
         .map_err(e)?;
     let peer: Rank = match opts.device {
         DeviceArg::SelfLoop => fm.rank(),
-        DeviceArg::Shmem | DeviceArg::Ethernet => {
+        DeviceArg::Shmem | DeviceArg::Ethernet | DeviceArg::Nic => {
             if fm.size() < 2 {
                 return Err(format!(
                     "--device {} needs two ranks",
@@ -263,6 +271,16 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
             1 - fm.rank().min(1)
         }
     };
+    // Measure the device asked for, not whatever the table chose.
+    let route = fm.composite().info_for(peer).map(|i| i.name);
+    if fm.rank() < 2 && route != Some(device_name(opts.device)) {
+        return Err(format!(
+            "--device {}: rank {} reaches rank {peer} through {} (choose devices with fmrun --net)",
+            device_name(opts.device),
+            fm.rank(),
+            route.unwrap_or("nothing")
+        ));
+    }
     let active = fm.rank() < 2 || opts.device == DeviceArg::SelfLoop && fm.rank() == 0;
     fm.barrier().map_err(e)?;
     if active {
@@ -294,8 +312,10 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
     }
     fm.barrier().map_err(e)?;
     if fm.rank() == 0 {
-        if let Some(st) = fm.composite().ethernet_stats() {
-            eprintln!("fm-bench: ethernet counters of rank 0: {st:?}");
+        for dev in ["nic", "ethernet"] {
+            if let Some(st) = fm.composite().network_stats(dev) {
+                eprintln!("fm-bench: {dev} counters of rank 0: {st:?}");
+            }
         }
     }
     Ok(())
@@ -587,12 +607,47 @@ impl Ctx<'_> {
                     &Summary::of(&shm_samples),
                 ));
             }
+            if self.opts.device == DeviceArg::Nic {
+                out.push(self.nic_pollcost(n)?);
+            }
             if self.peer != self.fm.rank() {
                 self.fm.send(self.peer, H_PING, &[]).map_err(e)?;
             }
         }
         self.print(&out);
         Ok(())
+    }
+
+    /// An idle poll of the nic device alone, and the system calls it made.
+    fn nic_pollcost(&mut self, n: u64) -> Res<Sample> {
+        let nic = composite_mut(self.fm)
+            .network_mut("nic")
+            .ok_or("no nic device in this job")?;
+        let counter = fm_devices::sys::SyscallCounter::this_thread();
+        let before = counter.as_ref().map(|c| c.read());
+        let mut samples = Vec::new();
+        for _ in 0..21 {
+            let t = Instant::now();
+            for _ in 0..n / 21 {
+                if let Some(r) = std::hint::black_box(&mut *nic).raw_receive() {
+                    nic.raw_release(r.token);
+                    return Err("pollcost: a packet arrived during the idle measurement".into());
+                }
+            }
+            samples.push(t.elapsed().as_secs_f64() * 1e9 / (n / 21) as f64);
+        }
+        // The clock is read through the vDSO: no system call. The counter's
+        // second read is one.
+        let calls = counter.zip(before).map(|(c, b)| c.read() - b - 1);
+        let mut s = Sample::nanos(
+            "pollcost",
+            "nic",
+            "device",
+            n / 21 * 21,
+            &Summary::of(&samples),
+        );
+        s.syscalls = calls;
+        Ok(s)
     }
 
     /// Raw PM-level ping-pong over the composite or directly over its shmem member.
@@ -711,6 +766,7 @@ fn device_name(d: DeviceArg) -> &'static str {
     match d {
         DeviceArg::Shmem => "shmem",
         DeviceArg::Ethernet => "ethernet",
+        DeviceArg::Nic => "nic",
         DeviceArg::SelfLoop => "self",
     }
 }

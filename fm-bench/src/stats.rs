@@ -43,6 +43,8 @@ pub struct Sample {
     unit: &'static str,
     mb_s: Option<f64>,
     mmsg_s: Option<f64>,
+    /// System calls made during the measurement (pollcost of nic).
+    pub syscalls: Option<u64>,
 }
 
 impl Sample {
@@ -66,6 +68,7 @@ impl Sample {
             unit,
             mb_s: None,
             mmsg_s: None,
+            syscalls: None,
         }
     }
 
@@ -137,6 +140,9 @@ impl Sample {
         if let Some(x) = self.mmsg_s {
             m["mmsg_s"] = x.into();
         }
+        if let Some(x) = self.syscalls {
+            m["syscalls"] = x.into();
+        }
         o.to_string()
     }
 
@@ -171,10 +177,10 @@ impl Sample {
                 opt(r.mb_s, 1),
                 opt(r.mmsg_s, 2),
                 r.iters,
-                if r.layer != r0.layer {
-                    format!("  ({})", r.layer)
-                } else {
-                    String::new()
+                match (r.layer != r0.layer, r.syscalls) {
+                    (true, Some(n)) => format!("  ({} {}, {n} system calls)", r.device, r.layer),
+                    (true, None) => format!("  ({})", r.layer),
+                    (false, _) => String::new(),
                 }
             );
         }

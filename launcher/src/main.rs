@@ -31,7 +31,7 @@ struct Cli {
     #[arg(short = 'n', long = "np")]
     n: u32,
     /// Devices: auto, null (desktop-only: no network between hosts), or a
-    /// list such as shmem,null.
+    /// list such as self,shmem,nic,ethernet,null.
     #[arg(long, default_value = "auto")]
     net: String,
     /// Print each rank's destination device table once the job has started.

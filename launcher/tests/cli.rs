@@ -58,8 +58,8 @@ fn bad_command_lines_are_clear_errors() {
             "unknown device",
         ),
         (
-            &["-n", "2", "--net", "nic", "true"][..],
-            "not part of this build",
+            &["-n", "2", "--net", "infiniband", "true"][..],
+            "unknown device \"infiniband\"",
         ),
         (
             &["-n", "4", "--hosts", "a:3,b:3", "true"][..],

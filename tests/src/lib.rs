@@ -180,11 +180,12 @@ pub fn fmrun(
     c
 }
 
-/// The sum over the ranks' `ethernet rank R: NAME VALUE …` lines (printed by
-/// fm-testprog) of counter NAME.
-pub fn ethernet_counter(out: &str, name: &str) -> u64 {
+/// The sum over the ranks' `DEVICE rank R: NAME VALUE …` lines (printed by
+/// fm-testprog) of counter NAME of network device DEVICE.
+pub fn network_counter(out: &str, device: &str, name: &str) -> u64 {
+    let tag = format!("{device} rank ");
     out.lines()
-        .filter(|l| l.contains("ethernet rank"))
+        .filter(|l| l.contains(&tag))
         .filter_map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
             let at = w.iter().position(|x| *x == name)?;

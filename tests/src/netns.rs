@@ -133,7 +133,59 @@ impl Cluster {
     pub fn gateway(&self) -> Ipv4Addr {
         Ipv4Addr::new(198, 18, self.subnet, 1)
     }
+
+    /// `host:N,…` with `per_host` ranks on every host.
+    pub fn hosts_spec(&self, per_host: usize) -> String {
+        let h: Vec<String> = self
+            .hosts
+            .iter()
+            .map(|h| format!("{}:{per_host}", h.name))
+            .collect();
+        h.join(",")
+    }
+
+    /// fmrun over `hosts` (`host:N,…`) through `ip netns exec`, devices
+    /// `net` (`--net`), the embedded GRM on the bridge. `own_bin` locates
+    /// the workspace's binaries (see [`crate::fmrun`]).
+    pub fn fmrun(
+        &self,
+        own_bin: &str,
+        dir: &crate::TempDir,
+        hosts: &str,
+        net: &str,
+        program: &std::path::Path,
+        args: &[&str],
+    ) -> Command {
+        let n: usize = hosts
+            .split(',')
+            .map(|h| {
+                h.rsplit_once(':')
+                    .map_or(1, |(_, k)| k.parse().unwrap_or(1))
+            })
+            .sum();
+        let (n, grm) = (n.to_string(), format!("{}:0", self.gateway()));
+        let fmrun_args = [
+            "-n",
+            &n,
+            "--hosts",
+            hosts,
+            "--net",
+            net,
+            "--rsh",
+            "ip netns exec {host}",
+            "--grm-listen",
+            &grm,
+            "--timeout",
+            "240",
+        ];
+        crate::fmrun(own_bin, dir, &fmrun_args, program, args)
+    }
 }
+
+/// Devices of a job whose hosts talk through ethernet only.
+pub const NET_ETHERNET: &str = "self,shmem,ethernet,null";
+/// Devices of a job whose hosts talk through nic only.
+pub const NET_NIC: &str = "self,shmem,nic,null";
 
 static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 

@@ -5,7 +5,7 @@
 //! hosts real UDP sockets on loopback. Network namespaces come with the
 //! multi-host harness.
 
-use fm_tests::{ethernet_counter, fmrun, succeed, TempDir};
+use fm_tests::{fmrun, network_counter, succeed, TempDir};
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
@@ -48,10 +48,10 @@ fn four_hosts_of_two_ranks_all_to_all_under_loss_duplication_and_reordering() {
     assert_eq!(e.matches("ok, received 2000 messages").count(), 8, "{e}");
     assert_eq!(o.matches("ethernet rank").count(), 8, "{o}");
     assert!(
-        ethernet_counter(&o, "retransmits") > 0,
+        network_counter(&o, "ethernet", "retransmits") > 0,
         "no retransmission under 5 % loss?\n{o}"
     );
-    assert!(ethernet_counter(&o, "duplicates") > 0, "{o}");
+    assert!(network_counter(&o, "ethernet", "duplicates") > 0, "{o}");
     assert!(dir.segments().is_empty());
 }
 
@@ -59,7 +59,7 @@ fn four_hosts_of_two_ranks_all_to_all_under_loss_duplication_and_reordering() {
 fn garbage_datagrams_at_the_device_port_are_dropped_and_counted() {
     let dir = TempDir::for_segments("eth-garbage");
     let mut child = job(&dir, "", &["alltoall", "1000", "16384", "9"])
-        .env("FM_TEST_ETH_PAUSE_MS", "600")
+        .env("FM_TEST_PAUSE_MS", "600")
         .spawn()
         .expect("fmrun");
     let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
@@ -103,7 +103,7 @@ fn garbage_datagrams_at_the_device_port_are_dropped_and_counted() {
         8,
         "{err}"
     );
-    let invalid = ethernet_counter(&o, "invalid-drops");
+    let invalid = network_counter(&o, "ethernet", "invalid-drops");
     assert!(
         invalid > 0 && invalid <= sent,
         "{invalid} of {sent} counted\n{o}"
@@ -137,8 +137,8 @@ fn a_slow_receiver_engages_stop_and_go_and_nothing_is_lost() {
     );
     assert!(e.contains("rank 1: ok, received 1500 messages"), "{e}");
     assert!(
-        ethernet_counter(&o, "stops-sent") > 0,
+        network_counter(&o, "ethernet", "stops-sent") > 0,
         "STOP never engaged\n{o}"
     );
-    assert!(ethernet_counter(&o, "stops-received") > 0, "{o}");
+    assert!(network_counter(&o, "ethernet", "stops-received") > 0, "{o}");
 }

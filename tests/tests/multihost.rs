@@ -4,10 +4,9 @@
 //! host talk through shared memory and ranks on different hosts through the
 //! ethernet device over veth links.
 
-use fm_tests::netns::{rate_limit, Cluster};
-use fm_tests::{ethernet_counter, fmrun, succeed, workspace_bin, TempDir};
+use fm_tests::netns::{rate_limit, Cluster, NET_ETHERNET};
+use fm_tests::{network_counter, succeed, workspace_bin, TempDir};
 use std::path::Path;
-use std::process::Command;
 
 const TESTPROG: &str = env!("CARGO_BIN_EXE_fm-testprog");
 
@@ -19,34 +18,8 @@ fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// fmrun over the cluster's hosts (`host:N,…`) through `ip netns exec`,
-/// the embedded GRM on the bridge.
-fn on_cluster(c: &Cluster, dir: &TempDir, hosts: &str, program: &Path, args: &[&str]) -> Command {
-    let n: usize = hosts
-        .split(',')
-        .map(|h| {
-            h.rsplit_once(':')
-                .map_or(1, |(_, k)| k.parse().unwrap_or(1))
-        })
-        .sum();
-    let (n, grm) = (n.to_string(), format!("{}:0", c.gateway()));
-    let fmrun_args = [
-        "-n",
-        &n,
-        "--hosts",
-        hosts,
-        "--rsh",
-        "ip netns exec {host}",
-        "--grm-listen",
-        &grm,
-        "--timeout",
-        "240",
-    ];
-    fmrun(TESTPROG, dir, &fmrun_args, program, args)
-}
-
-/// fm-testprog with `per_host` ranks on each host of the cluster; it must
-/// succeed. Its stdout and stderr.
+/// fm-testprog with `per_host` ranks on each host of the cluster, hosts
+/// joined by ethernet; it must succeed. Its stdout and stderr.
 fn testprog(
     c: &Cluster,
     per_host: usize,
@@ -54,13 +27,17 @@ fn testprog(
     env: &[(&str, &str)],
     args: &[&str],
 ) -> (String, String) {
-    let hosts: Vec<String> = c
-        .hosts
-        .iter()
-        .map(|h| format!("{}:{per_host}", h.name))
-        .collect();
+    let hosts = c.hosts_spec(per_host);
     succeed(
-        on_cluster(c, dir, &hosts.join(","), Path::new(TESTPROG), args).envs(env.iter().copied()),
+        c.fmrun(
+            TESTPROG,
+            dir,
+            &hosts,
+            NET_ETHERNET,
+            Path::new(TESTPROG),
+            args,
+        )
+        .envs(env.iter().copied()),
     )
 }
 
@@ -79,7 +56,7 @@ fn four_namespace_hosts_all_to_all_under_faults() {
         &["alltoall", "2000", "65536", "13"],
     );
     assert_eq!(e.matches("ok, received 2000 messages").count(), 8, "{e}");
-    assert!(ethernet_counter(&o, "retransmits") > 0, "{o}");
+    assert!(network_counter(&o, "ethernet", "retransmits") > 0, "{o}");
     assert!(dir.segments().is_empty());
 }
 
@@ -102,7 +79,7 @@ fn a_rate_limited_link_drops_packets_and_everything_still_arrives() {
     let (o, e) = testprog(&c, 1, &dir, &[], &["alltoall", "600", "262144", "3"]);
     assert_eq!(e.matches("ok, received 600 messages").count(), 2, "{e}");
     assert!(
-        ethernet_counter(&o, "retransmits") > 0,
+        network_counter(&o, "ethernet", "retransmits") > 0,
         "the link never dropped: raise the stream or lower the rate\n{o}"
     );
 }
@@ -117,7 +94,10 @@ fn bw_between(c: &Cluster, ifaces: &str) -> f64 {
         "bw", "--device", "ethernet", "--sizes", "65536", "--iters", "600", "--warmup", "60",
         "--json",
     ];
-    let (o, _) = succeed(on_cluster(c, &dir, &hosts, &bench, &args).env("FM_ETH_IFACES", ifaces));
+    let (o, _) = succeed(
+        c.fmrun(TESTPROG, &dir, &hosts, NET_ETHERNET, &bench, &args)
+            .env("FM_ETH_IFACES", ifaces),
+    );
     o.lines()
         .filter_map(|l| l.split_once('{').map(|(_, r)| format!("{{{r}")))
         .find_map(|l| {

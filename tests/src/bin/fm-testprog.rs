@@ -26,6 +26,11 @@
 //!     them (slowly with FM_TEST_SLOW_RANK=1); prints the ethernet counters.
 //! fm-testprog handlers RANK
 //!     RANK registers handler 2 under another name than the other ranks.
+//! fm-testprog tcp-sink PORT | tcp-source ADDR:PORT BYTES
+//!     ordinary TCP traffic next to a job: the sink counts what arrives.
+//! fm-testprog frames IFACE COUNT
+//!     broadcasts COUNT foreign frames of fm's EtherType on IFACE: another
+//!     job's headers, truncated headers, random bytes.
 
 use fm::{Fm, FmError, Incoming};
 use fm_tests::{fill, Rng};
@@ -51,6 +56,9 @@ fn main() -> ExitCode {
         Some("exit") => serve(Some((arg(2) as u32, arg(3) as i32))),
         Some("handlers") => handlers(arg(2) as u32),
         Some("stream") => stream(arg(2), arg(3) as usize),
+        Some("tcp-sink") => tcp_sink(arg(2) as u16),
+        Some("tcp-source") => tcp_source(args.get(2).cloned().unwrap_or_default(), arg(3)),
+        Some("frames") => frames(args.get(2).cloned().unwrap_or_default(), arg(3)),
         _ => Err("usage: fm-testprog alltoall|headtohead|ring|noroute ...".into()),
     };
     match r {
@@ -151,17 +159,18 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
         .map_err(err)?
         .build()
         .map_err(err)?;
-    // FM_TEST_ETH_PAUSE_MS: say where the ethernet device listens, then wait
-    // (a test sprays garbage at it meanwhile).
-    if let Some(ms) = std::env::var("FM_TEST_ETH_PAUSE_MS")
+    // FM_TEST_PAUSE_MS: say where the ethernet device listens, then wait
+    // (a test sprays garbage at the devices meanwhile).
+    if let Some(ms) = std::env::var("FM_TEST_PAUSE_MS")
         .ok()
         .and_then(|v| v.parse().ok())
     {
         if let Some(e) = fm.ethernet_endpoint() {
             println!("endpoint {}", e.addrs[0]);
-            use std::io::Write;
-            let _ = std::io::stdout().flush();
         }
+        println!("paused rank {}", fm.rank());
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
         std::thread::sleep(std::time::Duration::from_millis(ms));
     }
     let size = fm.size() as u32;
@@ -236,7 +245,7 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
         expected.iter().sum::<u64>(),
         st
     );
-    print_ethernet_counters(&fm);
+    print_network_counters(&fm);
     Ok(())
 }
 
@@ -478,22 +487,130 @@ fn stream(messages: u64, size: usize) -> Res {
         eprintln!("rank 1: ok, received {} messages", g.0);
     }
     fm.barrier().map_err(err)?;
-    print_ethernet_counters(&fm);
+    print_network_counters(&fm);
     Ok(())
 }
 
-/// One line the tests parse (`fm_tests::ethernet_counter`):
-/// "ethernet rank R: retransmits N timeouts N …", when the job used ethernet.
-fn print_ethernet_counters(fm: &Fm) {
-    let Some(e) = fm.composite().ethernet_stats() else {
-        return;
-    };
-    println!(
-        "ethernet rank {}: retransmits {} timeouts {} loses {} duplicates {} invalid-drops {} out-of-order {} stops-sent {} stops-received {} gos-sent {} probes {}",
-        fm.rank(), e.retransmits, e.timeouts, e.loses_received, e.duplicates, e.invalid_drops(),
-        e.out_of_order, e.stops_sent, e.stops_received, e.gos_sent, e.probes
-    );
-    if std::env::var_os("FM_TEST_DEBUG").is_some() {
-        eprintln!("{e:?}");
+/// One line per network device the tests parse (`fm_tests::network_counter`):
+/// "ethernet rank R: retransmits N timeouts N …", for the devices the job has.
+fn print_network_counters(fm: &Fm) {
+    for dev in ["nic", "ethernet"] {
+        let Some(e) = fm.composite().network_stats(dev) else {
+            continue;
+        };
+        println!(
+            "{dev} rank {}: data-sent {} data-accepted {} retransmits {} timeouts {} loses {} duplicates {} invalid-drops {} out-of-order {} stops-sent {} stops-received {} gos-sent {} probes {} kernel-drops {}",
+            fm.rank(), e.data_sent, e.data_accepted, e.retransmits, e.timeouts, e.loses_received, e.duplicates, e.invalid_drops(),
+            e.out_of_order, e.stops_sent, e.stops_received, e.gos_sent, e.probes, e.kernel_drops
+        );
+        if std::env::var_os("FM_TEST_DEBUG").is_some() {
+            eprintln!("{dev}: {e:?}");
+        }
     }
+}
+
+fn tcp_sink(port: u16) -> Res {
+    use std::io::Read;
+    let l = std::net::TcpListener::bind(("0.0.0.0", port)).map_err(|e| e.to_string())?;
+    println!("tcp-sink: listening");
+    let (mut s, _) = l.accept().map_err(|e| e.to_string())?;
+    let (mut total, mut buf) = (0u64, vec![0u8; 1 << 16]);
+    loop {
+        match s.read(&mut buf).map_err(|e| e.to_string())? {
+            0 => break,
+            n => total += n as u64,
+        }
+    }
+    println!("tcp-sink: received {total} bytes");
+    Ok(())
+}
+
+fn tcp_source(to: String, bytes: u64) -> Res {
+    use std::io::Write;
+    let t0 = std::time::Instant::now();
+    let mut s = loop {
+        match std::net::TcpStream::connect(&to) {
+            Ok(s) => break s,
+            Err(e) if t0.elapsed().as_secs() >= 10 => return Err(format!("connect {to}: {e}")),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    };
+    let chunk = vec![0x5au8; 1 << 16];
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        s.write_all(&chunk[..n]).map_err(|e| e.to_string())?;
+        left -= n as u64;
+    }
+    println!("tcp-source: sent {bytes} bytes");
+    Ok(())
+}
+
+/// Broadcast foreign frames of fm's EtherType on `iface` (needs CAP_NET_RAW).
+fn frames(iface: String, count: u64) -> Res {
+    use fm_devices::reliable::header::{Header, Kind, HEADER};
+    let mac = fm_devices::sys::interface_mac(&iface).ok_or(format!("no interface {iface}"))?;
+    let name = std::ffi::CString::new(iface.clone()).map_err(|e| e.to_string())?;
+    // SAFETY: plain syscalls on a socket this function owns and closes.
+    unsafe {
+        let index = libc::if_nametoindex(name.as_ptr());
+        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
+        if fd < 0 || index == 0 {
+            return Err(format!(
+                "packet socket on {iface}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_ifindex = index as i32;
+        sll.sll_halen = 6;
+        sll.sll_addr[..6].copy_from_slice(&[0xff; 6]);
+        let mut rng = Rng::new(count ^ 0x5eed);
+        let mut sent = 0;
+        for i in 0..count {
+            let mut f = vec![0xffu8; 6];
+            f.extend_from_slice(&mac);
+            f.extend_from_slice(&fm_devices::nic::DEFAULT_ETHERTYPE.to_be_bytes());
+            match i % 3 {
+                0 => {
+                    // A well-formed packet of another job, to a real rank.
+                    let h = Header {
+                        kind: Kind::Data,
+                        job_key: rng.next_u64(),
+                        src: 1,
+                        dst: (i % 8) as u32,
+                        src_epoch: 3,
+                        dst_epoch: 5,
+                        number: 1,
+                        ack: 0,
+                        len: 16,
+                        payload_crc: false,
+                    };
+                    let mut d = vec![0u8; HEADER + 16];
+                    h.write(&mut d);
+                    f.extend_from_slice(&d);
+                }
+                1 => f.extend_from_slice(&b"Fm\x01\x01truncated header"[..]),
+                _ => f.extend((0..40 + rng.upto(1400)).map(|_| rng.next_u64() as u8)),
+            }
+            let rc = libc::sendto(
+                fd,
+                f.as_ptr().cast(),
+                f.len(),
+                0,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            );
+            if rc > 0 {
+                sent += 1;
+            }
+            if i % 64 == 63 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        libc::close(fd);
+        println!("frames: sent {sent}");
+    }
+    Ok(())
 }

@@ -1,0 +1,187 @@
+//! The nic device between namespace hosts on one bridge (root only): raw
+//! frames of fm's EtherType through PACKET_MMAP rings, with the reliable
+//! layer on top; ordinary IP traffic on the same interfaces goes on.
+
+use fm_tests::netns::{rate_limit, Cluster, NET_NIC};
+use fm_tests::{network_counter, succeed, TempDir};
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TESTPROG: &str = env!("CARGO_BIN_EXE_fm-testprog");
+
+/// Namespaces, two cores and a bandwidth test: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// fm-testprog on every host of `c` through nic; it must succeed.
+fn nic_job(c: &Cluster, per_host: usize, env: &[(&str, &str)], args: &[&str]) -> (String, String) {
+    let dir = TempDir::for_segments("ns-nic");
+    let out = succeed(
+        c.fmrun(
+            TESTPROG,
+            &dir,
+            &c.hosts_spec(per_host),
+            NET_NIC,
+            Path::new(TESTPROG),
+            args,
+        )
+        .envs(env.iter().copied()),
+    );
+    assert!(dir.segments().is_empty());
+    out
+}
+
+/// A command inside host `h`'s namespace.
+fn on_host(c: &Cluster, h: usize, program: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &c.hosts[h].name, program])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+fn assert_all_to_all(o: &str, e: &str, ranks: usize, messages: u64) {
+    let ok = format!("ok, received {messages} messages");
+    assert_eq!(e.matches(&ok).count(), ranks, "{e}");
+    assert!(network_counter(o, "nic", "data-accepted") > 0, "{o}");
+    // Every pair on other hosts went through nic: ethernet was not opened.
+    assert!(!o.contains("ethernet rank"), "{o}");
+}
+
+#[test]
+fn two_hosts_all_to_all_through_nic_while_ping_and_tcp_go_on() {
+    let _one = exclusive();
+    let test = "two_hosts_all_to_all_through_nic_while_ping_and_tcp_go_on";
+    let Some(c) = Cluster::new(test, 2) else {
+        return;
+    };
+    let to = c.hosts[1].addr.to_string();
+    let mut sink = on_host(&c, 1, TESTPROG, &["tcp-sink", "5301"])
+        .spawn()
+        .expect("sink");
+    let mut sink_out = BufReader::new(sink.stdout.take().expect("piped")).lines();
+    assert!(sink_out
+        .next()
+        .is_some_and(|l| l.is_ok_and(|l| l.contains("listening"))));
+    let bytes = (64u64 << 20).to_string();
+    let target = format!("{to}:5301");
+    let source = on_host(&c, 0, TESTPROG, &["tcp-source", &target, &bytes])
+        .spawn()
+        .expect("source");
+    let ping = on_host(&c, 0, "ping", &["-c", "40", "-i", "0.05", "-W", "2", &to])
+        .spawn()
+        .expect("ping");
+    let (o, e) = nic_job(&c, 2, &[], &["alltoall", "2000", "65536", "17"]);
+    assert_all_to_all(&o, &e, 4, 2000);
+    let src = source.wait_with_output().expect("source");
+    assert!(
+        src.status.success(),
+        "{}",
+        String::from_utf8_lossy(&src.stderr)
+    );
+    let rest: Vec<String> = sink_out.map_while(Result::ok).collect();
+    assert!(sink.wait().expect("sink").success());
+    assert!(
+        rest.iter()
+            .any(|l| l.contains(&format!("received {bytes} bytes"))),
+        "{rest:?}"
+    );
+    let p = ping.wait_with_output().expect("ping");
+    let p = String::from_utf8_lossy(&p.stdout);
+    let received: u32 = p
+        .split(',')
+        .find_map(|f| f.trim().strip_suffix(" received")?.parse().ok())
+        .unwrap_or(0);
+    assert!(received >= 36, "ping during the job:\n{p}");
+}
+
+#[test]
+fn four_hosts_all_to_all_through_nic_under_faults() {
+    let _one = exclusive();
+    let Some(c) = Cluster::new("four_hosts_all_to_all_through_nic_under_faults", 4) else {
+        return;
+    };
+    let faults = [("FM_FAULTS", "drop=0.05,dup=0.01,reorder=0.02,seed=5")];
+    let (o, e) = nic_job(&c, 2, &faults, &["alltoall", "1500", "65536", "23"]);
+    assert_all_to_all(&o, &e, 8, 1500);
+    assert!(network_counter(&o, "nic", "retransmits") > 0, "{o}");
+    assert!(network_counter(&o, "nic", "duplicates") > 0, "{o}");
+}
+
+#[test]
+fn a_rate_limited_link_drops_frames_and_nic_still_delivers() {
+    let _one = exclusive();
+    let test = "a_rate_limited_link_drops_frames_and_nic_still_delivers";
+    let Some(c) = Cluster::new(test, 2) else {
+        return;
+    };
+    if !rate_limit(&c.hosts[1].root_if, "200mbit", "128kb") {
+        eprintln!("SKIPPED {test}: tc tbf unavailable");
+        return;
+    }
+    let (o, e) = nic_job(&c, 1, &[], &["alltoall", "600", "262144", "3"]);
+    assert_all_to_all(&o, &e, 2, 600);
+    assert!(
+        network_counter(&o, "nic", "retransmits") > 0,
+        "the link never dropped: raise the stream or lower the rate\n{o}"
+    );
+}
+
+#[test]
+fn foreign_frames_of_our_ethertype_are_dropped_and_counted() {
+    let _one = exclusive();
+    let test = "foreign_frames_of_our_ethertype_are_dropped_and_counted";
+    let Some(c) = Cluster::new(test, 2) else {
+        return;
+    };
+    let dir = TempDir::for_segments("ns-nic-frames");
+    let mut job = c
+        .fmrun(
+            TESTPROG,
+            &dir,
+            &c.hosts_spec(2),
+            NET_NIC,
+            Path::new(TESTPROG),
+            &["alltoall", "1000", "16384", "9"],
+        )
+        .env("FM_TEST_PAUSE_MS", "800")
+        .spawn()
+        .expect("fmrun");
+    let mut lines = BufReader::new(job.stdout.take().expect("piped")).lines();
+    let (mut paused, t0) = (0, Instant::now());
+    while paused < 4 && t0.elapsed() < Duration::from_secs(60) {
+        let Some(Ok(l)) = lines.next() else { break };
+        paused += l.contains("paused rank") as usize;
+    }
+    assert_eq!(paused, 4, "every rank says it is ready");
+    // Broadcast from host 0: host 1's two ranks see every frame.
+    let frames = on_host(&c, 0, TESTPROG, &["frames", "fm0", "600"])
+        .output()
+        .expect("frames");
+    assert!(
+        frames.status.success(),
+        "{}",
+        String::from_utf8_lossy(&frames.stderr)
+    );
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let mut err = String::new();
+    let _ = job.stderr.take().expect("piped").read_to_string(&mut err);
+    let status = job.wait().expect("wait");
+    let o = rest.join("\n");
+    assert!(status.success(), "{status:?}\n{o}\n{err}");
+    assert_all_to_all(&o, &err, 4, 1000);
+    let invalid = network_counter(&o, "nic", "invalid-drops");
+    // Each of host 1's ranks sees every frame but those the filter gives
+    // to its neighbour: at least half of 600 each.
+    assert!(
+        (600..=1200).contains(&invalid),
+        "{invalid} of 600 frames counted\n{o}"
+    );
+    assert!(dir.segments().is_empty());
+}
