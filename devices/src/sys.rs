@@ -247,8 +247,9 @@ struct PerfEventAttr {
 }
 
 impl SyscallCounter {
+    /// The tracepoint's ID from tracefs (not mounted inside `ip netns
+    /// exec`, which remounts /sys: see [`SyscallCounter::with_tracepoint`]).
     pub fn this_thread() -> Option<SyscallCounter> {
-        use std::os::fd::FromRawFd;
         let id: u64 = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
             .iter()
             .find_map(|d| {
@@ -257,6 +258,12 @@ impl SyscallCounter {
             .trim()
             .parse()
             .ok()?;
+        SyscallCounter::with_tracepoint(id)
+    }
+
+    /// With the ID of `raw_syscalls:sys_enter` read elsewhere.
+    pub fn with_tracepoint(id: u64) -> Option<SyscallCounter> {
+        use std::os::fd::FromRawFd;
         let attr = PerfEventAttr {
             kind: 2, // PERF_TYPE_TRACEPOINT
             size: std::mem::size_of::<PerfEventAttr>() as u32,

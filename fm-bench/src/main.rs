@@ -623,7 +623,15 @@ impl Ctx<'_> {
         let nic = composite_mut(self.fm)
             .network_mut("nic")
             .ok_or("no nic device in this job")?;
-        let counter = fm_devices::sys::SyscallCounter::this_thread();
+        // Inside `ip netns exec` tracefs is not mounted: the ID may come
+        // from outside (scripts/bench-nic.sh).
+        let counter = match std::env::var("FM_BENCH_SYS_ENTER_ID")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            Some(id) => fm_devices::sys::SyscallCounter::with_tracepoint(id),
+            None => fm_devices::sys::SyscallCounter::this_thread(),
+        };
         let before = counter.as_ref().map(|c| c.read());
         let mut samples = Vec::new();
         for _ in 0..21 {

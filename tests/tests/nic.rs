@@ -185,3 +185,71 @@ fn foreign_frames_of_our_ethertype_are_dropped_and_counted() {
     );
     assert!(dir.segments().is_empty());
 }
+
+#[test]
+fn without_cap_net_raw_the_job_runs_on_ethernet_and_says_why_once_per_host() {
+    let _one = exclusive();
+    let test = "without_cap_net_raw_the_job_runs_on_ethernet_and_says_why_once_per_host";
+    let Some(c) = Cluster::new(test, 2) else {
+        return;
+    };
+    let dir = TempDir::for_segments("ns-nic-nocap");
+    // Ranks start without CAP_NET_RAW in their bounding set, so not at all.
+    let hosts = c.hosts_spec(2);
+    let grm = format!("{}:0", c.gateway());
+    let args = [
+        "-n",
+        "4",
+        "--hosts",
+        &hosts,
+        "--rsh",
+        "ip netns exec {host} setpriv --bounding-set=-net_raw",
+        "--grm-listen",
+        &grm,
+        "--timeout",
+        "120",
+    ];
+    let (o, e) = succeed(&mut fm_tests::fmrun(
+        TESTPROG,
+        &dir,
+        &args,
+        Path::new(TESTPROG),
+        &["alltoall", "300", "16384", "4"],
+    ));
+    assert_eq!(e.matches("ok, received 300 messages").count(), 4, "{e}");
+    assert!(
+        !o.contains("nic rank") && o.contains("ethernet rank"),
+        "{o}"
+    );
+    let why = e.matches("nic is not used on host").count();
+    assert_eq!(why, 2, "one line per host:\n{e}");
+    assert!(
+        e.contains("CAP_NET_RAW") && e.contains("setcap cap_net_raw+ep"),
+        "{e}"
+    );
+}
+
+#[test]
+fn nic_trunks_over_two_interfaces() {
+    let _one = exclusive();
+    let Some(c) = Cluster::with_networks("nic_trunks_over_two_interfaces", 2, 2) else {
+        return;
+    };
+    let packets = |root_if: &str| -> u64 {
+        std::fs::read_to_string(format!("/sys/class/net/{root_if}/statistics/rx_packets"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let before: Vec<u64> = c.hosts[0].root_ifs.iter().map(|i| packets(i)).collect();
+    let env = [("FM_NIC_IFACES", "fm0,fm1")];
+    let (o, e) = nic_job(&c, 1, &env, &["alltoall", "1000", "65536", "31"]);
+    assert_all_to_all(&o, &e, 2, 1000);
+    // Host 0 sent round-robin on both of its links (the root ends receive
+    // what it sends): each carried about half of its frames.
+    let data = network_counter(&o, "nic", "data-sent") / 2;
+    for (i, root_if) in c.hosts[0].root_ifs.iter().enumerate() {
+        let sent = packets(root_if) - before[i];
+        assert!(sent > data / 3, "link {i} carried {sent} of ~{data} frames\n{o}");
+    }
+}
