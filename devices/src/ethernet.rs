@@ -13,7 +13,7 @@
 //! reliable layer then keeps a per-peer reorder queue instead of treating a
 //! gap as a loss, and discards duplicates.
 
-use crate::reliable::{Link, ReliableDevice, Settings};
+use crate::reliable::{Link, ReliableDevice, Settings, Trunk};
 use crate::{DeviceError, JobKey, Rank};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
@@ -193,13 +193,12 @@ impl EthernetSocket {
         let mut c = r.config("ethernet", job_key, rank, peers.len(), self.epoch, mtu);
         // Several links to a peer reorder packets among themselves.
         c.reorder = self.socks.len() > 1 && peers.iter().flatten().any(|p| p.addrs.len() > 1);
+        let addrs = peers
+            .iter()
+            .map(|p| p.as_ref().map_or_else(Vec::new, |p| p.addrs.clone()))
+            .collect();
         let link = UdpLink {
-            peers: peers
-                .iter()
-                .map(|p| p.as_ref().map_or_else(Vec::new, |p| p.addrs.clone()))
-                .collect(),
-            next_path: vec![0; peers.len()],
-            next_sock: 0,
+            trunk: Trunk::new(addrs, self.socks.len()),
             socks: self.socks,
         };
         let link = r.link(link);
@@ -211,44 +210,20 @@ impl EthernetSocket {
 /// UDP under the reliable layer: one socket per link.
 pub struct UdpLink {
     socks: Vec<UdpSocket>,
-    /// Each peer's address per link.
-    peers: Vec<Vec<SocketAddr>>,
-    /// Round-robin position per peer.
-    next_path: Vec<usize>,
-    /// The socket to read first on the next receive.
-    next_sock: usize,
+    trunk: Trunk<SocketAddr>,
 }
 
 impl Link for UdpLink {
     fn send(&mut self, dest: Rank, datagram: &[u8]) -> io::Result<()> {
-        let d = dest as usize;
-        let paths = self
-            .peers
-            .get(d)
-            .map_or(0, |p| p.len().min(self.socks.len()));
-        if paths == 0 {
-            return Err(io::Error::new(io::ErrorKind::NotFound, "not a peer"));
-        }
-        // Link i of ours talks to link i of the peer (same network).
-        let i = self.next_path[d] % paths;
-        self.next_path[d] = self.next_path[d].wrapping_add(1);
-        self.socks[i]
-            .send_to(datagram, self.peers[d][i])
-            .map(|_| ())
+        let (i, to) = self.trunk.route(dest)?;
+        self.socks[i].send_to(datagram, to).map(|_| ())
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> Option<usize> {
         // Any error (would block, an ICMP "port unreachable" reported on a
         // later call) means nothing to read now; the reliable layer times out.
-        let n = self.socks.len();
-        for k in 0..n {
-            let i = (self.next_sock + k) % n;
-            if let Ok(len) = self.socks[i].recv(buf) {
-                self.next_sock = (i + 1) % n;
-                return Some(len);
-            }
-        }
-        None
+        let socks = &self.socks;
+        self.trunk.recv(|i| socks[i].recv(buf).ok()).map(|(_, n)| n)
     }
 }
 

@@ -19,7 +19,7 @@
 //! Needs CAP_NET_RAW: without it opening fails with
 //! [`DeviceError::NotPermitted`], and fm falls back to `ethernet`.
 
-use crate::reliable::{ArrivalProbe, Link, ReliableDevice, Settings};
+use crate::reliable::{ArrivalProbe, Link, ReliableDevice, Settings, Trunk};
 use crate::{DeviceError, JobKey, Rank};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -256,13 +256,12 @@ impl NicSocket {
             .iter()
             .map(|r| AtomicPtr::new(r.rx_status(0)))
             .collect();
+        let macs = peers
+            .iter()
+            .map(|p| p.as_ref().map_or_else(Vec::new, |p| p.macs.clone()))
+            .collect();
         let link = RingLink {
-            peers: peers
-                .iter()
-                .map(|p| p.as_ref().map_or_else(Vec::new, |p| p.macs.clone()))
-                .collect(),
-            next_path: vec![0; peers.len()],
-            next_ring: 0,
+            trunk: Trunk::new(macs, self.rings.len()),
             ethertype: self.cfg.ethertype.to_be_bytes(),
             tx_burst: self.cfg.tx_burst.max(1),
             words,
@@ -585,9 +584,7 @@ fn rank_filter(mates: &[Rank]) -> Vec<libc::sock_filter> {
 struct RingLink {
     rings: Vec<Ring>,
     /// Each peer's MAC per link.
-    peers: Vec<Vec<[u8; 6]>>,
-    next_path: Vec<usize>,
-    next_ring: usize,
+    trunk: Trunk<[u8; 6]>,
     ethertype: [u8; 2],
     tx_burst: usize,
     /// Per ring, the status word of its next RX frame (the arrival probe).
@@ -596,18 +593,9 @@ struct RingLink {
 
 impl Link for RingLink {
     fn send(&mut self, dest: Rank, datagram: &[u8]) -> io::Result<()> {
-        let d = dest as usize;
-        let paths = self
-            .peers
-            .get(d)
-            .map_or(0, |p| p.len().min(self.rings.len()));
-        if paths == 0 {
-            return Err(io::Error::new(io::ErrorKind::NotFound, "not a peer"));
-        }
-        let i = self.next_path[d] % paths;
-        self.next_path[d] = self.next_path[d].wrapping_add(1);
+        let (i, mac) = self.trunk.route(dest)?;
         let ring = &mut self.rings[i];
-        ring.send(&self.peers[d][i], self.ethertype, datagram)?;
+        ring.send(mac, self.ethertype, datagram)?;
         if ring.tx_queued >= self.tx_burst {
             ring.kick();
         }
@@ -615,17 +603,11 @@ impl Link for RingLink {
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> Option<usize> {
-        let n = self.rings.len();
-        for k in 0..n {
-            let i = (self.next_ring + k) % n;
-            if let Some(len) = self.rings[i].recv(buf) {
-                self.next_ring = (i + 1) % n;
-                let r = &self.rings[i];
-                self.words[i].store(r.rx_status(r.rx_head), Ordering::Relaxed);
-                return Some(len);
-            }
-        }
-        None
+        let rings = &mut self.rings;
+        let (i, len) = self.trunk.recv(|i| rings[i].recv(buf))?;
+        let r = &self.rings[i];
+        self.words[i].store(r.rx_status(r.rx_head), Ordering::Relaxed);
+        Some(len)
     }
 
     fn flush(&mut self) {

@@ -204,3 +204,21 @@ pub fn succeed(cmd: &mut std::process::Command) -> (String, String) {
     assert!(out.status.success(), "{:?}\n{o}\n{e}", out.status);
     (o, e)
 }
+
+/// Wait for a job started with piped output whose stdout was read up to
+/// `lines`; it must succeed. The rest of its stdout, and its stderr.
+pub fn finish(
+    mut child: std::process::Child,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+) -> (String, String) {
+    use std::io::Read;
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let status = child.wait().expect("wait for the job");
+    let o = rest.join("\n");
+    assert!(status.success(), "{status:?}\n{o}\n{err}");
+    (o, err)
+}

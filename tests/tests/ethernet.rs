@@ -5,8 +5,8 @@
 //! hosts real UDP sockets on loopback. Network namespaces come with the
 //! multi-host harness.
 
-use fm_tests::{fmrun, network_counter, succeed, TempDir};
-use std::io::{BufRead, BufReader, Read};
+use fm_tests::{finish, fmrun, network_counter, succeed, TempDir};
+use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
 use std::process::Command;
@@ -92,12 +92,7 @@ fn garbage_datagrams_at_the_device_port_are_dropped_and_counted() {
             sent += 1;
         }
     }
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    let mut err = String::new();
-    let _ = child.stderr.take().expect("piped").read_to_string(&mut err);
-    let status = child.wait().expect("wait");
-    let o = rest.join("\n");
-    assert!(status.success(), "{status:?}\n{o}\n{err}");
+    let (o, err) = finish(child, lines);
     assert_eq!(
         err.matches("ok, received 1000 messages").count(),
         8,

@@ -3,8 +3,8 @@
 //! layer on top; ordinary IP traffic on the same interfaces goes on.
 
 use fm_tests::netns::{rate_limit, Cluster, NET_NIC};
-use fm_tests::{network_counter, succeed, TempDir};
-use std::io::{BufRead, BufReader, Read};
+use fm_tests::{finish, network_counter, succeed, TempDir};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -169,12 +169,7 @@ fn foreign_frames_of_our_ethertype_are_dropped_and_counted() {
         "{}",
         String::from_utf8_lossy(&frames.stderr)
     );
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    let mut err = String::new();
-    let _ = job.stderr.take().expect("piped").read_to_string(&mut err);
-    let status = job.wait().expect("wait");
-    let o = rest.join("\n");
-    assert!(status.success(), "{status:?}\n{o}\n{err}");
+    let (o, err) = finish(job, lines);
     assert_all_to_all(&o, &err, 4, 1000);
     let invalid = network_counter(&o, "nic", "invalid-drops");
     // Each of host 1's ranks sees every frame but those the filter gives
@@ -250,6 +245,9 @@ fn nic_trunks_over_two_interfaces() {
     let data = network_counter(&o, "nic", "data-sent") / 2;
     for (i, root_if) in c.hosts[0].root_ifs.iter().enumerate() {
         let sent = packets(root_if) - before[i];
-        assert!(sent > data / 3, "link {i} carried {sent} of ~{data} frames\n{o}");
+        assert!(
+            sent > data / 3,
+            "link {i} carried {sent} of ~{data} frames\n{o}"
+        );
     }
 }

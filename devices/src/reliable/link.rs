@@ -82,6 +82,55 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
 }
 
+/// The links of a trunk (thesis chapter 6): packets to a peer go round-robin
+/// over the links both sides have, link i of ours to link i of the peer
+/// (same network); receiving reads the links in turn. `A` is a peer's
+/// address on one link.
+pub struct Trunk<A> {
+    /// Each peer's address per link (empty: not a peer).
+    peers: Vec<Vec<A>>,
+    links: usize,
+    next_path: Vec<usize>,
+    next_recv: usize,
+}
+
+impl<A> Trunk<A> {
+    pub fn new(peers: Vec<Vec<A>>, links: usize) -> Trunk<A> {
+        Trunk {
+            next_path: vec![0; peers.len()],
+            peers,
+            links,
+            next_recv: 0,
+        }
+    }
+
+    /// The link for the next packet to `dest`, and `dest`'s address on it.
+    pub fn route(&mut self, dest: Rank) -> io::Result<(usize, &A)> {
+        let d = dest as usize;
+        let paths = self.peers.get(d).map_or(0, |p| p.len().min(self.links));
+        if paths == 0 {
+            return Err(io::Error::new(io::ErrorKind::NotFound, "not a peer"));
+        }
+        let i = self.next_path[d] % paths;
+        self.next_path[d] = self.next_path[d].wrapping_add(1);
+        Ok((i, &self.peers[d][i]))
+    }
+
+    /// `read(i)` on each link in turn, from the one after the link that
+    /// last had something: the first (link, length) found.
+    pub fn recv(&mut self, mut read: impl FnMut(usize) -> Option<usize>) -> Option<(usize, usize)> {
+        let n = self.links;
+        for k in 0..n {
+            let i = (self.next_recv + k) % n;
+            if let Some(len) = read(i) {
+                self.next_recv = (i + 1) % n;
+                return Some((i, len));
+            }
+        }
+        None
+    }
+}
+
 /// An in-memory network of `n` endpoints: queues of datagrams, lossless.
 #[derive(Clone)]
 pub struct MemNet {

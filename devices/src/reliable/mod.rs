@@ -35,7 +35,7 @@ use crate::{
     CONTROL_RESERVE,
 };
 use header::{seq_le, seq_lt, Header, Kind, Malformed, HEADER};
-pub use link::{ArrivalProbe, Faults, FaultyLink, Link, MemLink, MemNet};
+pub use link::{ArrivalProbe, Faults, FaultyLink, Link, MemLink, MemNet, Trunk};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
