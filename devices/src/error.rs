@@ -80,3 +80,14 @@ pub enum DeviceError {
         reason: String,
     },
 }
+
+impl DeviceError {
+    /// For `map_err`: an I/O error of `device` while `context`.
+    pub fn io(device: &'static str, context: String) -> impl FnOnce(std::io::Error) -> DeviceError {
+        move |source| DeviceError::Io {
+            device,
+            context,
+            source,
+        }
+    }
+}

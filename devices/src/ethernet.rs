@@ -98,11 +98,7 @@ pub struct EthernetSocket {
 }
 
 fn io_err(context: String) -> impl FnOnce(io::Error) -> DeviceError {
-    move |source| DeviceError::Io {
-        device: "ethernet",
-        context,
-        source,
-    }
+    DeviceError::io("ethernet", context)
 }
 
 fn bind_one(addr: IpAddr, buffer: usize) -> Result<UdpSocket, DeviceError> {

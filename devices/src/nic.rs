@@ -150,11 +150,7 @@ pub struct NicSocket {
 }
 
 fn io_err(context: String) -> impl FnOnce(io::Error) -> DeviceError {
-    move |source| DeviceError::Io {
-        device: "nic",
-        context,
-        source,
-    }
+    DeviceError::io("nic", context)
 }
 
 fn config_err(reason: String) -> DeviceError {
