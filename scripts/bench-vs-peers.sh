@@ -62,6 +62,16 @@ fi_pp() { # provider endpoint-type size iters
         awk -v s="$3" -v p="libfabric-$1" 'NR==2 {print "{\"peer\":\"" p "\",\"test\":\"fi_pingpong\",\"size\":" s ",\"median_us\":" $7 "}"}'
     kill $srv 2>/dev/null; wait $srv 2>/dev/null
 }
+# Open MPI over TCP on loopback (ob1 with the tcp BTL), the peers' MPI ping-pong.
+MPIPP=""
+if [ "$GROUP" = ethernet ] && command -v mpicc >/dev/null && [ -f "$PEERS/mpi_pingpong.c" ]; then
+    mpicc -O2 -o "$OUT/mpi_pingpong" "$PEERS/mpi_pingpong.c" 2>/dev/null && MPIPP=$OUT/mpi_pingpong
+fi
+mpi_tcp() {
+    timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 --bind-to core \
+        --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo "$MPIPP" 10000 1000 2>/dev/null |
+        awk '!/^#/ && ($1 == 8 || $1 == 1024 || $1 == 65536 || $1 == 1048576) {print "{\"peer\":\"openmpi-tcp\",\"test\":\"mpi_pingpong\",\"size\":" $1 ",\"median_us\":" $4 "}"}'
+}
 probe() {
     [ -n "$FLOOR" ] || return
     $FLOOR line-proc 0 1 2>/dev/null | tail -1 | grep -o 'oneway_p50_us=[0-9.]*' | cut -d= -f2
@@ -83,6 +93,7 @@ for r in $(seq "$REPS"); do
             unset UCX_NET_DEVICES
         fi
         command -v fi_pingpong >/dev/null && { fi_pp "udp;ofi_rxd" rdm 8 10000; fi_pp "udp;ofi_rxd" rdm 1048576 300; }
+        [ -n "$MPIPP" ] && mpi_tcp
     } else {
         $FMB pingpong --sizes 8,1024,65536,1048576 --json
         if command -v ucx_perftest >/dev/null; then
