@@ -10,11 +10,13 @@
 mod doctor;
 
 use clap::{Parser, Subcommand};
+use fm_devices::ethernet::{EthernetConfig, EthernetSocket};
+use fm_devices::nic::{NicConfig, NicSocket};
 use fm_devices::null::NullDevice;
 use fm_devices::selfloop::SelfDevice;
 use fm_devices::shmem::segment::scan;
 use fm_devices::shmem::{ShmemConfig, ShmemDevice};
-use fm_devices::{Device, DeviceInfo, JobKey};
+use fm_devices::{Device, DeviceInfo, JobKey, Options};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -98,7 +100,45 @@ fn devices() -> ExitCode {
         &NullDevice::open(vec![]).info(),
         "between hosts, desktop-only (--net null)",
     );
-    println!("  ethernet, nic: not part of this build");
+    // The network devices, really opened (and closed again) on loopback and
+    // on each interface with an IPv4 address.
+    let lo = std::net::IpAddr::from([127, 0, 0, 1]);
+    match EthernetSocket::bind(EthernetConfig::new(lo)).and_then(|s| {
+        let note = format!("UDP; on loopback {}", s.endpoint()?.encode());
+        Ok((s.associate(JobKey(rand_key()), 0, &[None])?, note))
+    }) {
+        Ok((d, note)) => print_info(&d.info(), &note),
+        Err(e) => println!("  ethernet  unavailable: {e}"),
+    }
+    let mut ifaces: Vec<String> = Vec::new();
+    fm_devices::sys::for_each_address(|name, a, _| {
+        if a.is_ipv4() && !a.is_loopback() && !ifaces.iter().any(|i| i == name) {
+            ifaces.push(name.to_string());
+        }
+    });
+    if ifaces.is_empty() {
+        println!("  nic       no interface with an IPv4 address besides loopback");
+    }
+    for i in ifaces {
+        match NicSocket::open(NicConfig::new(&i)) {
+            Ok(s) => {
+                let ep = s.endpoint();
+                let info = DeviceInfo {
+                    name: "nic",
+                    options: Options(
+                        Options::RELIABLE.0 | Options::ORDERED.0 | Options::RECEIVES.0,
+                    ),
+                    mtu: ep.mtu as usize - fm_devices::reliable::header::HEADER,
+                };
+                let mac = fm_devices::nic::format_mac(&ep.macs[0]);
+                print_info(
+                    &info,
+                    &format!("raw frames on {i} ({mac}, network {})", ep.network),
+                );
+            }
+            Err(e) => println!("  nic       on {i}: unavailable: {e}"),
+        }
+    }
     ExitCode::SUCCESS
 }
 

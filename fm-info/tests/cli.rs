@@ -102,11 +102,11 @@ fn doctor_fails_on_a_directory_too_small_for_the_job() {
 }
 
 #[test]
-fn devices_lists_self_shmem_and_null_with_option_bits() {
+fn devices_lists_every_device_with_option_bits() {
     let o = fm_info(&[]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}");
-    for d in ["self ", "shmem ", "null "] {
+    for d in ["self ", "shmem ", "null ", "ethernet ", "nic "] {
         assert!(out.contains(d), "{out}");
     }
     assert!(out.contains("reliable|ordered|receives"), "{out}");
