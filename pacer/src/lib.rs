@@ -95,7 +95,7 @@ impl Profile {
     pub fn empty() -> Profile {
         Profile {
             version: VERSION,
-            host: hostname(),
+            host: fm_devices::sys::hostname(),
             kernel: kernel(),
             curves: BTreeMap::new(),
         }
@@ -277,17 +277,6 @@ pub fn tune(
         source: Source::Measured,
         curve: Some(curve),
     }
-}
-
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into buf.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 /// The running kernel's release and version (`uname -rv`).

@@ -18,6 +18,19 @@ fn measure(calls: &Cell<u32>) -> impl FnMut(u64) -> Option<f64> + '_ {
     }
 }
 
+/// Tune the `nic.tx_burst` knob (default 32) over `candidates`.
+fn nic_tx(c: &Cache, mode: Mode, candidates: &[u64], calls: &Cell<u32>) -> fm_pacer::Choice {
+    tune(
+        Some(c),
+        mode,
+        "nic",
+        "tx_burst",
+        candidates,
+        32,
+        measure(calls),
+    )
+}
+
 fn cache(dir: &TempDir) -> Cache {
     Cache {
         path: dir.0.join("sub").join("pacer.toml"),
@@ -29,15 +42,7 @@ fn a_measured_curve_is_cached_and_reused_without_measuring() {
     let dir = TempDir::new("pacer-cache");
     let c = cache(&dir);
     let calls = Cell::new(0);
-    let first = tune(
-        Some(&c),
-        Mode::Auto,
-        "nic",
-        "tx_burst",
-        &CANDIDATES,
-        32,
-        measure(&calls),
-    );
+    let first = nic_tx(&c, Mode::Auto, &CANDIDATES, &calls);
     assert_eq!((first.size, first.source), (16, Source::Measured));
     assert_eq!(calls.get(), 4);
     // The file round-trips to the same profile.
@@ -45,15 +50,7 @@ fn a_measured_curve_is_cached_and_reused_without_measuring() {
     assert_eq!(p.version, VERSION);
     assert_eq!(p.curves.get("nic.tx_burst"), first.curve.as_ref());
     let t = std::time::Instant::now();
-    let again = tune(
-        Some(&c),
-        Mode::Auto,
-        "nic",
-        "tx_burst",
-        &CANDIDATES,
-        32,
-        measure(&calls),
-    );
+    let again = nic_tx(&c, Mode::Auto, &CANDIDATES, &calls);
     let took = t.elapsed();
     assert_eq!((again.size, again.source), (16, Source::Cached));
     assert_eq!(calls.get(), 4, "a cached choice is not measured again");
@@ -77,35 +74,11 @@ fn force_measures_again_and_changed_candidates_do_too() {
     let dir = TempDir::new("pacer-force");
     let c = cache(&dir);
     let calls = Cell::new(0);
-    tune(
-        Some(&c),
-        Mode::Auto,
-        "nic",
-        "tx_burst",
-        &CANDIDATES,
-        32,
-        measure(&calls),
-    );
-    let f = tune(
-        Some(&c),
-        Mode::Force,
-        "nic",
-        "tx_burst",
-        &CANDIDATES,
-        32,
-        measure(&calls),
-    );
+    nic_tx(&c, Mode::Auto, &CANDIDATES, &calls);
+    let f = nic_tx(&c, Mode::Force, &CANDIDATES, &calls);
     assert_eq!((f.source, calls.get()), (Source::Measured, 8));
     let other = [1, 16];
-    let o = tune(
-        Some(&c),
-        Mode::Auto,
-        "nic",
-        "tx_burst",
-        &other,
-        32,
-        measure(&calls),
-    );
+    let o = nic_tx(&c, Mode::Auto, &other, &calls);
     assert_eq!((o.source, calls.get()), (Source::Measured, 10));
 }
 
@@ -133,15 +106,7 @@ fn a_corrupt_or_foreign_cache_is_ignored_and_measured_again() {
     ] {
         std::fs::write(&c.path, &bad).unwrap();
         let calls = Cell::new(0);
-        let r = tune(
-            Some(&c),
-            Mode::Auto,
-            "nic",
-            "tx_burst",
-            &CANDIDATES,
-            32,
-            measure(&calls),
-        );
+        let r = nic_tx(&c, Mode::Auto, &CANDIDATES, &calls);
         assert_eq!(
             (r.size, r.source, calls.get()),
             (16, Source::Measured, 4),
@@ -157,35 +122,11 @@ fn overrides_do_not_measure() {
     let dir = TempDir::new("pacer-override");
     let c = cache(&dir);
     let calls = Cell::new(0);
-    let off = tune(
-        Some(&c),
-        Mode::Off,
-        "nic",
-        "tx_burst",
-        &CANDIDATES,
-        32,
-        measure(&calls),
-    );
+    let off = nic_tx(&c, Mode::Off, &CANDIDATES, &calls);
     assert_eq!((off.size, off.source), (32, Source::Default));
-    let fixed = tune(
-        Some(&c),
-        Mode::Fixed(20),
-        "nic",
-        "tx_burst",
-        &CANDIDATES,
-        32,
-        measure(&calls),
-    );
+    let fixed = nic_tx(&c, Mode::Fixed(20), &CANDIDATES, &calls);
     assert_eq!((fixed.size, fixed.source), (16, Source::Override));
-    let small = tune(
-        Some(&c),
-        Mode::Fixed(1),
-        "nic",
-        "tx_burst",
-        &[4, 8],
-        32,
-        measure(&calls),
-    );
+    let small = nic_tx(&c, Mode::Fixed(1), &[4, 8], &calls);
     assert_eq!(small.size, 4, "below every candidate: the smallest");
     assert_eq!(calls.get(), 0);
     assert!(!c.path.exists(), "overrides write no cache");
