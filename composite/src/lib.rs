@@ -10,6 +10,7 @@
 use fm_devices::ethernet::EthernetDevice;
 use fm_devices::nic::NicDevice;
 use fm_devices::null::NullDevice;
+use fm_devices::reliable::NetDevice;
 use fm_devices::selfloop::SelfDevice;
 use fm_devices::shmem::ShmemDevice;
 use fm_devices::{Device, DeviceError, DeviceInfo, DeviceStats, Options, Rank, RawRecv, RawSend};
@@ -29,16 +30,15 @@ pub enum Member {
 /// the compiler can inline through, and only these devices' code sits
 /// behind the `Other` route, so the hot self and shmem paths stay small.
 enum Network {
-    Nic(Box<NicDevice>),
-    Ethernet(Box<EthernetDevice>),
+    /// nic or ethernet (named): the reliable layer over a link.
+    Reliable(&'static str, Box<NetDevice>),
     Null(NullDevice),
 }
 
 macro_rules! each {
     ($m:expr, $d:ident => $e:expr) => {
         match $m {
-            Network::Nic($d) => $e,
-            Network::Ethernet($d) => $e,
+            Network::Reliable(_, $d) => $e,
             Network::Null($d) => $e,
         }
     };
@@ -206,11 +206,11 @@ impl Composite {
                 }
                 Member::Nic(d) => {
                     order.push(Route::Other(others.len() as u8));
-                    others.push(Network::Nic(d));
+                    others.push(Network::Reliable("nic", d));
                 }
                 Member::Ethernet(d) => {
                     order.push(Route::Other(others.len() as u8));
-                    others.push(Network::Ethernet(d));
+                    others.push(Network::Reliable("ethernet", d));
                 }
                 Member::Null(d) => {
                     order.push(Route::Other(others.len() as u8));
@@ -301,14 +301,9 @@ impl Composite {
 
     /// The member network device called `name` (`nic` or `ethernet`): both
     /// run the reliable layer. For counters and benchmarks.
-    pub fn network_mut(
-        &mut self,
-        name: &str,
-    ) -> Option<&mut fm_devices::reliable::ReliableDevice<Box<dyn fm_devices::reliable::Link>>>
-    {
+    pub fn network_mut(&mut self, name: &str) -> Option<&mut NetDevice> {
         self.others.iter_mut().find_map(|m| match m {
-            Network::Nic(d) if name == "nic" => Some(&mut **d),
-            Network::Ethernet(d) if name == "ethernet" => Some(&mut **d),
+            Network::Reliable(n, d) if *n == name => Some(&mut **d),
             _ => None,
         })
     }
@@ -316,8 +311,7 @@ impl Composite {
     /// Counters of the reliable layer of the member network `name`.
     pub fn network_stats(&self, name: &str) -> Option<fm_devices::reliable::ReliableStats> {
         self.others.iter().find_map(|m| match m {
-            Network::Nic(d) if name == "nic" => Some(d.reliable_stats()),
-            Network::Ethernet(d) if name == "ethernet" => Some(d.reliable_stats()),
+            Network::Reliable(n, d) if *n == name => Some(d.reliable_stats()),
             _ => None,
         })
     }

@@ -24,7 +24,7 @@ const IP_UDP_HEADERS: usize = 28;
 /// The largest UDP payload.
 const MAX_UDP: usize = 65507;
 
-pub type EthernetDevice = ReliableDevice<Box<dyn Link>>;
+pub type EthernetDevice = crate::reliable::NetDevice;
 
 /// Settings of the ethernet device (`FM_ETH_*`, docs/CONFIG.md).
 #[derive(Clone, Debug)]

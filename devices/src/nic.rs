@@ -37,7 +37,7 @@ const RX_RESERVE: usize = 128;
 /// Links of one endpoint at most (interfaces, for trunking).
 pub const MAX_LINKS: usize = 8;
 
-pub type NicDevice = ReliableDevice<Box<dyn Link>>;
+pub type NicDevice = crate::reliable::NetDevice;
 
 /// Settings of the nic device (`FM_NIC_*`, docs/CONFIG.md).
 #[derive(Clone, Debug)]
@@ -220,6 +220,11 @@ impl NicSocket {
         }
     }
 
+    /// Whether a peer with endpoint `p` is on this device's layer-2 network.
+    pub fn shares_network(&self, p: &NicEndpoint) -> bool {
+        p.network == self.network
+    }
+
     /// Associate nodes: `peers[r]` is rank r's endpoint (`None` for ranks
     /// reached otherwise and for this rank); ranks on another layer-2
     /// network are not reached. `host_mates` are the other ranks of this
@@ -233,7 +238,7 @@ impl NicSocket {
     ) -> Result<NicDevice, DeviceError> {
         let peers: Vec<Option<NicEndpoint>> = peers
             .iter()
-            .map(|p| p.clone().filter(|p| p.network == self.network))
+            .map(|p| p.clone().filter(|p| self.shares_network(p)))
             .collect();
         let mtu = peers
             .iter()
@@ -452,17 +457,17 @@ impl Ring {
         self.rx_frame(i).cast()
     }
 
-    fn status(frame: *mut u8) -> &'static AtomicU32 {
+    /// The status word of a frame of this ring's mapping.
+    fn status(&self, frame: *mut u8) -> &AtomicU32 {
         // SAFETY: every frame starts with its u32 status word, 16-byte
-        // aligned, shared with the kernel; the mapping outlives the use.
+        // aligned, shared with the kernel; the mapping lives as long as self.
         unsafe { &*(frame as *const AtomicU32) }
     }
 
     /// The next arrived frame's Ethernet payload, copied into `buf`.
     fn recv(&mut self, buf: &mut [u8]) -> Option<usize> {
         let f = self.rx_frame(self.rx_head);
-        let status = Ring::status(f);
-        if status.load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
+        if self.status(f).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
             return None;
         }
         // SAFETY: the kernel handed this frame to us (TP_STATUS_USER): its
@@ -479,7 +484,8 @@ impl Ring {
         } else {
             0 // truncated or broken: the reliable layer counts it malformed
         };
-        status.store(libc::TP_STATUS_KERNEL, Ordering::Release);
+        self.status(f)
+            .store(libc::TP_STATUS_KERNEL, Ordering::Release);
         self.rx_head = (self.rx_head + 1) % self.rx;
         Some(n)
     }
@@ -493,12 +499,11 @@ impl Ring {
                 "frame too large",
             ));
         }
-        let mut f = self.tx_frame(self.tx_head);
-        if Ring::status(f).load(Ordering::Acquire) != libc::TP_STATUS_AVAILABLE {
+        let f = self.tx_frame(self.tx_head);
+        if self.status(f).load(Ordering::Acquire) != libc::TP_STATUS_AVAILABLE {
             // Full: let the kernel send what is queued, then look again.
             self.kick();
-            f = self.tx_frame(self.tx_head);
-            if Ring::status(f).load(Ordering::Acquire) != libc::TP_STATUS_AVAILABLE {
+            if self.status(f).load(Ordering::Acquire) != libc::TP_STATUS_AVAILABLE {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
         }
@@ -511,7 +516,8 @@ impl Ring {
             std::ptr::copy_nonoverlapping(datagram.as_ptr(), d.add(ETH_HEADER), datagram.len());
             (*(f as *mut libc::tpacket2_hdr)).tp_len = len as u32;
         }
-        Ring::status(f).store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
+        self.status(f)
+            .store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
         self.tx_head = (self.tx_head + 1) % self.tx;
         self.tx_queued += 1;
         Ok(())

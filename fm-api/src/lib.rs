@@ -333,12 +333,8 @@ fn open_nic(
 /// Associate nodes: the ranks on other hosts of this layer-2 network that
 /// advertised a nic endpoint.
 fn associate_nic(sock: NicSocket, m: &Membership, c: &Config) -> Result<Option<NicDevice>> {
-    let network = sock.endpoint().network;
-    let peers: Vec<Option<NicEndpoint>> = peer_endpoints(m, c, "nic", NicEndpoint::decode)?
-        .into_iter()
-        .map(|p| p.filter(|p| p.network == network))
-        .collect();
-    if peers.iter().all(Option::is_none) {
+    let peers = peer_endpoints(m, c, "nic", NicEndpoint::decode)?;
+    if !peers.iter().flatten().any(|p| sock.shares_network(p)) {
         return Ok(None);
     }
     let mates: Vec<Rank> = c

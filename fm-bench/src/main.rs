@@ -553,35 +553,14 @@ impl Ctx<'_> {
             let mut fm_samples = Vec::new();
             let mut shm_samples = Vec::new();
             for _ in 0..21 {
-                let dev = composite_mut(self.fm);
-                let t = Instant::now();
-                let mut hits = 0u64;
-                for _ in 0..n / 21 {
-                    if let Some(r) = std::hint::black_box(&mut *dev).raw_receive() {
-                        hits += 1;
-                        dev.raw_release(r.token);
-                    }
-                }
-                comp_samples.push(t.elapsed().as_secs_f64() * 1e9 / (n / 21) as f64);
-                if hits != 0 {
-                    return Err("pollcost: a packet arrived during the idle measurement".into());
-                }
+                comp_samples.push(idle_poll_ns(composite_mut(self.fm), n / 21)?);
                 let t = Instant::now();
                 for _ in 0..n / 21 {
                     std::hint::black_box(self.fm.extract(usize::MAX).map_err(e)?);
                 }
                 fm_samples.push(t.elapsed().as_secs_f64() * 1e9 / (n / 21) as f64);
                 if let Some(shm) = composite_mut(self.fm).shmem_mut() {
-                    let t = Instant::now();
-                    for _ in 0..n / 21 {
-                        if let Some(r) = std::hint::black_box(&mut *shm).raw_receive() {
-                            shm.raw_release(r.token);
-                            return Err(
-                                "pollcost: a packet arrived during the idle measurement".into()
-                            );
-                        }
-                    }
-                    shm_samples.push(t.elapsed().as_secs_f64() * 1e9 / (n / 21) as f64);
+                    shm_samples.push(idle_poll_ns(shm, n / 21)?);
                 }
             }
             out.push(Sample::nanos(
@@ -633,17 +612,9 @@ impl Ctx<'_> {
             None => fm_devices::sys::SyscallCounter::this_thread(),
         };
         let before = counter.as_ref().map(|c| c.read());
-        let mut samples = Vec::new();
-        for _ in 0..21 {
-            let t = Instant::now();
-            for _ in 0..n / 21 {
-                if let Some(r) = std::hint::black_box(&mut *nic).raw_receive() {
-                    nic.raw_release(r.token);
-                    return Err("pollcost: a packet arrived during the idle measurement".into());
-                }
-            }
-            samples.push(t.elapsed().as_secs_f64() * 1e9 / (n / 21) as f64);
-        }
+        let samples = (0..21)
+            .map(|_| idle_poll_ns(&mut *nic, n / 21))
+            .collect::<Res<Vec<f64>>>()?;
         // The clock is read through the vDSO: no system call. The counter's
         // second read is one.
         let calls = counter.zip(before).map(|(c, b)| c.read() - b - 1);
@@ -777,6 +748,20 @@ fn device_name(d: DeviceArg) -> &'static str {
         DeviceArg::Nic => "nic",
         DeviceArg::SelfLoop => "self",
     }
+}
+
+/// ns per idle `raw_receive` of `dev` over `polls` polls; an error if a
+/// packet arrives meanwhile (the measurement would not be of idle polls).
+#[inline]
+fn idle_poll_ns<D: Device>(dev: &mut D, polls: u64) -> Res<f64> {
+    let t = Instant::now();
+    for _ in 0..polls {
+        if let Some(r) = std::hint::black_box(&mut *dev).raw_receive() {
+            dev.raw_release(r.token);
+            return Err("pollcost: a packet arrived during the idle measurement".into());
+        }
+    }
+    Ok(t.elapsed().as_secs_f64() * 1e9 / polls as f64)
 }
 
 fn composite_mut(fm: &mut Fm) -> &mut Composite {

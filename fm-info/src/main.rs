@@ -16,7 +16,7 @@ use fm_devices::null::NullDevice;
 use fm_devices::selfloop::SelfDevice;
 use fm_devices::shmem::segment::scan;
 use fm_devices::shmem::{ShmemConfig, ShmemDevice};
-use fm_devices::{Device, DeviceInfo, JobKey, Options};
+use fm_devices::{Device, DeviceInfo, JobKey};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -125,9 +125,7 @@ fn devices() -> ExitCode {
                 let ep = s.endpoint();
                 let info = DeviceInfo {
                     name: "nic",
-                    options: Options(
-                        Options::RELIABLE.0 | Options::ORDERED.0 | Options::RECEIVES.0,
-                    ),
+                    options: fm_devices::reliable::OPTIONS,
                     mtu: ep.mtu as usize - fm_devices::reliable::header::HEADER,
                 };
                 let mac = fm_devices::nic::format_mac(&ep.macs[0]);

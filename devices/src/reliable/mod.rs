@@ -74,24 +74,19 @@ pub struct ReliableConfig {
 }
 
 impl ReliableConfig {
+    /// [`Settings::default`]'s values, 9000-byte datagrams, a pool of 512,
+    /// and payloads under the CRC (for links with no checksum of their own).
     pub fn new(device: &'static str, job_key: JobKey, rank: Rank, size: usize) -> Self {
-        ReliableConfig {
-            device,
-            job_key,
-            rank,
-            size,
-            epoch: new_epoch(),
-            mtu: 9000,
-            window: 64,
-            pool: 512,
-            rto: Duration::from_millis(2),
-            rto_max: Duration::from_millis(200),
-            dead_after: Duration::from_secs(10),
-            reorder: false,
-            payload_crc: true,
-        }
+        let mut c = Settings::default().config(device, job_key, rank, size, new_epoch(), 9000);
+        c.pool = 512;
+        c.payload_crc = true;
+        c
     }
 }
+
+/// Option bits of every device the reliable layer makes.
+pub const OPTIONS: Options =
+    Options(Options::RELIABLE.0 | Options::ORDERED.0 | Options::RECEIVES.0);
 
 /// What a user sets of a reliable device (the `FM_ETH_*` knobs and
 /// `FM_FAULTS`, docs/CONFIG.md); the rest of [`ReliableConfig`] comes from
@@ -133,18 +128,23 @@ impl Settings {
         epoch: u32,
         mtu: usize,
     ) -> ReliableConfig {
-        let mut c = ReliableConfig::new(device, job_key, rank, size);
-        c.epoch = epoch;
-        c.mtu = mtu;
-        c.window = self.window;
-        c.pool = self
-            .pool
-            .unwrap_or_else(|| ((16 << 20) / mtu.max(1)).clamp(128, 4096));
-        c.rto = self.rto;
-        c.rto_max = (self.rto * 100).max(Duration::from_millis(100));
-        c.dead_after = self.dead_after;
-        c.payload_crc = self.payload_crc || self.faults.is_some_and(|f| f.corrupt > 0.0);
-        c
+        ReliableConfig {
+            device,
+            job_key,
+            rank,
+            size,
+            epoch,
+            mtu,
+            window: self.window,
+            pool: self
+                .pool
+                .unwrap_or_else(|| ((16 << 20) / mtu.max(1)).clamp(128, 4096)),
+            rto: self.rto,
+            rto_max: (self.rto * 100).max(Duration::from_millis(100)),
+            dead_after: self.dead_after,
+            reorder: false,
+            payload_crc: self.payload_crc || self.faults.is_some_and(|f| f.corrupt > 0.0),
+        }
     }
 
     /// `link`, behind the fault injector when faults are configured.
@@ -827,7 +827,7 @@ impl<L: Link> Device for Engine<L> {
     fn info(&self) -> DeviceInfo {
         DeviceInfo {
             name: self.cfg.device,
-            options: Options(Options::RELIABLE.0 | Options::ORDERED.0 | Options::RECEIVES.0),
+            options: OPTIONS,
             mtu: self.payload_mtu(),
         }
     }
@@ -970,6 +970,10 @@ pub struct ReliableDevice<L: Link + 'static> {
 
 /// With an arrival probe, one idle poll in this many runs the protocol.
 const FULL_POLL_EVERY: u32 = 64;
+
+/// The reliable layer over some datagram link: what the ethernet and nic
+/// devices are.
+pub type NetDevice = ReliableDevice<Box<dyn Link>>;
 
 /// How often the background thread runs the protocol.
 pub const BACKGROUND_TICK: Duration = Duration::from_millis(10);
