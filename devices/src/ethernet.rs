@@ -18,6 +18,8 @@ use crate::{DeviceError, JobKey, Rank};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 /// IPv4 (20) + UDP (8) headers.
 const IP_UDP_HEADERS: usize = 28;
@@ -35,6 +37,9 @@ pub struct EthernetConfig {
     /// the IP and UDP headers (65507 on loopback: fewer, larger datagrams
     /// moved 2.7× the bandwidth of 16 KiB ones here).
     pub mtu: Option<usize>,
+    /// The pacer's datagram size, used when `mtu` is not set (capped by
+    /// the interfaces' MTU, like the default).
+    pub paced_mtu: Option<usize>,
     /// Socket buffer sizes asked of the kernel.
     pub socket_buffer: usize,
     pub reliable: Settings,
@@ -45,6 +50,7 @@ impl EthernetConfig {
         EthernetConfig {
             addrs: vec![addr],
             mtu: None,
+            paced_mtu: None,
             socket_buffer: 4 << 20,
             reliable: Settings::default(),
         }
@@ -134,16 +140,13 @@ impl EthernetSocket {
         let iface = cfg
             .addrs
             .iter()
-            .map(|a| {
-                interface_mtu(*a)
-                    .map(|m| m.saturating_sub(IP_UDP_HEADERS).min(MAX_UDP))
-                    .unwrap_or(1472)
-            })
+            .map(|a| max_datagram(*a))
             .min()
             .unwrap_or(1472);
-        let mtu = match cfg.mtu {
-            Some(m) => m.min(MAX_UDP),
-            None => iface,
+        let mtu = match (cfg.mtu, cfg.paced_mtu) {
+            (Some(m), _) => m.min(MAX_UDP),
+            (None, Some(p)) => p.min(iface),
+            (None, None) => iface,
         };
         if mtu <= crate::reliable::header::HEADER + 64 {
             return Err(DeviceError::Config {
@@ -221,6 +224,85 @@ impl Link for UdpLink {
         let socks = &self.socks;
         self.trunk.recv(|i| socks[i].recv(buf).ok()).map(|(_, n)| n)
     }
+}
+
+/// Datagram sizes the pacer tries (paper 000 §6's burst size, here bytes
+/// per system call), up to what the interface carries unfragmented (which
+/// is always tried too). Below 8 KiB loopback moved 2–5× less in every
+/// curve measured here (docs/PERFORMANCE.md).
+pub const DATAGRAM_SIZES: [u64; 4] = [8192, 16384, 32768, MAX_UDP as u64];
+
+/// The largest datagram `addr`'s interface carries without fragmenting.
+pub fn max_datagram(addr: IpAddr) -> usize {
+    interface_mtu(addr)
+        .map(|m| m.saturating_sub(IP_UDP_HEADERS).min(MAX_UDP))
+        .unwrap_or(1472)
+}
+
+/// The pacer's micro-benchmark: MB/s that one thread streams to another
+/// (on another CPU) through two UDP sockets on `addr`, in datagrams of each
+/// of `sizes` in turn, counting what arrives (a full receive buffer drops);
+/// each measured for `window` after a warm-up of a third of that. One pair of
+/// threads runs through all sizes, so no size pays for waking a CPU.
+pub fn stream_rates(
+    addr: IpAddr,
+    sizes: &[usize],
+    socket_buffer: usize,
+    window: Duration,
+) -> Vec<Option<f64>> {
+    let (Ok(tx), Ok(rx)) = (bind_one(addr, socket_buffer), bind_one(addr, socket_buffer)) else {
+        return vec![None; sizes.len()];
+    };
+    let Ok(to) = rx.local_addr() else {
+        return vec![None; sizes.len()];
+    };
+    const STOP: usize = usize::MAX;
+    let phase = AtomicUsize::new(0);
+    let data = vec![0x5au8; sizes.iter().copied().max().unwrap_or(0).min(MAX_UDP)];
+    let cpus = crate::sys::CpuPair::take();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            if let Some(c) = cpus.other {
+                let _ = crate::sys::pin_to_cpu(c);
+            }
+            loop {
+                let i = phase.load(Ordering::Relaxed);
+                let Some(&n) = sizes.get(i) else { break };
+                // Would-block (the send buffer is full) just tries again.
+                let _ = tx.send_to(&data[..n.min(data.len())], to);
+            }
+        });
+        let mut buf = vec![0u8; MAX_UDP];
+        // One window more on the first size: the other CPU wakes up.
+        let order =
+            std::iter::once((0, window)).chain((0..sizes.len()).map(|i| (i, Duration::ZERO)));
+        let mut rates: Vec<Option<f64>> = order
+            .map(|(i, extra)| {
+                phase.store(i, Ordering::Relaxed);
+                let begin = Instant::now();
+                let mut start: Option<(Instant, usize)> = None;
+                let mut moved = 0usize;
+                loop {
+                    match rx.recv(&mut buf) {
+                        Ok(n) => moved += n,
+                        Err(_) => std::hint::spin_loop(),
+                    }
+                    let now = Instant::now();
+                    match start {
+                        None if now - begin >= window / 3 + extra => start = Some((now, moved)),
+                        Some((t0, m0)) if now - t0 >= window => {
+                            let mb_s = (moved - m0) as f64 / (now - t0).as_secs_f64() / 1e6;
+                            break Some(mb_s).filter(|r| *r > 0.0);
+                        }
+                        _ => {}
+                    }
+                }
+            })
+            .collect();
+        rates.remove(0);
+        phase.store(STOP, Ordering::Relaxed);
+        rates
+    })
 }
 
 /// The MTU of the interface that holds `addr`, from the kernel.

@@ -121,6 +121,56 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Two CPUs for a two-thread micro-benchmark (the pacer's), whatever CPU
+/// fmrun pinned this process to: the calling thread stays on its CPU and
+/// the other thread pins itself to [`CpuPair::other`]. The caller's
+/// affinity comes back when the pair is dropped.
+pub struct CpuPair {
+    saved: Option<libc::cpu_set_t>,
+    /// A CPU other than the caller's, if this host has one it may use.
+    pub other: Option<usize>,
+}
+
+impl CpuPair {
+    pub fn take() -> CpuPair {
+        // SAFETY: plain libc calls on the calling thread's own affinity.
+        unsafe {
+            let mut saved: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut saved) != 0 {
+                return CpuPair {
+                    saved: None,
+                    other: None,
+                };
+            }
+            let here = libc::sched_getcpu().max(0) as usize;
+            let online = libc::sysconf(libc::_SC_NPROCESSORS_ONLN).max(1) as usize;
+            let _ = pin_to_cpu(here);
+            // The next CPU after ours that a thread may be pinned to (a
+            // cgroup's cpuset may exclude some: pinning there fails).
+            let other = (1..online).map(|i| (here + i) % online).find(|&c| {
+                std::thread::scope(|s| {
+                    s.spawn(move || pin_to_cpu(c).is_ok())
+                        .join()
+                        .unwrap_or(false)
+                })
+            });
+            CpuPair {
+                saved: Some(saved),
+                other,
+            }
+        }
+    }
+}
+
+impl Drop for CpuPair {
+    fn drop(&mut self) {
+        if let Some(set) = &self.saved {
+            // SAFETY: restoring the affinity read in `take`.
+            unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
+        }
+    }
+}
+
 /// Number of CPUs this process may run on.
 pub fn cpus_allowed() -> usize {
     std::thread::available_parallelism()

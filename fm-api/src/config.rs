@@ -2,7 +2,8 @@
 //! built by hand for tests and embedding. Every knob, its variable and its
 //! default is listed in docs/CONFIG.md.
 
-use crate::error::{ErrorKind, Result};
+use crate::config_file::{key_of, ConfigFile};
+use crate::error::{ErrorKind, FmError, Result};
 use fm_devices::shmem::CmaMode;
 use fm_devices::{sys, JobKey, Rank};
 use std::path::PathBuf;
@@ -105,6 +106,11 @@ pub struct Config {
     /// Upper bound on the credit window per destination (packets).
     pub max_credits: Option<u32>,
     pub attach_timeout: Duration,
+    /// What the pacer may do (`FM_PACER`).
+    pub pacer: fm_pacer::Mode,
+    /// CPUs this host gives the job (`FM_CPUS`); default: those this
+    /// process may run on. More local ranks than that: waits yield.
+    pub cpus: Option<usize>,
     /// The ethernet device (`FM_ETH_*`, `FM_FAULTS`); its reliable-layer
     /// settings apply to nic too.
     pub eth: EthSettings,
@@ -186,6 +192,8 @@ impl Config {
             cma_threshold: 8 << 20,
             max_credits: None,
             attach_timeout: Duration::from_secs(30),
+            pacer: fm_pacer::Mode::Auto,
+            cpus: None,
             eth: EthSettings::default(),
             nic: NicSettings::default(),
         }
@@ -273,24 +281,39 @@ impl Config {
 
     /// The settings every process reads, however it finds its job.
     fn apply_env(&mut self) -> Result<()> {
+        let file = ConfigFile::load().map_err(ErrorKind::Config)?;
+        let vars = Vars {
+            file: file.as_ref(),
+        };
+        self.apply(&vars).map_err(|e| vars.locate(e))
+    }
+
+    fn apply(&mut self, vars: &Vars) -> Result<()> {
         let cfg = self;
-        if let Ok(h) = std::env::var("FM_HOST") {
+        if let Some(h) = vars.get("FM_HOST")? {
             cfg.host = h;
         }
-        if let Ok(v) = std::env::var("FM_NET") {
+        if let Some(v) = vars.get("FM_PACER")? {
+            cfg.pacer = fm_pacer::Mode::parse(&v).map_err(|reason| ErrorKind::Env {
+                var: "FM_PACER",
+                value: v.clone(),
+                reason,
+            })?;
+        }
+        if let Some(v) = vars.get("FM_NET")? {
             cfg.net = Net::parse(&v).map_err(|reason| ErrorKind::Env {
                 var: "FM_NET",
                 value: v.clone(),
                 reason,
             })?;
         }
-        if let Ok(d) = std::env::var("FM_SHM_DIR") {
+        if let Some(d) = vars.get("FM_SHM_DIR")? {
             cfg.shm_dir = PathBuf::from(d);
         }
-        cfg.shm_queues = parse_var("FM_SHM_QUEUES")?;
-        cfg.shm_frames = parse_var("FM_SHM_FRAMES")?;
-        cfg.shm_payload = parse_var("FM_SHM_PAYLOAD")?;
-        if let Ok(v) = std::env::var("FM_SHM_CMA") {
+        cfg.shm_queues = vars.parse("FM_SHM_QUEUES")?;
+        cfg.shm_frames = vars.parse("FM_SHM_FRAMES")?;
+        cfg.shm_payload = vars.parse("FM_SHM_PAYLOAD")?;
+        if let Some(v) = vars.get("FM_SHM_CMA")? {
             cfg.cma = match v.as_str() {
                 "auto" | "on" | "1" => CmaMode::Auto,
                 "off" | "0" => CmaMode::Off,
@@ -304,14 +327,15 @@ impl Config {
                 }
             };
         }
-        if let Some(t) = parse_var("FM_SHM_CMA_THRESHOLD")? {
+        if let Some(t) = vars.parse("FM_SHM_CMA_THRESHOLD")? {
             cfg.cma_threshold = t;
         }
-        cfg.max_credits = parse_positive("FM_CREDITS", "credit")?;
-        if let Some(s) = parse_var::<u64>("FM_ATTACH_TIMEOUT")? {
+        cfg.max_credits = vars.positive("FM_CREDITS", "credit")?;
+        cfg.cpus = vars.positive("FM_CPUS", "CPU")?;
+        if let Some(s) = vars.parse::<u64>("FM_ATTACH_TIMEOUT")? {
             cfg.attach_timeout = Duration::from_secs(s);
         }
-        if let Ok(v) = std::env::var("FM_ETH_ADDR") {
+        if let Some(v) = vars.get("FM_ETH_ADDR")? {
             cfg.eth.addrs = v
                 .split(',')
                 .map(|a| a.trim().parse())
@@ -322,7 +346,7 @@ impl Config {
                     reason: e.to_string(),
                 })?;
         }
-        if let Ok(v) = std::env::var("FM_ETH_IFACES") {
+        if let Some(v) = vars.get("FM_ETH_IFACES")? {
             cfg.eth.addrs = v
                 .split(',')
                 .map(|n| {
@@ -334,12 +358,15 @@ impl Config {
                 })
                 .collect::<std::result::Result<_, _>>()?;
         }
-        cfg.eth.mtu = parse_var("FM_ETH_MTU")?;
-        cfg.eth.window = parse_positive("FM_ETH_WINDOW", "packet")?;
-        cfg.eth.rto =
-            parse_var::<u64>("FM_ETH_RTO_US")?.map(|us| Duration::from_micros(us.max(10)));
-        cfg.eth.dead_after = parse_var::<u64>("FM_ETH_DEAD_AFTER")?.map(Duration::from_secs);
-        if let Ok(v) = std::env::var("FM_ETH_CHECKSUM") {
+        cfg.eth.mtu = vars.parse("FM_ETH_MTU")?;
+        cfg.eth.window = vars.positive("FM_ETH_WINDOW", "packet")?;
+        cfg.eth.rto = vars
+            .parse::<u64>("FM_ETH_RTO_US")?
+            .map(|us| Duration::from_micros(us.max(10)));
+        cfg.eth.dead_after = vars
+            .parse::<u64>("FM_ETH_DEAD_AFTER")?
+            .map(Duration::from_secs);
+        if let Some(v) = vars.get("FM_ETH_CHECKSUM")? {
             cfg.eth.payload_crc = match v.as_str() {
                 "full" => true,
                 "header" => false,
@@ -353,15 +380,15 @@ impl Config {
                 }
             };
         }
-        cfg.eth.pool = parse_positive("FM_ETH_POOL", "packet")?;
-        if let Ok(v) = std::env::var("FM_NIC_IFACES") {
+        cfg.eth.pool = vars.positive("FM_ETH_POOL", "packet")?;
+        if let Some(v) = vars.get("FM_NIC_IFACES")? {
             cfg.nic.ifaces = v
                 .split(',')
                 .map(|n| n.trim().to_string())
                 .filter(|n| !n.is_empty())
                 .collect();
         }
-        if let Ok(v) = std::env::var("FM_NIC_ETHERTYPE") {
+        if let Some(v) = vars.get("FM_NIC_ETHERTYPE")? {
             let t = v.trim();
             let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
                 Some(h) => u16::from_str_radix(h, 16).ok(),
@@ -378,13 +405,13 @@ impl Config {
                         })?,
                 );
         }
-        cfg.nic.mtu = parse_var("FM_NIC_MTU")?;
-        cfg.nic.frames = parse_positive("FM_NIC_FRAMES", "frame")?;
-        cfg.nic.tx_burst = parse_positive("FM_NIC_TX_BURST", "frame")?;
-        if let Ok(v) = std::env::var("FM_NIC_NETWORK") {
+        cfg.nic.mtu = vars.parse("FM_NIC_MTU")?;
+        cfg.nic.frames = vars.positive("FM_NIC_FRAMES", "frame")?;
+        cfg.nic.tx_burst = vars.positive("FM_NIC_TX_BURST", "frame")?;
+        if let Some(v) = vars.get("FM_NIC_NETWORK")? {
             cfg.nic.network = Some(v);
         }
-        if let Ok(v) = std::env::var("FM_FAULTS") {
+        if let Some(v) = vars.get("FM_FAULTS")? {
             cfg.eth.faults =
                 Some(
                     fm_devices::reliable::Faults::parse(&v).map_err(|reason| ErrorKind::Env {
@@ -405,37 +432,78 @@ impl Config {
     }
 }
 
-/// Like [`parse_var`], for counts that must be at least one.
-/// `unit` names what is counted, for the error.
-fn parse_positive<T>(var: &'static str, unit: &str) -> Result<Option<T>>
-where
-    T: std::str::FromStr + Default + PartialEq,
-    T::Err: std::fmt::Display,
-{
-    match parse_var::<T>(var)? {
-        Some(v) if v == T::default() => Err(ErrorKind::Env {
-            var,
-            value: "0".into(),
-            reason: format!("at least one {unit} is needed"),
+/// Where settings come from: the environment, then the file.
+struct Vars<'a> {
+    file: Option<&'a ConfigFile>,
+}
+
+impl Vars<'_> {
+    /// `var`'s value, from the environment or else the file.
+    fn get(&self, var: &'static str) -> Result<Option<String>> {
+        match env_var(var)? {
+            Some(v) => Ok(Some(v)),
+            None => Ok(self
+                .file
+                .and_then(|f| f.get(var))
+                .map(|(v, _)| v.to_string())),
         }
-        .into()),
-        v => Ok(v),
+    }
+
+    fn parse<T: std::str::FromStr>(&self, var: &'static str) -> Result<Option<T>>
+    where
+        T::Err: std::fmt::Display,
+    {
+        match self.get(var)? {
+            Some(v) => v.trim().parse().map(Some).map_err(|e: T::Err| {
+                ErrorKind::Env {
+                    var,
+                    value: v,
+                    reason: e.to_string(),
+                }
+                .into()
+            }),
+            None => Ok(None),
+        }
+    }
+
+    /// Like [`Vars::parse`], for counts that must be at least one.
+    /// `unit` names what is counted, for the error.
+    fn positive<T>(&self, var: &'static str, unit: &str) -> Result<Option<T>>
+    where
+        T: std::str::FromStr + Default + PartialEq,
+        T::Err: std::fmt::Display,
+    {
+        match self.parse::<T>(var)? {
+            Some(v) if v == T::default() => Err(ErrorKind::Env {
+                var,
+                value: "0".into(),
+                reason: format!("at least one {unit} is needed"),
+            }
+            .into()),
+            v => Ok(v),
+        }
+    }
+
+    /// A bad value that came from the file: say so with its file and line.
+    fn locate(&self, e: FmError) -> FmError {
+        if let (ErrorKind::Env { var, value, reason }, Some(f)) = (e.kind(), self.file) {
+            if let (Ok(None), Some((_, line))) = (env_var(var), f.get(var)) {
+                return ErrorKind::Config(format!(
+                    "{}:{line}: {} = {value:?}: {reason}",
+                    f.path.display(),
+                    key_of(var)
+                ))
+                .into();
+            }
+        }
+        e
     }
 }
 
-fn parse_var<T: std::str::FromStr>(var: &'static str) -> Result<Option<T>>
-where
-    T::Err: std::fmt::Display,
-{
+/// An environment variable; unset is `None`, not UTF-8 an error.
+fn env_var(var: &'static str) -> Result<Option<String>> {
     match std::env::var(var) {
-        Ok(v) => v.trim().parse().map(Some).map_err(|e: T::Err| {
-            ErrorKind::Env {
-                var,
-                value: v,
-                reason: e.to_string(),
-            }
-            .into()
-        }),
+        Ok(v) => Ok(Some(v)),
         Err(std::env::VarError::NotPresent) => Ok(None),
         Err(std::env::VarError::NotUnicode(v)) => Err(ErrorKind::Env {
             var,
@@ -444,4 +512,11 @@ where
         }
         .into()),
     }
+}
+
+fn parse_var<T: std::str::FromStr>(var: &'static str) -> Result<Option<T>>
+where
+    T::Err: std::fmt::Display,
+{
+    Vars { file: None }.parse(var)
 }

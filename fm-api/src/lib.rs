@@ -36,6 +36,7 @@
 //! wrap it in a `Mutex` to share it, so the single-thread path pays nothing.
 
 pub mod config;
+pub mod config_file;
 mod endpoint;
 pub mod error;
 mod incoming;
@@ -127,12 +128,13 @@ impl FmBuilder {
             names.push((id, name));
         }
         names.sort();
+        let pacer = pacer_of(&config);
         let (grm, nic, eth) = match config.grm.clone() {
             Some(g) => {
                 // Opened before joining: their endpoints go into the node map.
                 let eth = match config.net.ethernet {
                     true => {
-                        let s = bind_ethernet(&g, &config)?;
+                        let s = bind_ethernet(&g, &config, &pacer)?;
                         let ep = s.endpoint()?;
                         Some((s, ep))
                     }
@@ -167,7 +169,7 @@ impl FmBuilder {
             None => (None, None, None),
         };
         let (eth, eth_endpoint) = eth.unzip();
-        let dev = match open_composite(&config, nic, eth) {
+        let dev = match open_composite(&config, &pacer, nic, eth) {
             Ok(d) => d,
             Err(e) => {
                 if let Some(m) = &grm {
@@ -179,10 +181,7 @@ impl FmBuilder {
         if let Some(m) = &grm {
             m.ready(dev.table().to_string());
         }
-        let cpus = std::env::var("FM_CPUS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(fm_devices::sys::cpus_allowed);
+        let cpus = config.cpus.unwrap_or_else(fm_devices::sys::cpus_allowed);
         wait::set_oversubscribed(config.local_ranks().len() > cpus);
         tracing::debug!(
             rank = config.rank,
@@ -216,13 +215,30 @@ fn address_towards_grm(g: &GrmJoin) -> std::net::IpAddr {
     grm.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]))
 }
 
+/// The pacer of this process: its mode, the cache of this user, and the
+/// job (a hash of its token or its key) so that under `FM_PACER=force` one
+/// rank per host measures and the others take its curve.
+fn pacer_of(c: &Config) -> fm_pacer::Pacer {
+    let mut p = fm_pacer::Pacer::new(c.pacer, fm_pacer::Cache::default_location());
+    let job = match &c.grm {
+        Some(g) => fingerprint(&[(0, g.token.clone())]),
+        None => c.job_key.0,
+    };
+    p.job = Some(format!("{job:016x}"));
+    p
+}
+
 /// Bind the ethernet device's socket, so its endpoint can go into the node map.
-fn bind_ethernet(g: &GrmJoin, c: &Config) -> Result<EthernetSocket> {
+fn bind_ethernet(g: &GrmJoin, c: &Config, pacer: &fm_pacer::Pacer) -> Result<EthernetSocket> {
     let addrs = match c.eth.addrs.first() {
         Some(_) => c.eth.addrs.clone(),
         None => vec![address_towards_grm(g)],
     };
     let mut e = EthernetConfig::new(addrs[0]);
+    if c.eth.mtu.is_none() {
+        let choice = fm_pacer::knobs::tune_ethernet_datagram(pacer, addrs[0], e.socket_buffer);
+        e.paced_mtu = Some(choice.size as usize);
+    }
     e.addrs = addrs;
     e.mtu = c.eth.mtu;
     e.reliable = c.eth.reliable();
@@ -432,6 +448,7 @@ fn fingerprint(names: &[(u16, String)]) -> u64 {
 /// and build the destination device table.
 fn open_composite(
     c: &Config,
+    pacer: &fm_pacer::Pacer,
     nic: Option<NicDevice>,
     eth: Option<EthernetDevice>,
 ) -> Result<Composite> {
@@ -444,6 +461,10 @@ fn open_composite(
         s.queues = c.shm_queues;
         s.frames = c.shm_frames;
         s.payload = c.shm_payload;
+        if c.shm_payload.is_none() {
+            let frame = fm_pacer::knobs::tune_shmem_frame(pacer, &c.shm_dir).size;
+            s.paced_payload = Some(fm_devices::shmem::pace::payload_of_frame(frame));
+        }
         s.cma = c.cma;
         s.attach_timeout = c.attach_timeout;
         members.push(Member::Shmem(ShmemDevice::open(&s)?));

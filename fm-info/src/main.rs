@@ -5,9 +5,11 @@
 //!   trackers — a /dev/shm too small for the job, stale segments of dead
 //!   jobs, ptrace rules that forbid single-copy transfers, missing
 //!   CAP_NET_RAW, a low memlock limit — each with the exact fix;
+//! - `fm-info pacer`: the pacer's curve per device knob, table and SVG;
 //! - `fm-info cleanup`: remove the segments of dead jobs, and nothing else.
 
 mod doctor;
+mod pacer;
 
 use clap::{Parser, Subcommand};
 use fm_devices::ethernet::{EthernetConfig, EthernetSocket};
@@ -48,6 +50,16 @@ enum Cmd {
         #[arg(long)]
         dry_run: bool,
     },
+    /// The pacer's measured curve per device knob (table and SVG plot) and
+    /// the chosen size; measures now if nothing is cached.
+    Pacer {
+        /// Measure again, whatever the cache holds.
+        #[arg(long)]
+        force: bool,
+        /// Where to write the plot.
+        #[arg(long, default_value = "pacer.svg")]
+        svg: PathBuf,
+    },
     /// (internal) The peer of the single-copy probe.
     #[command(hide = true, name = "__cma-peer")]
     CmaPeer,
@@ -59,6 +71,7 @@ fn main() -> ExitCode {
         Cmd::Devices => devices(),
         Cmd::Doctor { n, dir } => doctor::run(n, &dir.unwrap_or_else(shm_dir)),
         Cmd::Cleanup { dir, dry_run } => cleanup(&dir.unwrap_or_else(shm_dir), dry_run),
+        Cmd::Pacer { force, svg } => pacer::run(force, &svg),
         Cmd::CmaPeer => doctor::cma_peer(),
     }
 }

@@ -29,7 +29,8 @@ fn fm_info(args: &[&str]) -> Output {
 fn segment(dir: &Path, key: u64, dead: bool) -> std::path::PathBuf {
     let p = dir.join(format!("fm-{}-h", JobKey(key)));
     drop(
-        Segment::create_or_open(&p, JobKey(key), GEOMETRY, Duration::from_secs(1)).expect("create"),
+        Segment::create_or_open(&p, JobKey(key), GEOMETRY, false, Duration::from_secs(1))
+            .expect("create"),
     );
     if dead {
         let mut c = Command::new("true").spawn().expect("spawn");

@@ -183,12 +183,13 @@ fn a_dead_process_ends_the_job_tells_everyone_and_reclaims_its_segment() {
         frames: 64,
         payload: 4080,
     };
-    let _a =
-        Segment::create_or_open(&ours, l.job_key, g2, Duration::from_secs(1)).expect("segment");
+    let _a = Segment::create_or_open(&ours, l.job_key, g2, false, Duration::from_secs(1))
+        .expect("segment");
     let _b = Segment::create_or_open(
         &theirs,
         fm_devices::JobKey(l.job_key.0 ^ 1),
         g2,
+        false,
         Duration::from_secs(1),
     )
     .expect("segment");

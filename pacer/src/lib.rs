@@ -6,9 +6,11 @@
 //! per host, device and kernel so later jobs start at once.
 //!
 //! This crate holds what every knob shares: the `FM_PACER` override, the
-//! cache file (TOML under the user's cache directory) and [`tune`], which
-//! returns the cached choice or measures the candidates with the closure a
-//! device gives it.
+//! cache file (TOML under the user's cache directory) and [`Pacer::tune`],
+//! which returns the cached choice or measures the candidates with the
+//! closure a device gives it; [`knobs`] has the devices' knobs.
+
+pub mod knobs;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -61,11 +63,16 @@ impl Mode {
 /// One knob's measured curve and the size chosen from it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Curve {
+    /// The sizes tried (some may have had nothing measurable).
+    pub candidates: Vec<u64>,
     /// (candidate size, throughput in MB/s), in the order measured.
     pub points: Vec<(u64, f64)>,
     pub chosen: u64,
     /// When it was measured, seconds since the Unix epoch.
     pub measured_at: u64,
+    /// The job that measured it (its key, hex), if a job did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
 }
 
 impl Curve {
@@ -152,6 +159,33 @@ impl Cache {
         p
     }
 
+    /// Hold the lock next to the cache (`pacer.lock`, flock) until the
+    /// returned file is dropped; `None` (go on unlocked) if it cannot be
+    /// made or another process holds it longer than [`LOCK_WAIT`].
+    pub fn lock(&self) -> Option<std::fs::File> {
+        use std::os::fd::AsRawFd;
+        let dir = self.path.parent()?;
+        std::fs::create_dir_all(dir).ok()?;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.path.with_extension("lock"))
+            .ok()?;
+        let deadline = Instant::now() + LOCK_WAIT;
+        loop {
+            // SAFETY: flock on a descriptor we own.
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Some(f);
+            }
+            if Instant::now() > deadline {
+                tracing::warn!(path = %self.path.display(), "pacer: another process holds the cache's lock; measuring without it");
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     /// Write `profile`, atomically (a temporary file renamed over the old).
     pub fn store(&self, profile: &Profile) -> std::io::Result<()> {
         let text = toml::to_string(profile).map_err(std::io::Error::other)?;
@@ -169,7 +203,7 @@ impl Cache {
 /// Where a choice came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
-    /// `FM_PACER=off`: the knob's default.
+    /// `FM_PACER=off`, or only one candidate: the knob's default.
     Default,
     /// `FM_PACER=<size>`.
     Override,
@@ -185,54 +219,98 @@ pub struct Choice {
     pub curve: Option<Curve>,
 }
 
-/// The size to use for `device`'s `knob`: from `mode`, the cache, or by
-/// calling `measure(size)` (throughput in MB/s, or `None` when that size
-/// cannot be measured here) on every candidate. A new curve is written
-/// back to the cache when there is one.
-pub fn tune(
-    cache: Option<&Cache>,
-    mode: Mode,
-    device: &str,
-    knob: &str,
-    candidates: &[u64],
-    default: u64,
-    mut measure: impl FnMut(u64) -> Option<f64>,
-) -> Choice {
-    let key = format!("{device}.{knob}");
-    match mode {
-        Mode::Off => {
-            return Choice {
-                size: default,
-                source: Source::Default,
-                curve: None,
-            }
+/// One device's knob: its name in the cache (`device.knob`), the sizes
+/// worth trying and the size used without the pacer.
+#[derive(Clone, Debug)]
+pub struct Knob {
+    pub key: String,
+    pub candidates: Vec<u64>,
+    pub default: u64,
+}
+
+/// Every candidate is measured this many times, in turn, and keeps its
+/// best: a disturbance during one pass does not pick the size.
+pub const PASSES: usize = 2;
+
+/// How long to wait for another process of this host that is measuring
+/// (it holds the cache's lock) before measuring anyway.
+const LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// What one process's pacer does: its mode and its cache.
+#[derive(Clone, Debug)]
+pub struct Pacer {
+    pub mode: Mode,
+    pub cache: Option<Cache>,
+    /// The job this process belongs to: under `force`, a curve this job
+    /// measured (another rank of it on this host, which held the lock
+    /// first) is not measured again.
+    pub job: Option<String>,
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Pacer {
+    pub fn new(mode: Mode, cache: Option<Cache>) -> Pacer {
+        Pacer {
+            mode,
+            cache,
+            job: None,
         }
-        Mode::Fixed(s) => {
-            // The nearest candidate at or below, else the smallest.
-            let size = candidates
-                .iter()
-                .copied()
-                .filter(|&c| c <= s)
-                .max()
-                .or_else(|| candidates.iter().copied().min())
-                .unwrap_or(default);
+    }
+
+    /// The size to use for `knob`: from the mode, the cache, or by calling
+    /// `measure(sizes)` once, which gives the throughput in MB/s of each size
+    /// in turn (`None` for one it cannot measure here): every candidate
+    /// [`PASSES`] times, in alternating order, so that a drift during the
+    /// run favours no end of the range. A new curve is written back to
+    /// the cache. Processes of one host measure one at a time (a lock next
+    /// to the cache), so they do not disturb each other and the later ones
+    /// find the first one's curve.
+    pub fn tune(&self, knob: &Knob, measure: impl FnOnce(&[u64]) -> Vec<Option<f64>>) -> Choice {
+        let default = Choice {
+            size: knob.default,
+            source: Source::Default,
+            curve: None,
+        };
+        match self.mode {
+            Mode::Off => return default,
+            Mode::Fixed(s) => {
+                // The nearest candidate at or below, else the smallest.
+                let c = &knob.candidates;
+                let size = c.iter().copied().filter(|&c| c <= s).max();
+                return Choice {
+                    size: size
+                        .or_else(|| c.iter().copied().min())
+                        .unwrap_or(knob.default),
+                    source: Source::Override,
+                    curve: None,
+                };
+            }
+            Mode::Auto | Mode::Force => {}
+        }
+        if let [only] = knob.candidates[..] {
             return Choice {
-                size,
-                source: Source::Override,
-                curve: None,
+                size: only,
+                ..default
             };
         }
-        Mode::Auto | Mode::Force => {}
-    }
-    let mut profile = cache.map(Cache::load).unwrap_or_else(Profile::empty);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    if mode == Mode::Auto {
-        if let Some(c) = profile.curves.get(&key) {
+        let _lock = self.cache.as_ref().and_then(Cache::lock);
+        let mut profile = self
+            .cache
+            .as_ref()
+            .map(Cache::load)
+            .unwrap_or_else(Profile::empty);
+        let now = unix_now();
+        if let Some(c) = profile.curves.get(&knob.key) {
             let fresh = now.saturating_sub(c.measured_at) < MAX_AGE.as_secs();
-            let same = c.points.iter().map(|p| p.0).eq(candidates.iter().copied());
-            if fresh && same {
+            let same = c.candidates == knob.candidates;
+            let this_job = self.job.is_some() && c.job == self.job;
+            if same && ((self.mode == Mode::Auto && fresh) || this_job) {
+                tracing::debug!(knob = %knob.key, chosen = c.chosen, "pacer: cached curve {:?}", c.points);
                 return Choice {
                     size: c.chosen,
                     source: Source::Cached,
@@ -240,42 +318,57 @@ pub fn tune(
                 };
             }
         }
-    }
-    let t = Instant::now();
-    let points: Vec<(u64, f64)> = candidates
-        .iter()
-        .filter_map(|&s| measure(s).map(|mb_s| (s, mb_s)))
-        .collect();
-    let Some(chosen) = Curve::best(&points) else {
-        tracing::debug!(knob = %key, "pacer: nothing measurable; keeping the default {default}");
-        return Choice {
-            size: default,
-            source: Source::Default,
-            curve: None,
-        };
-    };
-    let curve = Curve {
-        points,
-        chosen,
-        measured_at: now,
-    };
-    tracing::debug!(
-        knob = %key,
-        chosen,
-        took_ms = t.elapsed().as_secs_f64() * 1e3,
-        "pacer: measured {:?}",
-        curve.points
-    );
-    if let Some(c) = cache {
-        profile.curves.insert(key, curve.clone());
-        if let Err(e) = c.store(&profile) {
-            tracing::warn!(path = %c.path.display(), "pacer: cannot write the cache: {e}");
+        let t = Instant::now();
+        let mut sizes = Vec::with_capacity(PASSES * knob.candidates.len());
+        for pass in 0..PASSES {
+            match pass % 2 {
+                0 => sizes.extend(knob.candidates.iter().copied()),
+                _ => sizes.extend(knob.candidates.iter().rev().copied()),
+            }
         }
-    }
-    Choice {
-        size: chosen,
-        source: Source::Measured,
-        curve: Some(curve),
+        let rates = measure(&sizes);
+        let points: Vec<(u64, f64)> = knob
+            .candidates
+            .iter()
+            .filter_map(|&c| {
+                let best = sizes
+                    .iter()
+                    .zip(&rates)
+                    .filter(|(&s, _)| s == c)
+                    .filter_map(|(_, r)| *r)
+                    .fold(None, |b: Option<f64>, r| Some(b.map_or(r, |b| b.max(r))));
+                best.map(|r| (c, r))
+            })
+            .collect();
+        let Some(chosen) = Curve::best(&points) else {
+            tracing::debug!(knob = %knob.key, "pacer: nothing measurable; keeping the default {}", knob.default);
+            return default;
+        };
+        let curve = Curve {
+            candidates: knob.candidates.clone(),
+            points,
+            chosen,
+            measured_at: now,
+            job: self.job.clone(),
+        };
+        tracing::debug!(
+            knob = %knob.key,
+            chosen,
+            took_ms = t.elapsed().as_secs_f64() * 1e3,
+            "pacer: measured {:?}",
+            curve.points
+        );
+        if let Some(c) = &self.cache {
+            profile.curves.insert(knob.key.clone(), curve.clone());
+            if let Err(e) = c.store(&profile) {
+                tracing::warn!(path = %c.path.display(), "pacer: cannot write the cache: {e}");
+            }
+        }
+        Choice {
+            size: chosen,
+            source: Source::Measured,
+            curve: Some(curve),
+        }
     }
 }
 

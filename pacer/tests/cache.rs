@@ -1,34 +1,39 @@
 //! The pacer's cache and overrides, with a real file in a temporary directory.
 
-use fm_pacer::{tune, Cache, Mode, Profile, Source, VERSION};
+use fm_pacer::{Cache, Knob, Mode, Pacer, Profile, Source, VERSION};
 use fm_tests::TempDir;
 use std::cell::Cell;
 
 const CANDIDATES: [u64; 4] = [1, 4, 16, 64];
 
+/// A measurement that rates each size with `f`.
+fn each(mut f: impl FnMut(u64) -> Option<f64>) -> impl FnOnce(&[u64]) -> Vec<Option<f64>> {
+    move |sizes| sizes.iter().map(|&s| f(s)).collect()
+}
+
 /// A knob whose throughput peaks at 16; counts the measurements.
-fn measure(calls: &Cell<u32>) -> impl FnMut(u64) -> Option<f64> + '_ {
-    move |s| {
+fn measure(calls: &Cell<u32>) -> impl FnOnce(&[u64]) -> Vec<Option<f64>> + '_ {
+    each(move |s| {
         calls.set(calls.get() + 1);
         Some(match s {
             16 => 900.0,
             64 => 700.0,
             _ => 100.0 * s as f64,
         })
+    })
+}
+
+fn knob(key: &str, candidates: &[u64], default: u64) -> Knob {
+    Knob {
+        key: key.into(),
+        candidates: candidates.to_vec(),
+        default,
     }
 }
 
-/// Tune the `nic.tx_burst` knob (default 32) over `candidates`.
+/// Tune a `nic.tx_burst` knob (default 32) over `candidates`.
 fn nic_tx(c: &Cache, mode: Mode, candidates: &[u64], calls: &Cell<u32>) -> fm_pacer::Choice {
-    tune(
-        Some(c),
-        mode,
-        "nic",
-        "tx_burst",
-        candidates,
-        32,
-        measure(calls),
-    )
+    Pacer::new(mode, Some(c.clone())).tune(&knob("nic.tx_burst", candidates, 32), measure(calls))
 }
 
 fn cache(dir: &TempDir) -> Cache {
@@ -44,7 +49,7 @@ fn a_measured_curve_is_cached_and_reused_without_measuring() {
     let calls = Cell::new(0);
     let first = nic_tx(&c, Mode::Auto, &CANDIDATES, &calls);
     assert_eq!((first.size, first.source), (16, Source::Measured));
-    assert_eq!(calls.get(), 4);
+    assert_eq!(calls.get(), 4 * fm_pacer::PASSES as u32);
     // The file round-trips to the same profile.
     let p = c.load();
     assert_eq!(p.version, VERSION);
@@ -53,20 +58,15 @@ fn a_measured_curve_is_cached_and_reused_without_measuring() {
     let again = nic_tx(&c, Mode::Auto, &CANDIDATES, &calls);
     let took = t.elapsed();
     assert_eq!((again.size, again.source), (16, Source::Cached));
-    assert_eq!(calls.get(), 4, "a cached choice is not measured again");
+    assert_eq!(calls.get(), 8, "a cached choice is not measured again");
     eprintln!("cached choice in {took:?}");
     // Another knob goes into the same file, next to the first.
-    tune(
-        Some(&c),
-        Mode::Auto,
-        "shmem",
-        "payload",
-        &[1024, 4096],
-        4096,
-        |_| Some(1.0),
+    Pacer::new(Mode::Auto, Some(c.clone())).tune(
+        &knob("shmem.frame", &[1024, 4096], 4096),
+        each(|_| Some(1.0)),
     );
     let p = c.load();
-    assert!(p.curves.contains_key("nic.tx_burst") && p.curves.contains_key("shmem.payload"));
+    assert!(p.curves.contains_key("nic.tx_burst") && p.curves.contains_key("shmem.frame"));
 }
 
 #[test]
@@ -76,10 +76,10 @@ fn force_measures_again_and_changed_candidates_do_too() {
     let calls = Cell::new(0);
     nic_tx(&c, Mode::Auto, &CANDIDATES, &calls);
     let f = nic_tx(&c, Mode::Force, &CANDIDATES, &calls);
-    assert_eq!((f.source, calls.get()), (Source::Measured, 8));
+    assert_eq!((f.source, calls.get()), (Source::Measured, 16));
     let other = [1, 16];
     let o = nic_tx(&c, Mode::Auto, &other, &calls);
-    assert_eq!((o.source, calls.get()), (Source::Measured, 10));
+    assert_eq!((o.source, calls.get()), (Source::Measured, 20));
 }
 
 #[test]
@@ -109,7 +109,7 @@ fn a_corrupt_or_foreign_cache_is_ignored_and_measured_again() {
         let r = nic_tx(&c, Mode::Auto, &CANDIDATES, &calls);
         assert_eq!(
             (r.size, r.source, calls.get()),
-            (16, Source::Measured, 4),
+            (16, Source::Measured, 8),
             "{bad}"
         );
         // And the file is this host's again.
@@ -137,4 +137,57 @@ fn the_default_location_follows_xdg_then_home() {
     // Read-only look at the rule; the environment is the test process's.
     let c = Cache::default_location().expect("HOME or XDG_CACHE_HOME is set");
     assert!(c.path.ends_with("fm/pacer.toml"), "{}", c.path.display());
+}
+
+#[test]
+fn one_candidate_is_not_measured() {
+    let dir = TempDir::new("pacer-one");
+    let c = cache(&dir);
+    let calls = Cell::new(0);
+    let r = nic_tx(&c, Mode::Force, &[1472], &calls);
+    assert_eq!((r.size, r.source, calls.get()), (1472, Source::Default, 0));
+}
+
+#[test]
+fn ranks_of_one_job_measure_once_even_when_forced() {
+    // Two "ranks" at once (threads: flock locks are per open file, so they
+    // exclude each other like processes): the one that takes the lock
+    // measures; the other waits and takes its curve, also under force.
+    let dir = TempDir::new("pacer-lock");
+    let c = cache(&dir);
+    let calls = std::sync::atomic::AtomicU32::new(0);
+    let choices: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut p = Pacer::new(Mode::Force, Some(c.clone()));
+                    p.job = Some("00000000000000a1".into());
+                    p.tune(
+                        &knob("shmem.frame", &CANDIDATES, 16),
+                        each(|s| {
+                            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            std::thread::sleep(std::time::Duration::from_millis(5));
+                            Some(s as f64)
+                        }),
+                    )
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().expect("thread")).collect()
+    });
+    let measured = choices
+        .iter()
+        .filter(|c| c.source == Source::Measured)
+        .count();
+    assert_eq!(measured, 1, "{choices:?}");
+    assert_eq!(calls.into_inner(), 4 * fm_pacer::PASSES as u32);
+    assert!(choices.iter().all(|c| c.size == 64));
+    // A later job under force measures again.
+    let mut p = Pacer::new(Mode::Force, Some(c.clone()));
+    p.job = Some("00000000000000a2".into());
+    let again = p.tune(
+        &knob("shmem.frame", &CANDIDATES, 16),
+        each(|s| Some(s as f64)),
+    );
+    assert_eq!(again.source, Source::Measured);
 }

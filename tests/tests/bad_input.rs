@@ -47,8 +47,8 @@ fn segment_with_wrong_magic_is_refused() {
 /// Create the segment `c` would open, as another process (or job) would,
 /// and return it with a writable handle on its file for corrupting it.
 fn forge(c: &ShmemConfig, key: JobKey, g: Geometry) -> (Segment, std::fs::File) {
-    let seg =
-        Segment::create_or_open(&c.segment_path(), key, g, Duration::from_secs(1)).expect("create");
+    let seg = Segment::create_or_open(&c.segment_path(), key, g, false, Duration::from_secs(1))
+        .expect("create");
     let f = std::fs::OpenOptions::new()
         .write(true)
         .open(c.segment_path())
@@ -87,6 +87,28 @@ fn segment_with_other_geometry_is_refused() {
     let _forged = forge(&c, c.job_key, g);
     let e = open_err(&c);
     assert!(e.contains("geometry"), "{e}");
+}
+
+#[test]
+fn the_creators_payload_is_adopted_unless_this_rank_set_its_own() {
+    let dir = TempDir::new("adopt");
+    let c = config(&dir, 0x17, 0, 2);
+    let theirs = Geometry {
+        payload: 2048 - 16,
+        ..c.geometry()
+    };
+    let _forged = forge(&c, c.job_key, theirs);
+    let t = Duration::from_secs(1);
+    // FM_SHM_PAYLOAD unset: the pacer's choice of the creator wins.
+    let adopted = Segment::create_or_open(&c.segment_path(), c.job_key, c.geometry(), true, t)
+        .expect("adopting the creator's payload");
+    assert_eq!(adopted.geometry, theirs);
+    // FM_SHM_PAYLOAD set: a mismatch is an error naming the settings.
+    let e = Segment::create_or_open(&c.segment_path(), c.job_key, c.geometry(), false, t)
+        .err()
+        .expect("a different explicit payload is refused")
+        .to_string();
+    assert!(e.contains("geometry") && e.contains("FM_SHM_"), "{e}");
 }
 
 #[test]

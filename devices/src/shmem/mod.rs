@@ -8,6 +8,7 @@
 //! process to attach removes the segment's name, so nothing is left in
 //! /dev/shm once a job runs, whatever happens to it afterwards.
 
+pub mod pace;
 pub mod queue;
 pub mod segment;
 
@@ -57,8 +58,12 @@ pub struct ShmemConfig {
     pub queues: Option<u32>,
     /// F (`FM_SHM_FRAMES`); default from N and M.
     pub frames: Option<u32>,
-    /// Payload bytes per frame (`FM_SHM_PAYLOAD`).
+    /// Payload bytes per frame (`FM_SHM_PAYLOAD`); every rank must agree.
     pub payload: Option<u32>,
+    /// Payload bytes per frame the pacer chose, when `payload` is not set:
+    /// the creator of the segment uses it (halved until the segment fits
+    /// [`SEGMENT_BUDGET`]) and the others take the creator's.
+    pub paced_payload: Option<u32>,
     pub cma: CmaMode,
     /// How long to wait for the other local processes to attach.
     pub attach_timeout: Duration,
@@ -75,6 +80,7 @@ impl ShmemConfig {
             queues: None,
             frames: None,
             payload: None,
+            paced_payload: None,
             cma: CmaMode::Auto,
             attach_timeout: Duration::from_secs(30),
         }
@@ -99,10 +105,17 @@ impl ShmemConfig {
             procs: n,
             queues: m,
             frames,
-            payload: self.payload.unwrap_or(DEFAULT_PAYLOAD),
+            payload: self
+                .payload
+                .or(self.paced_payload)
+                .unwrap_or(DEFAULT_PAYLOAD),
         };
-        if self.payload.is_none() && g.total_bytes() > SEGMENT_BUDGET {
-            g.payload = SMALL_PAYLOAD;
+        if self.payload.is_none() {
+            // Halve the frames (header included) until the segment fits.
+            while g.total_bytes() > SEGMENT_BUDGET && g.payload > SMALL_PAYLOAD {
+                let frame = (g.payload as usize + FRAME_HEADER_BYTES) / 2;
+                g.payload = (frame - FRAME_HEADER_BYTES).max(SMALL_PAYLOAD as usize) as u32;
+            }
         }
         g
     }
@@ -173,7 +186,10 @@ impl ShmemDevice {
             sys::allow_any_ptracer();
         }
         let path = cfg.segment_path();
-        let seg = Segment::create_or_open(&path, cfg.job_key, g, cfg.attach_timeout)?;
+        let adopt_payload = cfg.payload.is_none();
+        let seg =
+            Segment::create_or_open(&path, cfg.job_key, g, adopt_payload, cfg.attach_timeout)?;
+        let g = seg.geometry;
         tracing::debug!(path = %path.display(), created = seg.created, geometry = ?g, "shmem segment mapped");
 
         let my_smt = seg.next_smt_id().fetch_add(1, Ordering::AcqRel);

@@ -150,6 +150,21 @@ pub struct QueueRef {
 }
 
 impl QueueRef {
+    /// The queue whose memory starts at `base`, laid out for `g`.
+    ///
+    /// # Safety
+    /// `base` must point to `g.queue_bytes()` writable bytes, aligned to 64,
+    /// that outlive every use of the returned reference.
+    pub unsafe fn at(base: *mut u8, g: &Geometry) -> QueueRef {
+        QueueRef {
+            base,
+            frames: g.frames,
+            exclusive: g.exclusive(),
+            stride: g.stride(),
+            slots_bytes: g.slots_bytes(),
+        }
+    }
+
     /// Pointer to frame `i`'s header.
     #[inline(always)]
     pub fn frame(&self, i: u32) -> *mut u8 {
@@ -226,11 +241,15 @@ fn io_err(path: &Path, what: &str, source: std::io::Error) -> DeviceError {
 }
 
 impl Segment {
-    /// Create the segment, or attach to the one another process of the job created.
+    /// Create the segment, or attach to the one another process of the job
+    /// created. With `adopt_payload`, an attaching process takes the
+    /// creator's payload per frame (the pacer's choice on this host) instead
+    /// of insisting on its own.
     pub fn create_or_open(
         path: &Path,
         key: JobKey,
         geometry: Geometry,
+        adopt_payload: bool,
         timeout: Duration,
     ) -> Result<Segment, DeviceError> {
         geometry.validate().map_err(|e| DeviceError::Config {
@@ -246,7 +265,7 @@ impl Segment {
         {
             Ok(file) => Self::create(file, path, key, geometry),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                Self::open(path, key, geometry, timeout)
+                Self::open(path, key, geometry, adopt_payload, timeout)
             }
             Err(e) => Err(io_err(path, "create", e)),
         }
@@ -305,7 +324,8 @@ impl Segment {
     fn open(
         path: &Path,
         key: JobKey,
-        g: Geometry,
+        mut g: Geometry,
+        adopt_payload: bool,
         timeout: Duration,
     ) -> Result<Segment, DeviceError> {
         let deadline = Instant::now() + timeout;
@@ -324,6 +344,10 @@ impl Segment {
                 // SAFETY: HEADER_BYTES ≥ size_of::<Header>(); ready is read atomically.
                 let h = unsafe { &*(head.as_ptr() as *const Header) };
                 if h.ready.load(Ordering::Acquire) == READY {
+                    if adopt_payload {
+                        g.payload = h.payload;
+                        g.validate().map_err(|e| bad(path, e))?;
+                    }
                     Self::check_header(path, h, key, g, len)?;
                     break;
                 }
@@ -427,14 +451,9 @@ impl Segment {
         assert!(r < g.procs && q < g.queues);
         let off =
             g.queues_offset() + (r as usize * g.queues as usize + q as usize) * g.queue_bytes();
-        QueueRef {
-            // SAFETY: off + queue_bytes ≤ total_bytes = mapping length.
-            base: unsafe { self.map.as_ptr().add(off) as *mut u8 },
-            frames: g.frames,
-            exclusive: g.exclusive(),
-            stride: g.stride(),
-            slots_bytes: g.slots_bytes(),
-        }
+        // SAFETY: off + queue_bytes ≤ total_bytes = mapping length, and the
+        // mapping lives as long as the segment.
+        unsafe { QueueRef::at(self.map.as_ptr().add(off) as *mut u8, g) }
     }
 
     /// Remove the name; the mapping stays valid for everyone who has it.
