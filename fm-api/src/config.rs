@@ -293,13 +293,7 @@ impl Config {
         if let Some(h) = vars.get("FM_HOST")? {
             cfg.host = h;
         }
-        if let Some(v) = vars.get("FM_PACER")? {
-            cfg.pacer = fm_pacer::Mode::parse(&v).map_err(|reason| ErrorKind::Env {
-                var: "FM_PACER",
-                value: v.clone(),
-                reason,
-            })?;
-        }
+        cfg.pacer = vars.pacer()?;
         if let Some(v) = vars.get("FM_NET")? {
             cfg.net = Net::parse(&v).map_err(|reason| ErrorKind::Env {
                 var: "FM_NET",
@@ -432,6 +426,16 @@ impl Config {
     }
 }
 
+/// `FM_PACER` from the environment or the settings file (for tools such as
+/// `fm-info pacer` that open no endpoint).
+pub fn pacer_mode() -> Result<fm_pacer::Mode> {
+    let file = ConfigFile::load().map_err(ErrorKind::Config)?;
+    let vars = Vars {
+        file: file.as_ref(),
+    };
+    vars.pacer().map_err(|e| vars.locate(e))
+}
+
 /// Where settings come from: the environment, then the file.
 struct Vars<'a> {
     file: Option<&'a ConfigFile>,
@@ -481,6 +485,21 @@ impl Vars<'_> {
             }
             .into()),
             v => Ok(v),
+        }
+    }
+
+    /// `FM_PACER`; unset is `auto`.
+    fn pacer(&self) -> Result<fm_pacer::Mode> {
+        match self.get("FM_PACER")? {
+            Some(v) => fm_pacer::Mode::parse(&v).map_err(|reason| {
+                ErrorKind::Env {
+                    var: "FM_PACER",
+                    value: v.clone(),
+                    reason,
+                }
+                .into()
+            }),
+            None => Ok(fm_pacer::Mode::Auto),
         }
     }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub fn run(force: bool, svg: &Path) -> ExitCode {
-    let mode = match fm_pacer::Mode::from_env() {
+    let mode = match fm::config::pacer_mode() {
         Ok(m) if force => match m {
             Mode::Off | Mode::Fixed(_) => m,
             _ => Mode::Force,

@@ -112,3 +112,57 @@ fn devices_lists_every_device_with_option_bits() {
     }
     assert!(out.contains("reliable|ordered|receives"), "{out}");
 }
+
+/// `fm-info pacer` with its own cache and settings directories.
+fn pacer(home: &TempDir, args: &[&str], env: &[(&str, &str)]) -> (String, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_fm-info"));
+    c.arg("pacer")
+        .args(args)
+        .current_dir(&home.0)
+        .env("XDG_CACHE_HOME", home.0.join("cache"))
+        .env("XDG_CONFIG_HOME", home.0.join("config"))
+        .env_remove("FM_CONFIG")
+        .env_remove("FM_PACER");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().expect("run fm-info pacer");
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(out.status.success(), "{o}\n{e}");
+    (o, e)
+}
+
+#[test]
+fn pacer_measures_then_shows_the_cache_as_table_and_plot() {
+    let home = TempDir::new("info-pacer");
+    let (first, _) = pacer(&home, &[], &[]);
+    assert!(
+        first.contains("shmem.frame: chosen") && first.contains("measured now"),
+        "{first}"
+    );
+    assert!(first.contains("<- chosen"), "{first}");
+    assert!(first.contains("ethernet.datagram@lo"), "{first}");
+    let svg = std::fs::read_to_string(home.0.join("pacer.svg")).expect("the plot");
+    assert!(svg.starts_with("<svg") && svg.contains("shmem.frame") && svg.contains("polyline"));
+    // The second time it is the cache, with the same choice.
+    let (second, _) = pacer(&home, &["--svg", "again.svg"], &[]);
+    let chosen = |t: &str| {
+        t.lines()
+            .find(|l| l.starts_with("shmem.frame: chosen"))
+            .map(|l| l.split(" bytes").next().unwrap_or("").to_string())
+    };
+    assert!(second.contains("(cached;"), "{second}");
+    assert_eq!(chosen(&first), chosen(&second));
+    assert!(home.0.join("again.svg").exists());
+    // --force measures again; FM_PACER=<size> shows the override.
+    let (forced, _) = pacer(&home, &["--force"], &[]);
+    assert!(!forced.contains("(cached;"), "{forced}");
+    let (fixed, _) = pacer(&home, &[], &[("FM_PACER", "8192")]);
+    assert!(
+        fixed.contains("shmem.frame: chosen 8192 bytes (FM_PACER=<size>"),
+        "{fixed}"
+    );
+}

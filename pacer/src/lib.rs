@@ -50,14 +50,6 @@ impl Mode {
             },
         }
     }
-
-    /// From `FM_PACER`; unset is `auto`.
-    pub fn from_env() -> Result<Mode, String> {
-        match std::env::var("FM_PACER") {
-            Ok(v) => Mode::parse(&v).map_err(|e| format!("FM_PACER={v}: {e}")),
-            Err(_) => Ok(Mode::Auto),
-        }
-    }
 }
 
 /// One knob's measured curve and the size chosen from it.

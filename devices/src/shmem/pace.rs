@@ -46,6 +46,8 @@ pub fn stream_rates(payloads: &[u32], dir: &Path, window: Duration) -> Vec<Optio
     let config = |i: usize, rank| {
         let mut c = ShmemConfig::new(JobKey(seed << 32 | 0xfa_0000 | i as u64), rank, vec![0, 1]);
         c.dir = dir.to_path_buf();
+        // Named fm-KEY-pacer: the pacer's, not a job's.
+        c.host = "pacer".into();
         c.payload = Some(distinct[i]);
         c.frames = Some(FRAMES);
         c.cma = CmaMode::Off;
