@@ -51,9 +51,6 @@ pub struct NicConfig {
     /// Frames in each RX ring and in each TX ring.
     pub rx_frames: usize,
     pub tx_frames: usize,
-    /// Frames queued in the TX ring before the kernel is kicked (the end of
-    /// every burst of sends kicks too).
-    pub tx_burst: usize,
     /// The layer-2 network the first interface is on: ranks on the same
     /// network talk through nic. `None`: its IPv4 network (`198.18.1.0/24`).
     pub network: Option<String>,
@@ -68,7 +65,6 @@ impl NicConfig {
             mtu: None,
             rx_frames: 1024,
             tx_frames: 256,
-            tx_burst: 32,
             network: None,
             reliable: Settings::default(),
         }
@@ -264,7 +260,6 @@ impl NicSocket {
         let link = RingLink {
             trunk: Trunk::new(macs, self.rings.len()),
             ethertype: self.cfg.ethertype.to_be_bytes(),
-            tx_burst: self.cfg.tx_burst.max(1),
             words,
             rings: self.rings,
         };
@@ -582,13 +577,17 @@ fn rank_filter(mates: &[Rank]) -> Vec<libc::sock_filter> {
     p
 }
 
+/// Frames queued in a TX ring before the kernel is kicked; the end of every
+/// burst of sends kicks too (`Link::flush`). Not a setting: 1 and 32 moved
+/// the same bandwidth over veth (docs/PERFORMANCE.md, "The pacer").
+const TX_BURST: usize = 32;
+
 /// Raw Ethernet under the reliable layer: one ring set per interface.
 struct RingLink {
     rings: Vec<Ring>,
     /// Each peer's MAC per link.
     trunk: Trunk<[u8; 6]>,
     ethertype: [u8; 2],
-    tx_burst: usize,
     /// Per ring, the status word of its next RX frame (the arrival probe).
     words: Arc<[AtomicPtr<AtomicU32>]>,
 }
@@ -598,7 +597,7 @@ impl Link for RingLink {
         let (i, mac) = self.trunk.route(dest)?;
         let ring = &mut self.rings[i];
         ring.send(mac, self.ethertype, datagram)?;
-        if ring.tx_queued >= self.tx_burst {
+        if ring.tx_queued >= TX_BURST {
             ring.kick();
         }
         Ok(())

@@ -127,7 +127,6 @@ pub struct NicSettings {
     pub ethertype: Option<u16>,
     pub mtu: Option<usize>,
     pub frames: Option<usize>,
-    pub tx_burst: Option<usize>,
     /// The layer-2 network's name (`FM_NIC_NETWORK`); default: the first
     /// interface's IPv4 network.
     pub network: Option<String>,
@@ -401,7 +400,6 @@ impl Config {
         }
         cfg.nic.mtu = vars.parse("FM_NIC_MTU")?;
         cfg.nic.frames = vars.positive("FM_NIC_FRAMES", "frame")?;
-        cfg.nic.tx_burst = vars.positive("FM_NIC_TX_BURST", "frame")?;
         if let Some(v) = vars.get("FM_NIC_NETWORK")? {
             cfg.nic.network = Some(v);
         }

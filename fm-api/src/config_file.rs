@@ -36,7 +36,6 @@ pub const FILE_KEYS: &[&str] = &[
     "FM_NIC_ETHERTYPE",
     "FM_NIC_MTU",
     "FM_NIC_FRAMES",
-    "FM_NIC_TX_BURST",
     "FM_NIC_NETWORK",
     "FM_FAULTS",
 ];

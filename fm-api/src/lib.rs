@@ -331,9 +331,6 @@ fn open_nic(
         n.rx_frames = f;
         n.tx_frames = f;
     }
-    if let Some(b) = c.nic.tx_burst {
-        n.tx_burst = b;
-    }
     n.network = c.nic.network.clone();
     n.reliable = c.eth.reliable();
     match NicSocket::open(n) {

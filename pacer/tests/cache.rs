@@ -31,9 +31,10 @@ fn knob(key: &str, candidates: &[u64], default: u64) -> Knob {
     }
 }
 
-/// Tune a `nic.tx_burst` knob (default 32) over `candidates`.
-fn nic_tx(c: &Cache, mode: Mode, candidates: &[u64], calls: &Cell<u32>) -> fm_pacer::Choice {
-    Pacer::new(mode, Some(c.clone())).tune(&knob("nic.tx_burst", candidates, 32), measure(calls))
+/// Tune a `ethernet.datagram` knob (default 32) over `candidates`.
+fn eth(c: &Cache, mode: Mode, candidates: &[u64], calls: &Cell<u32>) -> fm_pacer::Choice {
+    Pacer::new(mode, Some(c.clone()))
+        .tune(&knob("ethernet.datagram", candidates, 32), measure(calls))
 }
 
 fn cache(dir: &TempDir) -> Cache {
@@ -47,15 +48,15 @@ fn a_measured_curve_is_cached_and_reused_without_measuring() {
     let dir = TempDir::new("pacer-cache");
     let c = cache(&dir);
     let calls = Cell::new(0);
-    let first = nic_tx(&c, Mode::Auto, &CANDIDATES, &calls);
+    let first = eth(&c, Mode::Auto, &CANDIDATES, &calls);
     assert_eq!((first.size, first.source), (16, Source::Measured));
     assert_eq!(calls.get(), 4 * fm_pacer::PASSES as u32);
     // The file round-trips to the same profile.
     let p = c.load();
     assert_eq!(p.version, VERSION);
-    assert_eq!(p.curves.get("nic.tx_burst"), first.curve.as_ref());
+    assert_eq!(p.curves.get("ethernet.datagram"), first.curve.as_ref());
     let t = std::time::Instant::now();
-    let again = nic_tx(&c, Mode::Auto, &CANDIDATES, &calls);
+    let again = eth(&c, Mode::Auto, &CANDIDATES, &calls);
     let took = t.elapsed();
     assert_eq!((again.size, again.source), (16, Source::Cached));
     assert_eq!(calls.get(), 8, "a cached choice is not measured again");
@@ -66,7 +67,7 @@ fn a_measured_curve_is_cached_and_reused_without_measuring() {
         each(|_| Some(1.0)),
     );
     let p = c.load();
-    assert!(p.curves.contains_key("nic.tx_burst") && p.curves.contains_key("shmem.frame"));
+    assert!(p.curves.contains_key("ethernet.datagram") && p.curves.contains_key("shmem.frame"));
 }
 
 #[test]
@@ -74,11 +75,11 @@ fn force_measures_again_and_changed_candidates_do_too() {
     let dir = TempDir::new("pacer-force");
     let c = cache(&dir);
     let calls = Cell::new(0);
-    nic_tx(&c, Mode::Auto, &CANDIDATES, &calls);
-    let f = nic_tx(&c, Mode::Force, &CANDIDATES, &calls);
+    eth(&c, Mode::Auto, &CANDIDATES, &calls);
+    let f = eth(&c, Mode::Force, &CANDIDATES, &calls);
     assert_eq!((f.source, calls.get()), (Source::Measured, 16));
     let other = [1, 16];
-    let o = nic_tx(&c, Mode::Auto, &other, &calls);
+    let o = eth(&c, Mode::Auto, &other, &calls);
     assert_eq!((o.source, calls.get()), (Source::Measured, 20));
 }
 
@@ -106,7 +107,7 @@ fn a_corrupt_or_foreign_cache_is_ignored_and_measured_again() {
     ] {
         std::fs::write(&c.path, &bad).unwrap();
         let calls = Cell::new(0);
-        let r = nic_tx(&c, Mode::Auto, &CANDIDATES, &calls);
+        let r = eth(&c, Mode::Auto, &CANDIDATES, &calls);
         assert_eq!(
             (r.size, r.source, calls.get()),
             (16, Source::Measured, 8),
@@ -122,11 +123,11 @@ fn overrides_do_not_measure() {
     let dir = TempDir::new("pacer-override");
     let c = cache(&dir);
     let calls = Cell::new(0);
-    let off = nic_tx(&c, Mode::Off, &CANDIDATES, &calls);
+    let off = eth(&c, Mode::Off, &CANDIDATES, &calls);
     assert_eq!((off.size, off.source), (32, Source::Default));
-    let fixed = nic_tx(&c, Mode::Fixed(20), &CANDIDATES, &calls);
+    let fixed = eth(&c, Mode::Fixed(20), &CANDIDATES, &calls);
     assert_eq!((fixed.size, fixed.source), (16, Source::Override));
-    let small = nic_tx(&c, Mode::Fixed(1), &[4, 8], &calls);
+    let small = eth(&c, Mode::Fixed(1), &[4, 8], &calls);
     assert_eq!(small.size, 4, "below every candidate: the smallest");
     assert_eq!(calls.get(), 0);
     assert!(!c.path.exists(), "overrides write no cache");
@@ -144,7 +145,7 @@ fn one_candidate_is_not_measured() {
     let dir = TempDir::new("pacer-one");
     let c = cache(&dir);
     let calls = Cell::new(0);
-    let r = nic_tx(&c, Mode::Force, &[1472], &calls);
+    let r = eth(&c, Mode::Force, &[1472], &calls);
     assert_eq!((r.size, r.source, calls.get()), (1472, Source::Default, 0));
 }
 
