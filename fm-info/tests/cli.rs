@@ -165,4 +165,9 @@ fn pacer_measures_then_shows_the_cache_as_table_and_plot() {
         fixed.contains("shmem.frame: chosen 8192 bytes (FM_PACER=<size>"),
         "{fixed}"
     );
+    // A corrupt cache: a warning, and measured again.
+    std::fs::write(home.0.join("cache/fm/pacer.toml"), "not = [toml").unwrap();
+    let (again, warn) = pacer(&home, &[], &[]);
+    assert!(warn.contains("ignoring a corrupt cache"), "{warn}");
+    assert!(again.contains("measured now"), "{again}");
 }

@@ -161,3 +161,36 @@ fn the_settings_file_sets_the_pacer_and_the_environment_wins() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.toml: cannot read"));
     assert_eq!(dir.segments(), Vec::<String>::new());
 }
+
+#[test]
+fn a_corrupt_or_foreign_cache_is_ignored_with_a_warning_and_measured_again() {
+    let (dir, home) = (
+        TempDir::for_segments("pacer-bad"),
+        TempDir::new("pacer-bad-home"),
+    );
+    let cache = home.0.join("cache/fm/pacer.toml");
+    std::fs::create_dir_all(cache.parent().unwrap()).unwrap();
+    for (text, warning) in [
+        (
+            "[curves.\"shmem.frame\"\nchosen = 4096\n",
+            "pacer: ignoring a corrupt cache",
+        ),
+        (
+            "version = 99\nhost = \"elsewhere\"\nkernel = \"2.2.12\"\n",
+            "pacer: the cache is for version 99 on \"elsewhere\"",
+        ),
+    ] {
+        std::fs::write(&cache, text).unwrap();
+        let (_, err) = succeed(&mut job(&dir, &home, &[]));
+        assert!(
+            err.contains(warning) && err.contains("measuring again"),
+            "{err}"
+        );
+        assert!(count(&err, "pacer: measured") >= 1, "{err}");
+        let now = std::fs::read_to_string(&cache).unwrap();
+        assert!(
+            now.contains("version = 1") && now.contains("shmem.frame"),
+            "{now}"
+        );
+    }
+}
