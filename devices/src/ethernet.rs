@@ -19,7 +19,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// IPv4 (20) + UDP (8) headers.
 const IP_UDP_HEADERS: usize = 28;
@@ -279,22 +279,15 @@ pub fn stream_rates(
         let mut rates: Vec<Option<f64>> = order
             .map(|(i, extra)| {
                 phase.store(i, Ordering::Relaxed);
-                let begin = Instant::now();
-                let mut start: Option<(Instant, usize)> = None;
+                let mut clock = crate::sys::RateWindow::new(window, extra);
                 let mut moved = 0usize;
                 loop {
                     match rx.recv(&mut buf) {
                         Ok(n) => moved += n,
                         Err(_) => std::hint::spin_loop(),
                     }
-                    let now = Instant::now();
-                    match start {
-                        None if now - begin >= window / 3 + extra => start = Some((now, moved)),
-                        Some((t0, m0)) if now - t0 >= window => {
-                            let mb_s = (moved - m0) as f64 / (now - t0).as_secs_f64() / 1e6;
-                            break Some(mb_s).filter(|r| *r > 0.0);
-                        }
-                        _ => {}
+                    if let Some(rate) = clock.check(moved) {
+                        break rate;
                     }
                 }
             })

@@ -121,6 +121,43 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// The clock of one throughput measurement of the pacer's
+/// micro-benchmarks: a warm-up, then a window over which the bytes moved
+/// are counted.
+pub struct RateWindow {
+    begin: std::time::Instant,
+    warm_up: std::time::Duration,
+    window: std::time::Duration,
+    start: Option<(std::time::Instant, usize)>,
+}
+
+impl RateWindow {
+    /// A window of `window` after a warm-up of a third of that plus `extra`.
+    pub fn new(window: std::time::Duration, extra: std::time::Duration) -> RateWindow {
+        RateWindow {
+            begin: std::time::Instant::now(),
+            warm_up: window / 3 + extra,
+            window,
+            start: None,
+        }
+    }
+
+    /// With `moved` bytes so far: `None` while measuring, then the MB/s
+    /// (`Some(None)` when nothing moved during the window).
+    pub fn check(&mut self, moved: usize) -> Option<Option<f64>> {
+        let now = std::time::Instant::now();
+        match self.start {
+            None if now - self.begin >= self.warm_up => self.start = Some((now, moved)),
+            Some((t0, m0)) if now - t0 >= self.window => {
+                let mb_s = (moved - m0) as f64 / (now - t0).as_secs_f64() / 1e6;
+                return Some(Some(mb_s).filter(|r| *r > 0.0));
+            }
+            _ => {}
+        }
+        None
+    }
+}
+
 /// Two CPUs for a two-thread micro-benchmark (the pacer's), whatever CPU
 /// fmrun pinned this process to: the calling thread stays on its CPU and
 /// the other thread pins itself to [`CpuPair::other`]. The caller's

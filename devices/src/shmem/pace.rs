@@ -12,7 +12,7 @@ use super::{CmaMode, ShmemConfig, ShmemDevice};
 use crate::{DeviceError, DeviceExt, JobKey};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The message the sender streams from and the receiver copies into,
 /// wrapping: as large as a typical large FM message.
@@ -105,8 +105,7 @@ pub fn stream_rates(payloads: &[u32], dir: &Path, window: Duration) -> Vec<Optio
                 phase.store(i, Ordering::Relaxed);
                 let dev = &mut devs[i];
                 let (mut off, mut moved, mut polls) = (0usize, 0usize, 0u32);
-                let begin = Instant::now();
-                let mut start: Option<(Instant, usize)> = None;
+                let mut clock = crate::sys::RateWindow::new(window, extra);
                 loop {
                     if let Some(r) = dev.receive() {
                         let n = r.len().min(MESSAGE - off);
@@ -118,15 +117,11 @@ pub fn stream_rates(payloads: &[u32], dir: &Path, window: Duration) -> Vec<Optio
                     if polls % 8 != 0 {
                         continue;
                     }
-                    let now = Instant::now();
-                    match start {
-                        None if now - begin >= window / 3 + extra => start = Some((now, moved)),
-                        Some((t0, m0)) if now - t0 >= window => {
-                            let mb_s = (moved - m0) as f64 / (now - t0).as_secs_f64() / 1e6;
-                            break Some(mb_s).filter(|r| *r > 0.0);
-                        }
-                        _ if sender.is_finished() => break None,
-                        _ => {}
+                    if let Some(rate) = clock.check(moved) {
+                        break rate;
+                    }
+                    if sender.is_finished() {
+                        break None;
                     }
                 }
             })
