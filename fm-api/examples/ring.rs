@@ -22,12 +22,7 @@ const ROUNDS: u64 = 3;
 const BULK_LEN: usize = 1 << 20;
 
 fn main() -> ExitCode {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(
-            std::env::var("FM_LOG").unwrap_or_else(|_| "warn".into()),
-        ))
-        .with_writer(std::io::stderr)
-        .try_init();
+    fm::init_logging();
     match rank_main() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

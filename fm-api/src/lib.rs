@@ -478,6 +478,19 @@ fn open_composite(
     Ok(Composite::new(c.rank, c.hosts.clone(), members)?)
 }
 
+/// For programs and fm's tools: `tracing` output to stderr, filtered by
+/// `FM_LOG` (default `warn`, e.g. `FM_LOG=fm_pacer=debug`), in colour only
+/// on a terminal. Does nothing if a subscriber is already set.
+pub fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            std::env::var("FM_LOG").unwrap_or_else(|_| "warn".into()),
+        ))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
 /// One FM process: its endpoint and its handler table.
 pub struct Fm {
     ep: Endpoint,

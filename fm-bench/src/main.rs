@@ -113,13 +113,7 @@ const H_ACK: u16 = 2;
 const H_SYNC: u16 = 3;
 
 fn main() -> ExitCode {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(
-            std::env::var("FM_LOG").unwrap_or_else(|_| "warn".into()),
-        ))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+    fm::init_logging();
     let cli = Cli::parse();
     let opts = match &cli.bench {
         Bench::Pingpong(o)

@@ -66,14 +66,7 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    // Warnings (a corrupt pacer cache, a refused segment) to stderr; FM_LOG filters.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(
-            std::env::var("FM_LOG").unwrap_or_else(|_| "warn".into()),
-        ))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+    fm::init_logging();
     let cli = Cli::parse();
     match cli.cmd.unwrap_or(Cmd::Devices) {
         Cmd::Devices => devices(),

@@ -48,12 +48,7 @@ impl Rng {
 
 /// Environment for test processes: tracing to stderr at warn unless FM_LOG says otherwise.
 pub fn init_tracing() {
-    let filter = std::env::var("FM_LOG").unwrap_or_else(|_| "warn".into());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+    fm::init_logging();
 }
 
 /// A directory for one test, removed with everything in it when dropped.
