@@ -13,7 +13,7 @@
 //! reliable layer then keeps a per-peer reorder queue instead of treating a
 //! gap as a loss, and discards duplicates.
 
-use crate::reliable::{Link, ReliableDevice, Settings, Trunk};
+use crate::reliable::{Link, Settings, Trunk};
 use crate::{DeviceError, JobKey, Rank};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
@@ -72,14 +72,11 @@ impl EthernetEndpoint {
     /// `ip:port[+ip:port…]/epoch/mtu`.
     pub fn encode(&self) -> String {
         let a: Vec<String> = self.addrs.iter().map(|a| a.to_string()).collect();
-        format!("{}/{}/{}", a.join("+"), self.epoch, self.mtu)
+        crate::reliable::encode_endpoint(&a.join("+"), self.epoch, self.mtu)
     }
 
     pub fn decode(s: &str) -> Result<EthernetEndpoint, String> {
-        let mut it = s.split('/');
-        let (Some(a), Some(e), Some(m), None) = (it.next(), it.next(), it.next(), it.next()) else {
-            return Err(format!("{s:?} is not ip:port[+ip:port]/epoch/mtu"));
-        };
+        let (a, epoch, mtu) = crate::reliable::decode_endpoint(s, "ip:port[+ip:port]/epoch/mtu")?;
         let addrs = a
             .split('+')
             .map(|x| x.parse().map_err(|e| format!("{x:?}: {e}")))
@@ -87,11 +84,16 @@ impl EthernetEndpoint {
         if addrs.is_empty() || addrs.len() > MAX_LINKS {
             return Err(format!("{s:?}: 1 to {MAX_LINKS} addresses"));
         }
-        Ok(EthernetEndpoint {
-            addrs,
-            epoch: e.parse().map_err(|e| format!("epoch {e:?}: {e}"))?,
-            mtu: m.parse().map_err(|e| format!("mtu {m:?}: {e}"))?,
-        })
+        Ok(EthernetEndpoint { addrs, epoch, mtu })
+    }
+
+    /// What the reliable layer needs of it.
+    pub fn peer_link(&self) -> crate::reliable::PeerLink {
+        crate::reliable::PeerLink {
+            epoch: self.epoch,
+            mtu: self.mtu as usize,
+            links: self.addrs.len(),
+        }
     }
 }
 
@@ -183,26 +185,22 @@ impl EthernetSocket {
         rank: Rank,
         peers: &[Option<EthernetEndpoint>],
     ) -> Result<EthernetDevice, DeviceError> {
-        let mtu = peers
-            .iter()
-            .flatten()
-            .map(|p| p.mtu as usize)
-            .fold(self.mtu, usize::min);
-        let r = &self.cfg.reliable;
-        let mut c = r.config("ethernet", job_key, rank, peers.len(), self.epoch, mtu);
-        // Several links to a peer reorder packets among themselves.
-        c.reorder = self.socks.len() > 1 && peers.iter().flatten().any(|p| p.addrs.len() > 1);
         let addrs = peers
             .iter()
             .map(|p| p.as_ref().map_or_else(Vec::new, |p| p.addrs.clone()))
             .collect();
+        let links = self.socks.len();
         let link = UdpLink {
-            trunk: Trunk::new(addrs, self.socks.len()),
+            trunk: Trunk::new(addrs, links),
             socks: self.socks,
         };
-        let link = r.link(link);
-        let epochs: Vec<Option<u32>> = peers.iter().map(|p| p.as_ref().map(|p| p.epoch)).collect();
-        ReliableDevice::new(c, link, &epochs)
+        let peers: Vec<_> = peers
+            .iter()
+            .map(|p| p.as_ref().map(EthernetEndpoint::peer_link))
+            .collect();
+        let r = &self.cfg.reliable;
+        let c = r.config("ethernet", job_key, rank, peers.len(), self.epoch, self.mtu);
+        r.associate(c, &peers, links, link)
     }
 }
 
@@ -262,9 +260,7 @@ pub fn stream_rates(
     let cpus = crate::sys::CpuPair::take();
     std::thread::scope(|s| {
         s.spawn(|| {
-            if let Some(c) = cpus.other {
-                let _ = crate::sys::pin_to_cpu(c);
-            }
+            cpus.pin_other();
             loop {
                 let i = phase.load(Ordering::Relaxed);
                 let Some(&n) = sizes.get(i) else { break };
@@ -305,24 +301,12 @@ pub fn interface_mtu(addr: IpAddr) -> Option<usize> {
 
 /// The first IPv4 address of the interface `name`.
 pub fn interface_addr(name: &str) -> Option<IpAddr> {
-    let mut found = None;
-    crate::sys::for_each_address(|ifname, a, _| {
-        if found.is_none() && ifname == name && a.is_ipv4() {
-            found = Some(a);
-        }
-    });
-    found
+    crate::sys::find_address(|ifname, a, _| (ifname == name && a.is_ipv4()).then_some(a))
 }
 
 /// The name of the interface that holds `addr`.
 pub fn interface_of(addr: IpAddr) -> Option<String> {
-    let mut found = None;
-    crate::sys::for_each_address(|ifname, a, _| {
-        if found.is_none() && a == addr {
-            found = Some(ifname.to_string());
-        }
-    });
-    found
+    crate::sys::find_address(|ifname, a, _| (a == addr).then(|| ifname.to_string()))
 }
 
 /// The local address this host uses to reach `remote` (no packet is sent).

@@ -19,7 +19,7 @@
 //! Needs CAP_NET_RAW: without it opening fails with
 //! [`DeviceError::NotPermitted`], and fm falls back to `ethernet`.
 
-use crate::reliable::{ArrivalProbe, Link, ReliableDevice, Settings, Trunk};
+use crate::reliable::{ArrivalProbe, Link, Settings, Trunk};
 use crate::{DeviceError, JobKey, Rank};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -85,22 +85,16 @@ impl NicEndpoint {
     /// `mac[+mac…]@network/epoch/mtu` (the network may hold a `/`).
     pub fn encode(&self) -> String {
         let m: Vec<String> = self.macs.iter().map(format_mac).collect();
-        format!(
-            "{}@{}/{}/{}",
-            m.join("+"),
-            self.network,
-            self.epoch,
-            self.mtu
-        )
+        let links = format!("{}@{}", m.join("+"), self.network);
+        crate::reliable::encode_endpoint(&links, self.epoch, self.mtu)
     }
 
     pub fn decode(s: &str) -> Result<NicEndpoint, String> {
-        let bad = || format!("{s:?} is not mac[+mac]@network/epoch/mtu");
-        let mut it = s.rsplitn(3, '/');
-        let (Some(mtu), Some(epoch), Some(rest)) = (it.next(), it.next(), it.next()) else {
-            return Err(bad());
-        };
-        let (macs, network) = rest.split_once('@').ok_or_else(bad)?;
+        let form = "mac[+mac]@network/epoch/mtu";
+        let (links, epoch, mtu) = crate::reliable::decode_endpoint(s, form)?;
+        let (macs, network) = links
+            .split_once('@')
+            .ok_or_else(|| format!("{s:?} is not {form}"))?;
         let macs = macs
             .split('+')
             .map(parse_mac)
@@ -111,9 +105,18 @@ impl NicEndpoint {
         Ok(NicEndpoint {
             macs,
             network: network.to_string(),
-            epoch: epoch.parse().map_err(|e| format!("epoch {epoch:?}: {e}"))?,
-            mtu: mtu.parse().map_err(|e| format!("mtu {mtu:?}: {e}"))?,
+            epoch,
+            mtu,
         })
+    }
+
+    /// What the reliable layer needs of it.
+    pub fn peer_link(&self) -> crate::reliable::PeerLink {
+        crate::reliable::PeerLink {
+            epoch: self.epoch,
+            mtu: self.mtu as usize,
+            links: self.macs.len(),
+        }
     }
 }
 
@@ -236,18 +239,10 @@ impl NicSocket {
             .iter()
             .map(|p| p.clone().filter(|p| self.shares_network(p)))
             .collect();
-        let mtu = peers
-            .iter()
-            .flatten()
-            .map(|p| p.mtu as usize)
-            .fold(self.mtu, usize::min);
         let filter = rank_filter(host_mates);
         for (r, iface) in self.rings.iter_mut().zip(&self.cfg.ifaces) {
             r.bind(iface, self.cfg.ethertype, &filter)?;
         }
-        let r = &self.cfg.reliable;
-        let mut c = r.config("nic", job_key, rank, peers.len(), self.epoch, mtu);
-        c.reorder = self.rings.len() > 1 && peers.iter().flatten().any(|p| p.macs.len() > 1);
         let words: Arc<[AtomicPtr<AtomicU32>]> = self
             .rings
             .iter()
@@ -257,15 +252,20 @@ impl NicSocket {
             .iter()
             .map(|p| p.as_ref().map_or_else(Vec::new, |p| p.macs.clone()))
             .collect();
+        let links = self.rings.len();
         let link = RingLink {
-            trunk: Trunk::new(macs, self.rings.len()),
+            trunk: Trunk::new(macs, links),
             ethertype: self.cfg.ethertype.to_be_bytes(),
             words,
             rings: self.rings,
         };
-        let link = r.link(link);
-        let epochs: Vec<Option<u32>> = peers.iter().map(|p| p.as_ref().map(|p| p.epoch)).collect();
-        ReliableDevice::new(c, link, &epochs)
+        let peers: Vec<_> = peers
+            .iter()
+            .map(|p| p.as_ref().map(NicEndpoint::peer_link))
+            .collect();
+        let r = &self.cfg.reliable;
+        let c = r.config("nic", job_key, rank, peers.len(), self.epoch, self.mtu);
+        r.associate(c, &peers, links, link)
     }
 }
 
@@ -630,20 +630,18 @@ impl Link for RingLink {
 
 /// The IPv4 network of interface `name`, as `198.18.1.0/24`.
 pub fn interface_network(name: &str) -> Option<String> {
-    let mut found = None;
-    crate::sys::for_each_address(|ifname, a, mask| {
-        if let (None, true, std::net::IpAddr::V4(a), Some(std::net::IpAddr::V4(m))) =
-            (&found, ifname == name, a, mask)
-        {
+    use std::net::IpAddr::V4;
+    crate::sys::find_address(|ifname, a, mask| match (a, mask) {
+        (V4(a), Some(V4(m))) if ifname == name => {
             let net = u32::from(a) & u32::from(m);
-            found = Some(format!(
+            Some(format!(
                 "{}/{}",
                 std::net::Ipv4Addr::from(net),
                 u32::from(m).count_ones()
-            ));
+            ))
         }
-    });
-    found
+        _ => None,
+    })
 }
 
 #[cfg(test)]

@@ -160,41 +160,40 @@ impl RateWindow {
 
 /// Two CPUs for a two-thread micro-benchmark (the pacer's), whatever CPU
 /// fmrun pinned this process to: the calling thread stays on its CPU and
-/// the other thread pins itself to [`CpuPair::other`]. The caller's
-/// affinity comes back when the pair is dropped.
+/// the other thread calls [`CpuPair::pin_other`]. The caller's affinity
+/// comes back when the pair is dropped.
 pub struct CpuPair {
     saved: Option<libc::cpu_set_t>,
-    /// A CPU other than the caller's, if this host has one it may use.
-    pub other: Option<usize>,
+    here: usize,
+    online: usize,
 }
 
 impl CpuPair {
     pub fn take() -> CpuPair {
         // SAFETY: plain libc calls on the calling thread's own affinity.
         unsafe {
-            let mut saved: libc::cpu_set_t = std::mem::zeroed();
-            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut saved) != 0 {
-                return CpuPair {
-                    saved: None,
-                    other: None,
-                };
-            }
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            let saved = (libc::sched_getaffinity(0, size, &mut set) == 0).then_some(set);
             let here = libc::sched_getcpu().max(0) as usize;
             let online = libc::sysconf(libc::_SC_NPROCESSORS_ONLN).max(1) as usize;
-            let _ = pin_to_cpu(here);
-            // The next CPU after ours that a thread may be pinned to (a
-            // cgroup's cpuset may exclude some: pinning there fails).
-            let other = (1..online).map(|i| (here + i) % online).find(|&c| {
-                std::thread::scope(|s| {
-                    s.spawn(move || pin_to_cpu(c).is_ok())
-                        .join()
-                        .unwrap_or(false)
-                })
-            });
-            CpuPair {
-                saved: Some(saved),
-                other,
+            if saved.is_some() {
+                let _ = pin_to_cpu(here);
             }
+            CpuPair {
+                saved,
+                here,
+                online,
+            }
+        }
+    }
+
+    /// Pin the calling (other) thread to the next CPU after the caller's
+    /// that it may use (a cgroup's cpuset may exclude some); stay put where
+    /// there is none.
+    pub fn pin_other(&self) {
+        if self.saved.is_some() {
+            let _ = (1..self.online).any(|i| pin_to_cpu((self.here + i) % self.online).is_ok());
         }
     }
 }
@@ -246,6 +245,20 @@ pub fn for_each_address(mut f: impl FnMut(&str, std::net::IpAddr, Option<std::ne
     }
     // SAFETY: the list from getifaddrs.
     unsafe { libc::freeifaddrs(list) };
+}
+
+/// The first `f(interface name, address, netmask)` over this host's
+/// addresses that is `Some`.
+pub fn find_address<T>(
+    mut f: impl FnMut(&str, std::net::IpAddr, Option<std::net::IpAddr>) -> Option<T>,
+) -> Option<T> {
+    let mut found = None;
+    for_each_address(|name, a, m| {
+        if found.is_none() {
+            found = f(name, a, m);
+        }
+    });
+    found
 }
 
 /// # Safety

@@ -154,6 +154,59 @@ impl Settings {
             None => Box::new(link),
         }
     }
+
+    /// Associate nodes for a network device (ethernet, nic): the device
+    /// with configuration `c` (from [`Settings::config`] with this side's
+    /// MTU) over `link` (`links` of them here); datagrams of the smallest
+    /// MTU of this side and its peers, and a reorder queue when both sides
+    /// trunk. `peers[r]` is rank r's endpoint, `None` for ranks reached
+    /// otherwise.
+    pub fn associate<L: Link + 'static>(
+        &self,
+        mut c: ReliableConfig,
+        peers: &[Option<PeerLink>],
+        links: usize,
+        link: L,
+    ) -> Result<NetDevice, DeviceError> {
+        c.mtu = peers
+            .iter()
+            .flatten()
+            .map(|p| p.mtu)
+            .fold(c.mtu, usize::min);
+        // Several links to a peer reorder packets among themselves.
+        c.reorder = links > 1 && peers.iter().flatten().any(|p| p.links > 1);
+        let epochs: Vec<Option<u32>> = peers.iter().map(|p| p.as_ref().map(|p| p.epoch)).collect();
+        ReliableDevice::new(c, self.link(link), &epochs)
+    }
+}
+
+/// A network endpoint in the node map: `LINKS/epoch/mtu`, LINKS being the
+/// device's own part (addresses, MACs and network).
+pub fn encode_endpoint(links: &str, epoch: u32, mtu: u32) -> String {
+    format!("{links}/{epoch}/{mtu}")
+}
+
+/// Split `LINKS/epoch/mtu` (LINKS may itself hold a `/`): LINKS, the epoch
+/// and the MTU; `form` names the whole format, for the error.
+pub fn decode_endpoint<'a>(s: &'a str, form: &str) -> Result<(&'a str, u32, u32), String> {
+    let mut it = s.rsplitn(3, '/');
+    let (Some(mtu), Some(epoch), Some(links)) = (it.next(), it.next(), it.next()) else {
+        return Err(format!("{s:?} is not {form}"));
+    };
+    Ok((
+        links,
+        epoch.parse().map_err(|e| format!("epoch {epoch:?}: {e}"))?,
+        mtu.parse().map_err(|e| format!("mtu {mtu:?}: {e}"))?,
+    ))
+}
+
+/// What associating needs of a peer's endpoint.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerLink {
+    pub epoch: u32,
+    pub mtu: usize,
+    /// Its links (addresses, interfaces): more than one is a trunk.
+    pub links: usize,
 }
 
 /// A random non-zero epoch.
@@ -321,6 +374,8 @@ struct Engine<L: Link> {
     scratch: Vec<u8>,
     /// Peers owed a bare ACK.
     owed: Vec<Rank>,
+    /// Peers told STOP and not yet GO: releases look for them only then.
+    stopped_peers: usize,
     /// Packets in all reorder queues.
     held_total: usize,
     polls: u32,
@@ -370,6 +425,7 @@ impl<L: Link> Engine<L> {
             ready_hint: Arc::new(AtomicUsize::new(0)),
             scratch: vec![0; cfg.mtu],
             owed: Vec::new(),
+            stopped_peers: 0,
             held_total: 0,
             polls: 0,
             was_drained: true,
@@ -699,6 +755,7 @@ impl<L: Link> Engine<L> {
                     }
                     if !p.stop_sent {
                         p.stop_sent = true;
+                        self.stopped_peers += 1;
                         let k = p.recv_next.wrapping_sub(1);
                         self.send_control(src, Kind::Stop, k);
                     }
@@ -777,6 +834,10 @@ impl<L: Link> Engine<L> {
     }
 
     fn send_gos(&mut self) {
+        if self.stopped_peers == 0 {
+            return;
+        }
+        self.stopped_peers = 0;
         for r in 0..self.peers.len() {
             if self.peers[r].stop_sent {
                 self.peers[r].stop_sent = false;
@@ -932,7 +993,7 @@ impl<L: Link> Device for Engine<L> {
     fn raw_release(&mut self, token: u64) {
         if (token as usize) < self.pool.len() {
             self.free.push(token as u32);
-            if self.free.len() * 2 >= self.pool.len() {
+            if self.stopped_peers > 0 && self.free.len() * 2 >= self.pool.len() {
                 self.send_gos();
                 self.link.flush();
             }

@@ -66,9 +66,7 @@ pub fn stream_rates(payloads: &[u32], dir: &Path, window: Duration) -> Vec<Optio
     let cpus = crate::sys::CpuPair::take();
     let rates = std::thread::scope(|s| {
         let sender = s.spawn(|| -> Result<(), DeviceError> {
-            if let Some(c) = cpus.other {
-                let _ = crate::sys::pin_to_cpu(c);
-            }
+            cpus.pin_other();
             let mut devs = open_all(1)?;
             let mut off = 0;
             loop {
