@@ -7,8 +7,6 @@
 //! memory-notified devices each idle poll is one cached load, so no adaptive
 //! scheme is needed). `Composite` is itself a [`Device`].
 
-use fm_devices::ethernet::EthernetDevice;
-use fm_devices::nic::NicDevice;
 use fm_devices::null::NullDevice;
 use fm_devices::reliable::NetDevice;
 use fm_devices::selfloop::SelfDevice;
@@ -20,8 +18,9 @@ use std::fmt;
 pub enum Member {
     SelfLoop(SelfDevice),
     Shmem(ShmemDevice),
-    Nic(Box<NicDevice>),
-    Ethernet(Box<EthernetDevice>),
+    /// A network device between hosts (`nic`, `ethernet`: the reliable
+    /// layer over a link), by name.
+    Network(&'static str, Box<NetDevice>),
     Null(NullDevice),
 }
 
@@ -204,13 +203,9 @@ impl Composite {
                     }
                     order.push(Route::Shmem);
                 }
-                Member::Nic(d) => {
+                Member::Network(name, d) => {
                     order.push(Route::Other(others.len() as u8));
-                    others.push(Network::Reliable("nic", d));
-                }
-                Member::Ethernet(d) => {
-                    order.push(Route::Other(others.len() as u8));
-                    others.push(Network::Reliable("ethernet", d));
+                    others.push(Network::Reliable(name, d));
                 }
                 Member::Null(d) => {
                     order.push(Route::Other(others.len() as u8));

@@ -468,10 +468,10 @@ fn open_composite(
     }
     // Faster first: the table takes the first member that reaches a rank.
     if let Some(n) = nic {
-        members.push(Member::Nic(Box::new(n)));
+        members.push(Member::Network("nic", Box::new(n)));
     }
     if let Some(e) = eth {
-        members.push(Member::Ethernet(Box::new(e)));
+        members.push(Member::Network("ethernet", Box::new(e)));
     }
     // Ranks no network reaches get the NULL transport: "no route".
     members.push(Member::Null(NullDevice::open(c.hosts.clone())));

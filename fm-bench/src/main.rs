@@ -734,7 +734,7 @@ fn batch_for(size: usize) -> u64 {
     }
 }
 
-/// The composite under the FM endpoint (benchmarks call devices directly).
+/// The device's name, as the composite's table prints it.
 fn device_name(d: DeviceArg) -> &'static str {
     match d {
         DeviceArg::Shmem => "shmem",
@@ -758,6 +758,7 @@ fn idle_poll_ns<D: Device>(dev: &mut D, polls: u64) -> Res<f64> {
     Ok(t.elapsed().as_secs_f64() * 1e9 / polls as f64)
 }
 
+/// The composite under the FM endpoint (benchmarks call devices directly).
 fn composite_mut(fm: &mut Fm) -> &mut Composite {
     fm.composite_mut()
 }

@@ -31,12 +31,12 @@ pub enum Mode {
     Off,
     /// Measure again now, whatever the cache holds.
     Force,
-    /// This size for every knob (clamped to each knob's candidates).
+    /// This many bytes for every knob (the nearest candidate at or below).
     Fixed(u64),
 }
 
 impl Mode {
-    /// `auto` (or empty), `off`, `force`, or a size in bytes or frames.
+    /// `auto` (or empty), `off`, `force`, or a size in bytes.
     pub fn parse(v: &str) -> Result<Mode, String> {
         match v.trim() {
             "" | "auto" => Ok(Mode::Auto),
