@@ -109,6 +109,15 @@ pub enum CompositeError {
     Duplicate(&'static str),
     #[error("the node map has {hosts} entries but the job has {size} ranks")]
     NodeMap { hosts: usize, size: usize },
+    #[error("the routes name {routes} devices but the job has {size} ranks")]
+    RouteCount { routes: usize, size: usize },
+    #[error("the topology sends rank {rank} (host {host:?}) through {device}, but {why}")]
+    RouteUnusable {
+        rank: Rank,
+        host: String,
+        device: String,
+        why: String,
+    },
 }
 
 /// Where the table sends a destination. The devices every process has are
@@ -185,6 +194,34 @@ impl Composite {
         hosts: Vec<String>,
         members: Vec<Member>,
     ) -> Result<Self, CompositeError> {
+        Composite::build(rank, hosts, members, None)
+    }
+
+    /// Build the table as a topology says: `routes[r]` names the device
+    /// (`self`, `shmem`, `nic`, `ethernet`, `null`) that carries packets to
+    /// rank r. A device that is not open here or does not reach its rank is
+    /// an error now, naming the rank.
+    pub fn with_routes(
+        rank: Rank,
+        hosts: Vec<String>,
+        members: Vec<Member>,
+        routes: &[String],
+    ) -> Result<Self, CompositeError> {
+        if routes.len() != hosts.len() {
+            return Err(CompositeError::RouteCount {
+                routes: routes.len(),
+                size: hosts.len(),
+            });
+        }
+        Composite::build(rank, hosts, members, Some(routes))
+    }
+
+    fn build(
+        rank: Rank,
+        hosts: Vec<String>,
+        members: Vec<Member>,
+        routes: Option<&[String]>,
+    ) -> Result<Self, CompositeError> {
         let mut self_loop = None;
         let mut shmem = None;
         let mut others = Vec::new();
@@ -233,6 +270,36 @@ impl Composite {
             .collect();
         for r in 0..c.hosts.len() as Rank {
             let reaches = |c: &mut Composite, route: Route| route!(c, route, d => d.reaches(r));
+            if let Some(routes) = routes {
+                let name = routes[r as usize].as_str();
+                let unusable = |c: &Composite, why: String| CompositeError::RouteUnusable {
+                    rank: r,
+                    host: c.hosts[r as usize].clone(),
+                    device: name.to_string(),
+                    why,
+                };
+                let Some(route) = order
+                    .iter()
+                    .copied()
+                    .find(|&route| c.name_of(route) == name)
+                else {
+                    return Err(unusable(
+                        &c,
+                        format!(
+                            "rank {rank} has no {name} device (it has {})",
+                            c.member_names().join(", ")
+                        ),
+                    ));
+                };
+                if !reaches(&mut c, route) && name != "null" {
+                    return Err(unusable(
+                        &c,
+                        format!("rank {rank}'s {name} device does not reach it"),
+                    ));
+                }
+                c.table.push(route);
+                continue;
+            }
             let pick = order
                 .iter()
                 .copied()
@@ -278,6 +345,14 @@ impl Composite {
         }
         v.extend(self.others.iter().map(|m| m.info().name));
         v
+    }
+
+    fn name_of(&self, route: Route) -> &'static str {
+        match route {
+            Route::SelfLoop => self.self_loop.info().name,
+            Route::Shmem => self.shmem.as_ref().map_or("shmem", |s| s.info().name),
+            Route::Other(i) => self.others[i as usize].info().name,
+        }
     }
 
     /// Name, option bits and MTU of the device that carries packets to `dest`.
@@ -542,6 +617,46 @@ mod tests {
         b.send();
         let r = c.receive().unwrap();
         assert_eq!((&r[..], r.src()), (&b"abc"[..], 0));
+    }
+
+    #[test]
+    fn routes_name_the_device_per_rank_and_a_missing_one_is_an_error() {
+        let hosts = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+        let members = || {
+            vec![
+                Member::SelfLoop(SelfDevice::open(0)),
+                Member::Null(NullDevice::open(hosts.clone())),
+            ]
+        };
+        let routes = |r: &[&str]| r.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let c = Composite::with_routes(
+            0,
+            hosts.clone(),
+            members(),
+            &routes(&["self", "null", "null"]),
+        )
+        .unwrap();
+        assert!(c.is_null_route(1) && c.is_null_route(2));
+        let err = Composite::with_routes(
+            0,
+            hosts.clone(),
+            members(),
+            &routes(&["self", "null", "nic"]),
+        )
+        .err()
+        .expect("no nic here");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("rank 2") && msg.contains("nic") && msg.contains("\"c\""),
+            "{msg}"
+        );
+        let err = Composite::with_routes(0, hosts.clone(), members(), &routes(&["self"]))
+            .err()
+            .expect("too few routes");
+        assert!(
+            matches!(err, CompositeError::RouteCount { routes: 1, size: 3 }),
+            "{err}"
+        );
     }
 
     #[test]

@@ -633,12 +633,7 @@ pub fn interface_network(name: &str) -> Option<String> {
     use std::net::IpAddr::V4;
     crate::sys::find_address(|ifname, a, mask| match (a, mask) {
         (V4(a), Some(V4(m))) if ifname == name => {
-            let net = u32::from(a) & u32::from(m);
-            Some(format!(
-                "{}/{}",
-                std::net::Ipv4Addr::from(net),
-                u32::from(m).count_ones()
-            ))
+            Some(crate::sys::Ipv4Net::of(a, u32::from(m).count_ones() as u8).to_string())
         }
         _ => None,
     })

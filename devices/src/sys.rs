@@ -247,6 +247,71 @@ pub fn for_each_address(mut f: impl FnMut(&str, std::net::IpAddr, Option<std::ne
     unsafe { libc::freeifaddrs(list) };
 }
 
+/// An IPv4 network, `198.18.1.0/24`: an address range of a topology file,
+/// the network of an interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv4Net {
+    /// The network address (host bits zero).
+    pub base: std::net::Ipv4Addr,
+    pub prefix: u8,
+}
+
+impl Ipv4Net {
+    /// The network of `addr` with `mask`'s length.
+    pub fn of(addr: std::net::Ipv4Addr, prefix: u8) -> Ipv4Net {
+        let prefix = prefix.min(32);
+        Ipv4Net {
+            base: (u32::from(addr) & Ipv4Net::mask(prefix)).into(),
+            prefix,
+        }
+    }
+
+    fn mask(prefix: u8) -> u32 {
+        u32::MAX.checked_shl(32 - prefix as u32).unwrap_or(0)
+    }
+
+    pub fn contains(&self, a: std::net::IpAddr) -> bool {
+        match a {
+            std::net::IpAddr::V4(a) => {
+                u32::from(a) & Ipv4Net::mask(self.prefix) == u32::from(self.base)
+            }
+            std::net::IpAddr::V6(_) => false,
+        }
+    }
+
+    /// Whether every address of `other` is in this network.
+    pub fn covers(&self, other: &Ipv4Net) -> bool {
+        self.prefix <= other.prefix && self.contains(other.base.into())
+    }
+
+    /// The first address of this host in the network, and its interface.
+    pub fn local_address(&self) -> Option<(String, std::net::IpAddr)> {
+        find_address(|name, a, _| self.contains(a).then(|| (name.to_string(), a)))
+    }
+}
+
+impl std::str::FromStr for Ipv4Net {
+    type Err = String;
+    /// `a.b.c.d/n`; host bits must be zero.
+    fn from_str(s: &str) -> Result<Ipv4Net, String> {
+        let form = || format!("{s:?} is not an IPv4 network like 198.18.0.0/15");
+        let (a, p) = s.trim().split_once('/').ok_or_else(form)?;
+        let addr: std::net::Ipv4Addr = a.parse().map_err(|_| form())?;
+        let prefix: u8 = p.parse().ok().filter(|&p| p <= 32).ok_or_else(form)?;
+        let net = Ipv4Net::of(addr, prefix);
+        if net.base != addr {
+            return Err(format!("{s:?} has host bits set: the network is {net}"));
+        }
+        Ok(net)
+    }
+}
+
+impl std::fmt::Display for Ipv4Net {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.base, self.prefix)
+    }
+}
+
 /// The first `f(interface name, address, netmask)` over this host's
 /// addresses that is `Some`.
 pub fn find_address<T>(
@@ -399,5 +464,32 @@ impl SyscallCounter {
         // SAFETY: reads 8 bytes into `v`.
         unsafe { libc::read(self.fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ipv4Net;
+
+    #[test]
+    fn ipv4_networks_parse_contain_and_nest() {
+        let wide: Ipv4Net = "198.18.0.0/15".parse().unwrap();
+        let lan: Ipv4Net = "198.19.2.0/24".parse().unwrap();
+        assert_eq!(wide.to_string(), "198.18.0.0/15");
+        assert!(wide.contains("198.19.255.1".parse().unwrap()));
+        assert!(!wide.contains("198.20.0.1".parse().unwrap()));
+        assert!(!lan.contains("::1".parse().unwrap()));
+        assert!(wide.covers(&lan) && !lan.covers(&wide));
+        let all: Ipv4Net = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains("10.1.2.3".parse().unwrap()) && all.covers(&wide));
+        for bad in [
+            "198.18.0.0",
+            "198.18.0.1/15",
+            "198.18.0.0/33",
+            "x/8",
+            "198.18.0.0/",
+        ] {
+            assert!(bad.parse::<Ipv4Net>().is_err(), "{bad}");
+        }
     }
 }

@@ -116,6 +116,9 @@ pub struct Config {
     pub eth: EthSettings,
     /// The nic device (`FM_NIC_*`).
     pub nic: NicSettings,
+    /// The device for each rank (`FM_ROUTES`, set by `fmrun --topology`);
+    /// `None`: the fastest open device that reaches it.
+    pub routes: Option<Vec<String>>,
 }
 
 /// Settings of the nic device.
@@ -147,6 +150,9 @@ pub struct EthSettings {
     pub faults: Option<fm_devices::reliable::Faults>,
     /// `FM_ETH_CHECKSUM=full`: the CRC covers payloads too.
     pub payload_crc: bool,
+    /// Bind this host's address in this network (`FM_ETH_RANGE`), when no
+    /// address or interface is given.
+    pub range: Option<sys::Ipv4Net>,
 }
 
 impl EthSettings {
@@ -195,6 +201,7 @@ impl Config {
             cpus: None,
             eth: EthSettings::default(),
             nic: NicSettings::default(),
+            routes: None,
         }
     }
 
@@ -271,7 +278,11 @@ impl Config {
                 "FM_GRM is set but FM_JOB_TOKEN is not: the job's token comes with the GRM's address (start the job with fmrun)".into(),
             )
         })?;
-        let rank: Option<u32> = parse_var("FM_RANK")?;
+        // Started by srun (fmrun in a Slurm allocation): Slurm numbers the tasks.
+        let rank: Option<u32> = match parse_var("FM_RANK")? {
+            Some(r) => Some(r),
+            None => parse_var("SLURM_PROCID")?,
+        };
         let mut cfg = Config::local(0, 1, JobKey(0));
         cfg.grm = Some(GrmJoin { addr, token, rank });
         cfg.apply_env()?;
@@ -290,6 +301,9 @@ impl Config {
     fn apply(&mut self, vars: &Vars) -> Result<()> {
         let cfg = self;
         if let Some(h) = vars.get("FM_HOST")? {
+            cfg.host = h;
+        } else if let Ok(h) = std::env::var("SLURMD_NODENAME") {
+            // A Slurm task: the node's name in the allocation.
             cfg.host = h;
         }
         cfg.pacer = vars.pacer()?;
@@ -350,6 +364,20 @@ impl Config {
                     })
                 })
                 .collect::<std::result::Result<_, _>>()?;
+        }
+        if let Some(v) = vars.get("FM_ETH_RANGE")? {
+            cfg.eth.range = Some(v.parse().map_err(|reason| ErrorKind::Env {
+                var: "FM_ETH_RANGE",
+                value: v.clone(),
+                reason,
+            })?);
+        }
+        if let Some(v) = vars.get("FM_ROUTES")? {
+            cfg.routes = Some(parse_routes(&v).map_err(|reason| ErrorKind::Env {
+                var: "FM_ROUTES",
+                value: v.clone(),
+                reason,
+            })?);
         }
         cfg.eth.mtu = vars.parse("FM_ETH_MTU")?;
         cfg.eth.window = vars.positive("FM_ETH_WINDOW", "packet")?;
@@ -422,6 +450,52 @@ impl Config {
             .filter(|&r| self.hosts[r as usize] == self.host)
             .collect()
     }
+}
+
+/// `FM_ROUTES`: the device for each rank in order, a run of equal ones
+/// written once with its length: `self,shmem,nic*2,ethernet*4`.
+pub fn encode_routes(routes: &[&str]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < routes.len() {
+        let run = routes[i..].iter().take_while(|d| **d == routes[i]).count();
+        out.push(match run {
+            1 => routes[i].to_string(),
+            n => format!("{}*{n}", routes[i]),
+        });
+        i += run;
+    }
+    out.join(",")
+}
+
+/// The devices of [`encode_routes`]'s form, one per rank.
+pub fn parse_routes(v: &str) -> std::result::Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for part in v.split(',').map(str::trim) {
+        let (dev, n) = match part.split_once('*') {
+            Some((d, n)) => (
+                d,
+                n.parse::<usize>()
+                    .ok()
+                    .filter(|&n| n > 0 && n <= fm_grm::proto::MAX_JOB as usize)
+                    .ok_or_else(|| format!("{part:?}: a device and a count of ranks, as nic*2"))?,
+            ),
+            None => (part, 1),
+        };
+        if !["self", "shmem", "nic", "ethernet", "null"].contains(&dev) {
+            return Err(format!(
+                "unknown device {dev:?} (known: self, shmem, nic, ethernet, null)"
+            ));
+        }
+        if out.len() + n > fm_grm::proto::MAX_JOB as usize {
+            return Err(format!(
+                "more than {} ranks",
+                fm_grm::proto::MAX_JOB as usize
+            ));
+        }
+        out.extend(std::iter::repeat_n(dev.to_string(), n));
+    }
+    Ok(out)
 }
 
 /// `FM_PACER` from the environment or the settings file (for tools such as
@@ -536,4 +610,22 @@ where
     T::Err: std::fmt::Display,
 {
     Vars { file: None }.parse(var)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_round_trip_and_bad_ones_are_refused() {
+        let r = [
+            "self", "shmem", "nic", "nic", "ethernet", "ethernet", "ethernet", "null",
+        ];
+        let s = encode_routes(&r);
+        assert_eq!(s, "self,shmem,nic*2,ethernet*3,null");
+        assert_eq!(parse_routes(&s).unwrap(), r);
+        for bad in ["self,tcp", "nic*0", "nic*x", "nic*99999999", ""] {
+            assert!(parse_routes(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -26,6 +26,7 @@ pub const FILE_KEYS: &[&str] = &[
     "FM_CPUS",
     "FM_ETH_ADDR",
     "FM_ETH_IFACES",
+    "FM_ETH_RANGE",
     "FM_ETH_MTU",
     "FM_ETH_WINDOW",
     "FM_ETH_RTO_US",

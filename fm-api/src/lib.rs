@@ -230,9 +230,19 @@ fn pacer_of(c: &Config) -> fm_pacer::Pacer {
 
 /// Bind the ethernet device's socket, so its endpoint can go into the node map.
 fn bind_ethernet(g: &GrmJoin, c: &Config, pacer: &fm_pacer::Pacer) -> Result<EthernetSocket> {
-    let addrs = match c.eth.addrs.first() {
-        Some(_) => c.eth.addrs.clone(),
-        None => vec![address_towards_grm(g)],
+    let addrs = match (c.eth.addrs.first(), c.eth.range) {
+        (Some(_), _) => c.eth.addrs.clone(),
+        (None, Some(range)) => match range.local_address() {
+            Some((_, a)) => vec![a],
+            None => {
+                return Err(ErrorKind::Config(format!(
+                    "host {} has no address in FM_ETH_RANGE {range} for the ethernet device",
+                    c.host
+                ))
+                .into())
+            }
+        },
+        (None, None) => vec![address_towards_grm(g)],
     };
     let mut e = EthernetConfig::new(addrs[0]);
     if c.eth.mtu.is_none() {
@@ -475,7 +485,10 @@ fn open_composite(
     }
     // Ranks no network reaches get the NULL transport: "no route".
     members.push(Member::Null(NullDevice::open(c.hosts.clone())));
-    Ok(Composite::new(c.rank, c.hosts.clone(), members)?)
+    Ok(match &c.routes {
+        Some(routes) => Composite::with_routes(c.rank, c.hosts.clone(), members, routes)?,
+        None => Composite::new(c.rank, c.hosts.clone(), members)?,
+    })
 }
 
 /// For programs and fm's tools: `tracing` output to stderr, filtered by
