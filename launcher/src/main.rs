@@ -1,4 +1,4 @@
-//! fmrun: start an fm job on this host with one command.
+//! fmrun: start an fm job with one command.
 //!
 //! `fmrun -n 4 ./prog args…` starts a resource manager inside itself (or uses
 //! `--grm ADDR`), registers the job, starts the processes with the
@@ -7,14 +7,23 @@
 //! the first rank to fail — by exit status, by signal, or as the GRM reports —
 //! stops the whole job within two seconds, and the job's exit status is that
 //! rank's. Ctrl-C does the same. Nothing is left in the segment directory.
+//!
+//! Ranks go to other hosts with `--hosts`, `--hostfile` or `--topology`
+//! (through OpenSSH or another remote shell), and inside a Slurm allocation
+//! through srun (see `plan` and `remote`).
 
 mod output;
+mod plan;
+mod remote;
 mod signals;
 
 use clap::Parser;
 use fm_devices::sys;
 use fm_grm::{Event, Grm, GrmOptions, LauncherLink};
+use plan::{Mode, Plan};
+use remote::RemoteShell;
 use std::io::{IsTerminal, Write};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
@@ -23,15 +32,17 @@ use std::time::{Duration, Instant};
 
 #[derive(Parser)]
 #[command(
-    about = "Run an fm job: N processes of PROGRAM on this host",
+    about = "Run an fm job: N processes of PROGRAM on this host, on other hosts, or across clusters",
     trailing_var_arg = true
 )]
-struct Cli {
-    /// Number of processes.
+pub struct Cli {
+    /// Number of processes. Default: the slots of --hostfile or
+    /// --topology, or the tasks of the Slurm allocation.
     #[arg(short = 'n', long = "np")]
-    n: u32,
+    n: Option<u32>,
     /// Devices: auto, null (desktop-only: no network between hosts), or a
-    /// list such as self,shmem,nic,ethernet,null.
+    /// list such as self,shmem,nic,ethernet,null. With --topology: auto (the
+    /// topology's networks) or null.
     #[arg(long, default_value = "auto")]
     net: String,
     /// Print each rank's destination device table once the job has started.
@@ -52,14 +63,32 @@ struct Cli {
     /// FM_HOST is its host.
     #[arg(long, value_name = "HOST[:N],...")]
     hosts: Option<String>,
+    /// A file of hosts, one per line: `NAME [slots=N] [ranks=0,1]
+    /// [address=ADDR]` (docs/TOPOLOGY.md).
+    #[arg(long, value_name = "FILE")]
+    hostfile: Option<PathBuf>,
+    /// A topology: clusters, their hosts and networks, and the network that
+    /// joins them (docs/TOPOLOGY.md); it sets each rank's device table.
+    #[arg(long, value_name = "FILE.toml")]
+    topology: Option<PathBuf>,
     /// How to start a rank on its host: a command template where `{host}`
     /// is replaced (`ssh {host}`, `ip netns exec {host}`), or `local` to run
     /// every rank here as if on its host (testing multi-host jobs on one machine).
-    #[arg(long, default_value = "ssh {host}", value_name = "TEMPLATE")]
+    #[arg(
+        long,
+        env = "FM_RSH",
+        default_value = "ssh -o BatchMode=yes {host}",
+        value_name = "TEMPLATE"
+    )]
     rsh: String,
-    /// Where the embedded GRM listens; ranks on other hosts must reach it.
-    #[arg(long, default_value = "127.0.0.1:0", value_name = "IP:PORT")]
-    grm_listen: std::net::SocketAddr,
+    /// Where the embedded GRM listens. Default: loopback for a job on this
+    /// host, every address when ranks run elsewhere (each is given the
+    /// address this host uses towards it).
+    #[arg(long, value_name = "IP:PORT")]
+    grm_listen: Option<SocketAddr>,
+    /// Inside a Slurm allocation, start the ranks here instead of with srun.
+    #[arg(long)]
+    no_srun: bool,
     /// The program and its arguments.
     #[arg(required = true, value_name = "PROGRAM ARGS")]
     command: Vec<String>,
@@ -95,81 +124,101 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<u8, String> {
-    if cli.n == 0 || cli.n > fm_grm::proto::MAX_JOB {
+    let plan = plan::make(&cli)?;
+    let n = plan.n;
+    if n == 0 || n > fm_grm::proto::MAX_JOB {
         return Err(format!(
-            "-n must be 1 to {}, not {}",
-            fm_grm::proto::MAX_JOB,
-            cli.n
+            "-n must be 1 to {}, not {n}",
+            fm_grm::proto::MAX_JOB
         ));
     }
-    fm::Net::parse(&cli.net).map_err(|e| format!("--net {}: {e}", cli.net))?;
+    let rsh = match plan.mode {
+        Mode::Hosts if cli.rsh != "local" => Some(RemoteShell::parse(&cli.rsh)?),
+        _ => None,
+    };
+    let elsewhere = rsh.is_some() || matches!(plan.mode, Mode::Slurm);
     let program = cli.command[0].clone();
     let shm_dir = PathBuf::from(std::env::var("FM_SHM_DIR").unwrap_or_else(|_| "/dev/shm".into()));
 
     signals::install();
     // The embedded resource manager lives as long as the job.
+    let listen = cli.grm_listen.unwrap_or(if elsewhere {
+        SocketAddr::from(([0, 0, 0, 0], 0))
+    } else {
+        SocketAddr::from(([127, 0, 0, 1], 0))
+    });
     let embedded = match &cli.grm {
         Some(_) => None,
         None => Some(
             Grm::start(GrmOptions {
-                listen: cli.grm_listen,
+                listen,
                 ..GrmOptions::default()
             })
-            .map_err(|e| {
-                format!(
-                    "cannot start the resource manager on {}: {e}",
-                    cli.grm_listen
-                )
-            })?,
+            .map_err(|e| format!("cannot start the resource manager on {listen}: {e}"))?,
         ),
     };
-    let addr = match (&cli.grm, &embedded) {
-        (Some(a), _) => a.clone(),
-        (None, Some(g)) => g.addr().to_string(),
+    let grm = match (&cli.grm, &embedded) {
+        (Some(a), _) => GrmAddress::Given(a.clone()),
+        (None, Some(g)) => GrmAddress::Listening(g.addr()),
         (None, None) => unreachable!("one of the two is set"),
     };
     let token = fm_grm::client::new_token();
     let (tx, rx) = mpsc::channel::<Event>();
-    let link = LauncherLink::register(&addr, &token, cli.n, &program, move |e| {
+    let link = LauncherLink::register(&grm.for_launcher(), &token, n, &program, move |e| {
         let _ = tx.send(e);
     })
     .map_err(|e| e.to_string())?;
-    tracing::debug!(key = %link.job_key, %addr, "fmrun: job registered");
+    tracing::debug!(key = %link.job_key, grm = %grm.for_launcher(), "fmrun: job registered");
 
-    let hosts = match &cli.hosts {
-        Some(h) => Some(place(h, cli.n)?),
-        None => None,
-    };
     let cpus = sys::cpus_allowed();
-    let bind = if hosts.is_some() {
-        Bind::None
-    } else {
-        cli.bind.unwrap_or(if cli.n as usize <= cpus {
+    let bind = match plan.mode {
+        Mode::Here => cli.bind.unwrap_or(if n as usize <= cpus {
             Bind::Core
         } else {
             Bind::None
-        })
+        }),
+        _ => Bind::None,
     };
-    let mut out = output::Forwarder::new(cli.n);
-    let mut ranks: Vec<Rank> = Vec::with_capacity(cli.n as usize);
-    for r in 0..cli.n {
-        let host = hosts.as_ref().map(|h| h[r as usize].as_str());
-        match spawn(&cli, r, host, &addr, &token, cpus, bind) {
+    let launch = Launch {
+        cli: &cli,
+        plan: &plan,
+        rsh: rsh.as_ref(),
+        grm: &grm,
+        token: &token,
+        cpus,
+        bind,
+    };
+    let mut out = output::Forwarder::new(n);
+    let mut procs: Vec<Proc> = Vec::new();
+    let count = match plan.mode {
+        Mode::Slurm => 1,
+        _ => n,
+    };
+    for r in 0..count {
+        match launch.spawn(r) {
             Ok(mut child) => {
-                out.attach(r, child.stdout.take(), child.stderr.take());
-                ranks.push(Rank {
+                match plan.mode {
+                    Mode::Slurm => out.attach_labelled(child.stdout.take(), child.stderr.take()),
+                    _ => out.attach(r, child.stdout.take(), child.stderr.take()),
+                }
+                procs.push(Proc {
+                    label: match plan.mode {
+                        Mode::Slurm => "srun".into(),
+                        _ => format!("rank {r}"),
+                    },
                     child,
                     status: None,
                 });
             }
             Err(e) => {
-                let mut job = Job::new(ranks, out, cli.n, cli.show_table);
+                let mut job = Job::new(procs, out, n, cli.show_table);
                 job.fail(format!("cannot start {program:?}: {e}"), 127);
                 return Ok(job.finish(&link, &shm_dir));
             }
         }
     }
-    let mut job = Job::new(ranks, out, cli.n, cli.show_table);
+    let mut job = Job::new(procs, out, n, cli.show_table);
+    job.per_rank = !matches!(plan.mode, Mode::Slurm);
     let deadline = cli.timeout.map(|s| Instant::now() + Duration::from_secs(s));
     while !job.all_exited() {
         // Everything the GRM said first: it names the rank that died.
@@ -202,130 +251,163 @@ fn run(cli: Cli) -> Result<u8, String> {
     Ok(job.finish(&link, &shm_dir))
 }
 
-/// Rank i's host, from `a:2,b:2` or `a,b` (block distribution).
-fn place(spec: &str, n: u32) -> Result<Vec<String>, String> {
-    let mut hosts: Vec<(String, Option<u32>)> = Vec::new();
-    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (h, c) = match part.rsplit_once(':') {
-            Some((h, c)) => (
-                h,
-                Some(
-                    c.parse::<u32>()
-                        .map_err(|_| format!("--hosts: {part:?}: the count is not a number"))?,
-                ),
-            ),
-            None => (part, None),
-        };
-        if h.is_empty() {
-            return Err(format!("--hosts: {part:?} names no host"));
-        }
-        hosts.push((h.to_string(), c));
-    }
-    if hosts.is_empty() {
-        return Err("--hosts names no host".into());
-    }
-    let counted: u32 = hosts.iter().filter_map(|(_, c)| *c).sum();
-    let uncounted = hosts.iter().filter(|(_, c)| c.is_none()).count() as u32;
-    let each = match uncounted {
-        0 => 0,
-        u => n.saturating_sub(counted).div_ceil(u),
-    };
-    let mut out = Vec::with_capacity(n as usize);
-    for (h, c) in &hosts {
-        for _ in 0..c.unwrap_or(each) {
-            if out.len() < n as usize {
-                out.push(h.clone());
-            }
-        }
-    }
-    if out.len() != n as usize || (uncounted == 0 && counted != n) {
-        return Err(format!(
-            "--hosts {spec} places {} processes but -n is {n}",
-            counted.max(out.len() as u32)
-        ));
-    }
-    Ok(out)
+/// Where ranks find the resource manager.
+enum GrmAddress {
+    /// `--grm HOST:PORT`.
+    Given(String),
+    /// The embedded one's socket.
+    Listening(SocketAddr),
 }
 
-fn spawn(
-    cli: &Cli,
-    rank: u32,
-    host: Option<&str>,
-    addr: &str,
-    token: &str,
+impl GrmAddress {
+    fn for_launcher(&self) -> String {
+        match self {
+            GrmAddress::Given(a) => a.clone(),
+            GrmAddress::Listening(a) if a.ip().is_unspecified() => {
+                SocketAddr::from(([127, 0, 0, 1], a.port())).to_string()
+            }
+            GrmAddress::Listening(a) => a.to_string(),
+        }
+    }
+
+    /// For a rank started on `target` (an ssh destination, `user@host`
+    /// or an address; `None`: somewhere in the Slurm allocation): a GRM
+    /// listening everywhere is reached at the address this host uses
+    /// towards that host, else at this host's first outside address.
+    fn for_rank(&self, target: Option<&str>) -> String {
+        let a = match self {
+            GrmAddress::Given(a) => return a.clone(),
+            GrmAddress::Listening(a) if !a.ip().is_unspecified() => return a.to_string(),
+            GrmAddress::Listening(a) => a,
+        };
+        let host = target.map(|t| t.rsplit_once('@').map_or(t, |(_, h)| h));
+        let towards = host
+            .and_then(|h| (h, a.port()).to_socket_addrs().ok()?.find(|s| s.is_ipv4()))
+            .and_then(fm_devices::ethernet::local_addr_towards);
+        let ip = towards
+            .or_else(|| {
+                sys::find_address(|_, ip, _| (ip.is_ipv4() && !ip.is_loopback()).then_some(ip))
+            })
+            .unwrap_or(IpAddr::from([127, 0, 0, 1]));
+        SocketAddr::new(ip, a.port()).to_string()
+    }
+}
+
+/// What every rank's start needs.
+struct Launch<'a> {
+    cli: &'a Cli,
+    plan: &'a Plan,
+    rsh: Option<&'a RemoteShell>,
+    grm: &'a GrmAddress,
+    token: &'a str,
     cpus: usize,
     bind: Bind,
-) -> std::io::Result<Child> {
-    let mut env: Vec<(&str, String)> = vec![
-        ("FM_GRM", addr.to_string()),
-        ("FM_JOB_TOKEN", token.to_string()),
-        ("FM_RANK", rank.to_string()),
-        ("FM_SIZE", cli.n.to_string()),
-        ("FM_NET", cli.net.clone()),
-        ("FM_CPUS", cpus.to_string()),
-    ];
-    if let Some(h) = host {
-        env.push(("FM_HOST", h.to_string()));
-    }
-    let mut cmd = match host {
-        Some(h) if cli.rsh != "local" => {
-            // Through the remote shell: the environment goes on the command line.
-            let mut words = cli.rsh.split_whitespace().map(|w| w.replace("{host}", h));
-            let mut c = Command::new(words.next().unwrap_or_else(|| "ssh".into()));
-            c.args(words).arg("env");
-            for (k, v) in &env {
-                c.arg(format!("{k}={v}"));
-            }
-            // Settings of this shell that ranks read (FM_SHM_DIR, FM_FAULTS, ...).
-            for (k, v) in std::env::vars().filter(|(k, _)| k.starts_with("FM_")) {
-                if !env.iter().any(|(e, _)| *e == k) {
-                    c.arg(format!("{k}={v}"));
-                }
-            }
-            c.args(&cli.command);
-            c
-        }
-        _ => {
-            let mut c = Command::new(&cli.command[0]);
-            c.args(&cli.command[1..])
-                .envs(env.iter().map(|(k, v)| (*k, v)));
-            c
-        }
-    };
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Like mpirun: standard input goes to rank 0 only.
-        .stdin(if rank == 0 {
-            Stdio::inherit()
-        } else {
-            Stdio::null()
-        });
-    let cpu = (bind == Bind::Core).then_some(rank as usize % cpus.max(1));
-    // SAFETY: only async-signal-safe system calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            // Its own process group: Ctrl-C reaches fmrun, which stops the
-            // job in order, and a rank's helpers are stopped with it.
-            libc::setpgid(0, 0);
-            // Never outlive fmrun, even one killed by SIGKILL.
-            sys::die_with_parent();
-            if let Some(cpu) = cpu {
-                let _ = sys::pin_to_cpu(cpu);
-            }
-            Ok(())
-        });
-    }
-    cmd.spawn()
 }
 
-struct Rank {
+impl Launch<'_> {
+    /// Start rank `rank` (or, under Slurm, srun for all of them).
+    fn spawn(&self, rank: u32) -> std::io::Result<Child> {
+        let spot = self.plan.spots.get(rank as usize);
+        let target = spot.map(|s| s.target.as_str());
+        let mut env: Vec<(String, String)> = Vec::new();
+        let mut set = |k: &str, v: String| env.push((k.to_string(), v));
+        set("FM_GRM", self.grm.for_rank(target));
+        if !matches!(self.plan.mode, Mode::Slurm) {
+            set("FM_RANK", rank.to_string());
+            set("FM_SIZE", self.plan.n.to_string());
+        }
+        match spot {
+            Some(s) => {
+                set("FM_HOST", s.host.clone());
+                for (k, v) in &s.env {
+                    set(k, v.clone());
+                }
+            }
+            None => set("FM_NET", self.cli.net.clone()),
+        }
+        if self.rsh.is_none() && !matches!(self.plan.mode, Mode::Slurm) {
+            set("FM_CPUS", self.cpus.to_string());
+        }
+        let remote = match (self.rsh, spot) {
+            (Some(rsh), Some(s)) => Some((rsh, s)),
+            _ => None,
+        };
+        let mut cmd = match (remote, &self.plan.mode) {
+            (Some((rsh, s)), _) => {
+                // Settings of this shell that ranks read (FM_SHM_DIR, FM_FAULTS, ...).
+                for (k, v) in std::env::vars().filter(|(k, _)| k.starts_with("FM_")) {
+                    if !env.iter().any(|(e, _)| *e == k) && k != "FM_RSH" && k != "FM_SRUN" {
+                        env.push((k, v));
+                    }
+                }
+                rsh.command(&s.target, &env, &self.cli.command)
+            }
+            (None, Mode::Slurm) => {
+                let mut c = remote::srun(self.plan.n, &self.cli.command);
+                c.envs(env).env("FM_JOB_TOKEN", self.token);
+                c
+            }
+            (None, _) => {
+                let mut c = Command::new(&self.cli.command[0]);
+                c.args(&self.cli.command[1..])
+                    .envs(env)
+                    .env("FM_JOB_TOKEN", self.token);
+                c
+            }
+        };
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Like mpirun: standard input goes to rank 0 only; a remote
+            // rank's starts with the token.
+            .stdin(if remote.is_some() {
+                Stdio::piped()
+            } else if rank == 0 {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            });
+        let cpu = (self.bind == Bind::Core).then_some(rank as usize % self.cpus.max(1));
+        // SAFETY: only async-signal-safe system calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                // Its own process group: Ctrl-C reaches fmrun, which stops the
+                // job in order, and a rank's helpers are stopped with it.
+                libc::setpgid(0, 0);
+                // Never outlive fmrun, even one killed by SIGKILL.
+                sys::die_with_parent();
+                if let Some(cpu) = cpu {
+                    let _ = sys::pin_to_cpu(cpu);
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn()?;
+        if let Some(mut input) = child.stdin.take() {
+            input.write_all(format!("{}\n", self.token).as_bytes())?;
+            if rank == 0 {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut std::io::stdin().lock(), &mut input);
+                });
+            }
+        }
+        Ok(child)
+    }
+}
+
+/// A process fmrun started: one rank, or srun with all of them.
+struct Proc {
+    /// `rank 3`, or `srun`.
+    label: String,
     child: Child,
     status: Option<ExitStatus>,
 }
 
 /// The job as fmrun sees it.
 struct Job {
-    ranks: Vec<Rank>,
+    procs: Vec<Proc>,
+    /// One process per rank (not srun for all): a rank the GRM reports
+    /// dead is the process of that number.
+    per_rank: bool,
     out: output::Forwarder,
     size: u32,
     /// First failure: its message and the exit status it gives the job.
@@ -341,9 +423,10 @@ struct Job {
 }
 
 impl Job {
-    fn new(ranks: Vec<Rank>, out: output::Forwarder, size: u32, show_table: bool) -> Job {
+    fn new(procs: Vec<Proc>, out: output::Forwarder, size: u32, show_table: bool) -> Job {
         Job {
-            ranks,
+            procs,
+            per_rank: true,
             out,
             size,
             failure: None,
@@ -359,7 +442,7 @@ impl Job {
     }
 
     fn all_exited(&self) -> bool {
-        self.ranks.iter().all(|r| r.status.is_some())
+        self.procs.iter().all(|r| r.status.is_some())
     }
 
     /// Collect exit statuses; the first failing rank fails the job. Of ranks
@@ -367,12 +450,12 @@ impl Job {
     /// the others (which saw the job end under them) are not.
     fn reap(&mut self) {
         let mut blame: Option<(usize, ExitStatus)> = None;
-        for i in 0..self.ranks.len() {
-            if self.ranks[i].status.is_some() {
+        for i in 0..self.procs.len() {
+            if self.procs[i].status.is_some() {
                 continue;
             }
-            if let Ok(Some(s)) = self.ranks[i].child.try_wait() {
-                self.ranks[i].status = Some(s);
+            if let Ok(Some(s)) = self.procs[i].child.try_wait() {
+                self.procs[i].status = Some(s);
                 let better = match blame {
                     None => true,
                     Some((_, b)) => b.signal().is_none() && s.signal().is_some(),
@@ -387,11 +470,11 @@ impl Job {
         }
     }
 
-    fn blame(&mut self, rank: usize, s: ExitStatus) {
+    fn blame(&mut self, i: usize, s: ExitStatus) {
         if self.stopping.is_none() {
-            let pid = self.ranks[rank].child.id();
+            let p = &self.procs[i];
             let (what, code) = describe_status(s);
-            self.fail(format!("rank {rank} (pid {pid}) {what}"), code);
+            self.fail(format!("{} (pid {}) {what}", p.label, p.child.id()), code);
         }
     }
 
@@ -416,12 +499,12 @@ impl Job {
                 // give it a moment to be reaped.
                 let until = Instant::now() + Duration::from_millis(200);
                 let r = rank as usize;
-                while r < self.ranks.len() && Instant::now() < until {
-                    if let Some(s) = self.ranks[r].status {
+                while self.per_rank && r < self.procs.len() && Instant::now() < until {
+                    if let Some(s) = self.procs[r].status {
                         return self.blame(r, s);
                     }
-                    if let Ok(Some(s)) = self.ranks[r].child.try_wait() {
-                        self.ranks[r].status = Some(s);
+                    if let Ok(Some(s)) = self.procs[r].child.try_wait() {
+                        self.procs[r].status = Some(s);
                         return self.blame(r, s);
                     }
                     std::thread::sleep(Duration::from_millis(2));
@@ -450,7 +533,7 @@ impl Job {
     }
 
     fn kill_all(&mut self, sig: i32) {
-        for r in &self.ranks {
+        for r in &self.procs {
             if r.status.is_none() {
                 // SAFETY: signalling the rank's own process group.
                 unsafe {

@@ -8,6 +8,35 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+#[derive(Clone)]
+enum Prefix {
+    /// Put before every line.
+    Rank(Vec<u8>),
+    /// Lines start `  3: `; rewrite that as `[3] `.
+    Label { width: usize },
+}
+
+impl Prefix {
+    fn write(&self, line: &[u8], buf: &mut Vec<u8>) {
+        match self {
+            Prefix::Rank(p) => {
+                buf.extend_from_slice(p);
+                buf.extend_from_slice(line);
+            }
+            Prefix::Label { width } => {
+                let text = String::from_utf8_lossy(line);
+                match text.split_once(": ").filter(|(r, _)| r.trim().parse::<u32>().is_ok()) {
+                    Some((r, rest)) => {
+                        buf.extend_from_slice(format!("[{:>width$}] {rest}", r.trim()).as_bytes())
+                    }
+                    // srun's own messages.
+                    None => buf.extend_from_slice(line),
+                }
+            }
+        }
+    }
+}
+
 pub struct Forwarder {
     width: usize,
     threads: Vec<JoinHandle<()>>,
@@ -25,7 +54,7 @@ impl Forwarder {
     }
 
     pub fn attach(&mut self, rank: u32, out: Option<ChildStdout>, err: Option<ChildStderr>) {
-        let prefix = format!("[{rank:>w$}] ", w = self.width).into_bytes();
+        let prefix = Prefix::Rank(format!("[{rank:>w$}] ", w = self.width).into_bytes());
         if let Some(o) = out {
             self.start(prefix.clone(), o, false);
         }
@@ -34,7 +63,19 @@ impl Forwarder {
         }
     }
 
-    fn start(&mut self, prefix: Vec<u8>, stream: impl Read + Send + 'static, to_stderr: bool) {
+    /// The output of `srun --label`, whose lines start with `RANK: `: the
+    /// same prefix as [`Forwarder::attach`] gives.
+    pub fn attach_labelled(&mut self, out: Option<ChildStdout>, err: Option<ChildStderr>) {
+        let prefix = Prefix::Label { width: self.width };
+        if let Some(o) = out {
+            self.start(prefix.clone(), o, false);
+        }
+        if let Some(e) = err {
+            self.start(prefix, e, true);
+        }
+    }
+
+    fn start(&mut self, prefix: Prefix, stream: impl Read + Send + 'static, to_stderr: bool) {
         let open = self.open.clone();
         open.fetch_add(1, Ordering::SeqCst);
         let spawned = std::thread::Builder::new()
@@ -53,8 +94,7 @@ impl Forwarder {
                         line.push(b'\n');
                     }
                     buf.clear();
-                    buf.extend_from_slice(&prefix);
-                    buf.extend_from_slice(&line);
+                    prefix.write(&line, &mut buf);
                     // One write per line under the stream's lock.
                     let _ = if to_stderr {
                         std::io::stderr().lock().write_all(&buf)

@@ -62,10 +62,24 @@ fn bad_command_lines_are_clear_errors() {
             "unknown device \"infiniband\"",
         ),
         (
-            &["-n", "4", "--hosts", "a:3,b:3", "true"][..],
-            "places 6 processes but -n is 4",
+            &["-n", "8", "--hosts", "a:3,b:3", "true"][..],
+            "the hosts take 6 processes but -n is 8: rank 6 and 1 more are placed on no host",
         ),
-        (&["-n", "2", "--hosts", ":2", "true"][..], "names no host"),
+        (&["true"][..], "say how many processes: -n N"),
+        (
+            &["-n", "2", "--hosts", "a", "--hostfile", "h", "true"][..],
+            "give one of --hosts, --hostfile and --topology",
+        ),
+        (
+            &["--hostfile", "/nonexistent/hosts", "true"][..],
+            "/nonexistent/hosts: cannot read the host file",
+        ),
+        (
+            &["-n", "2", "--hosts", "a", "--rsh", "ssh", "true"][..],
+            "has no {host} to replace",
+        ),
+        (&["-n", "2", "--hosts", ":2", "true"][..], "\"\" is not a host name"),
+        (&["-n", "2", "--hosts", ",", "true"][..], "names no host"),
         (&["-n", "2", "--hosts", "a:x", "true"][..], "not a number"),
         (&["-n", "2", "/nonexistent/program"][..], "cannot start"),
         (
@@ -116,4 +130,90 @@ fn hosts_place_ranks_in_blocks_and_rsh_templates_start_them() {
     for line in ["[0] 0 x via-x", "[1] 1 y via-y", "[2] 2 y via-y"] {
         assert!(out.contains(line), "{out}");
     }
+}
+
+/// A file in a fresh directory, removed when the test ends.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let d = std::env::temp_dir().join(format!("fmrun-cli-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("a scratch directory");
+        Scratch(d)
+    }
+    fn file(&self, name: &str, text: &str) -> String {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).expect("write a scratch file");
+        p.to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn bad_host_and_topology_files_are_one_line_naming_file_and_line() {
+    let d = Scratch::new("bad-files");
+    let cases = [
+        ("--hostfile", "hosts", "a0 slots=2\nb0 cores=2\n", "hosts:2: unknown key \"cores\""),
+        ("--hostfile", "hosts", "a0 slots=2\na0 slots=2\n", "hosts:2: host \"a0\" is listed twice"),
+        ("--hostfile", "hosts", "a0 ranks=0,1\nb0 ranks=1\n", "hosts:2: rank 1 is placed twice"),
+        ("--hostfile", "hosts", "\n# nobody\n", "hosts: names no host"),
+        (
+            "--topology",
+            "t.toml",
+            "[[cluster]]\nname = \"a\"\nhosts = [{ name = \"h\", slots = 1 }]\nswitch = 1\n",
+            "t.toml:4: unknown field `switch`",
+        ),
+        (
+            "--topology",
+            "t.toml",
+            "[[cluster]]\nname = \"a\"\nhosts = []\n",
+            "t.toml:2: cluster \"a\" has no hosts",
+        ),
+        (
+            "--topology",
+            "t.toml",
+            "[[cluster]]\nname = \"a\"\nhosts = [{ name = \"h\", slots = 1 }]\n[[cluster]]\nname = \"b\"\nhosts = [{ name = \"g\", slots = 1 }]\n",
+            "t.toml:4: rank 0 (host h, cluster a) cannot reach rank 1 (host g, cluster b): no network joins",
+        ),
+    ];
+    for (opt, name, body, want) in cases {
+        let path = d.file(name, body);
+        let o = fmrun(&[opt, &path, "--rsh", "local", "true"]);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{body:?}: {err}");
+        let want = format!("fmrun: {}/{want}", d.0.display());
+        assert!(err.starts_with(&want), "{body:?}:\n got  {err}\n want {want}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    }
+}
+
+#[test]
+fn a_topology_runs_ranks_with_its_tables_and_net_null_replaces_the_networks() {
+    let d = Scratch::new("topology");
+    let path = d.file(
+        "one.toml",
+        "[network.lan]\ndevice = \"ethernet\"\nrange = \"127.0.0.0/8\"\n[[cluster]]\nname = \"c\"\nnetworks = [\"lan\"]\nhosts = [{ name = \"h0\", slots = 2 }, { name = \"h1\", ranks = [2] }]\n",
+    );
+    let show = "echo \"$FM_RANK $FM_HOST $FM_NET $FM_ROUTES $FM_ETH_RANGE\"";
+    let o = fmrun(&["--topology", &path, "--rsh", "local", "sh", "-c", show]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    for line in [
+        "[0] 0 h0 self,shmem,ethernet,null self,shmem,ethernet 127.0.0.0/8",
+        "[1] 1 h0 self,shmem,ethernet,null shmem,self,ethernet 127.0.0.0/8",
+        "[2] 2 h1 self,shmem,ethernet,null ethernet*2,self 127.0.0.0/8",
+    ] {
+        assert!(out.contains(line), "{out}");
+    }
+    let o = fmrun(&["--topology", &path, "--net", "null", "--rsh", "local", "sh", "-c", show]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("[2] 2 h1 null null*2,self"), "{out}");
+    let o = fmrun(&["--topology", &path, "--net", "nic", "true"]);
+    assert!(text(&o).1.contains("the topology names the networks"));
 }

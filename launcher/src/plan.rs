@@ -1,0 +1,133 @@
+//! Where each rank runs and what it is told: from `-n` alone (this host),
+//! `--hosts`, `--hostfile` or `--topology` (other hosts, through the remote
+//! shell), or a Slurm allocation (through srun).
+
+use crate::Cli;
+use fm_topology::{hosts, place, HostEntry, Topology};
+
+/// How the ranks are started.
+pub enum Mode {
+    /// Every rank a child of fmrun on this host.
+    Here,
+    /// Each rank through the remote shell on its host (or here, `--rsh local`).
+    Hosts,
+    /// All ranks by one `srun` inside the Slurm allocation.
+    Slurm,
+}
+
+/// One rank's place: its host, where to start it, and its settings.
+pub struct Spot {
+    /// Its host's name (`FM_HOST`).
+    pub host: String,
+    /// What `{host}` becomes in the remote shell command.
+    pub target: String,
+    /// Settings from the topology (`FM_NET`, `FM_ROUTES`, …).
+    pub env: Vec<(&'static str, String)>,
+}
+
+pub struct Plan {
+    pub n: u32,
+    pub mode: Mode,
+    /// One per rank (empty for `Here` and `Slurm`).
+    pub spots: Vec<Spot>,
+}
+
+/// The plan the command line asks for.
+pub fn make(cli: &Cli) -> Result<Plan, String> {
+    let given = [
+        cli.hosts.is_some(),
+        cli.hostfile.is_some(),
+        cli.topology.is_some(),
+    ];
+    if given.iter().filter(|g| **g).count() > 1 {
+        return Err("give one of --hosts, --hostfile and --topology".into());
+    }
+    let net = fm::Net::parse(&cli.net).map_err(|e| format!("--net {}: {e}", cli.net))?;
+    let entries: Option<(Vec<HostEntry>, Option<Topology>)> = if let Some(spec) = &cli.hosts {
+        Some((hosts::parse_spec(spec)?, None))
+    } else if let Some(path) = &cli.hostfile {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read the host file: {e}", path.display()))?;
+        Some((hosts::parse_file(path, &text)?, None))
+    } else if let Some(path) = &cli.topology {
+        if !matches!(cli.net.as_str(), "auto" | "null") {
+            return Err(format!(
+                "--net {} with --topology: the topology names the networks (--net null: none)",
+                cli.net
+            ));
+        }
+        let t = Topology::load(path)?;
+        Some((t.hosts.clone(), Some(t)))
+    } else {
+        None
+    };
+    let Some((entries, topology)) = entries else {
+        return slurm_or_here(cli);
+    };
+    let placement = place(&entries, cli.n)?;
+    let n = placement.len() as u32;
+    let plans = match &topology {
+        Some(t) => Some(t.plan(&placement)?),
+        None => None,
+    };
+    let spots = placement
+        .iter()
+        .enumerate()
+        .map(|(r, &h)| {
+            let env = match &plans {
+                Some(p) if net == fm::Net::NULL => without_networks(&p[r].routes),
+                Some(p) => p[r].env.clone(),
+                None => vec![("FM_NET", cli.net.clone())],
+            };
+            Spot {
+                host: entries[h].name.clone(),
+                target: entries[h].target.clone(),
+                env,
+            }
+        })
+        .collect();
+    Ok(Plan {
+        n,
+        mode: Mode::Hosts,
+        spots,
+    })
+}
+
+/// `--net null` over a topology: the same tables with the NULL transport
+/// wherever a network would be (desktop-only development).
+fn without_networks(routes: &[&str]) -> Vec<(&'static str, String)> {
+    let routes: Vec<&str> = routes
+        .iter()
+        .map(|&d| match d {
+            "self" | "shmem" => d,
+            _ => "null",
+        })
+        .collect();
+    vec![
+        ("FM_NET", "null".into()),
+        ("FM_ROUTES", fm::config::encode_routes(&routes)),
+    ]
+}
+
+/// No host list: inside a Slurm allocation through srun, else here.
+fn slurm_or_here(cli: &Cli) -> Result<Plan, String> {
+    let in_slurm = std::env::var_os("SLURM_JOB_ID").is_some() && !cli.no_srun;
+    let n = match (cli.n, in_slurm) {
+        (Some(n), _) => n,
+        (None, true) => ["SLURM_NTASKS", "SLURM_NPROCS"]
+            .iter()
+            .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+            .ok_or("-n is missing and the Slurm allocation does not say how many tasks (SLURM_NTASKS)")?,
+        (None, false) => {
+            return Err(
+                "say how many processes: -n N (or give --hosts, --hostfile or --topology with slots)"
+                    .into(),
+            )
+        }
+    };
+    Ok(Plan {
+        n,
+        mode: if in_slurm { Mode::Slurm } else { Mode::Here },
+        spots: Vec::new(),
+    })
+}
