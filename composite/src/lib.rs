@@ -386,6 +386,16 @@ impl Composite {
         })
     }
 
+    /// Each member's name and counters, in polling order.
+    pub fn member_stats(&self) -> Vec<(&'static str, DeviceStats)> {
+        let mut v = vec![(self.self_loop.info().name, self.self_loop.stats())];
+        if let Some(s) = &self.shmem {
+            v.push((s.info().name, s.stats()));
+        }
+        v.extend(self.others.iter().map(|m| (m.info().name, m.stats())));
+        v
+    }
+
     /// The shmem member, for calling it directly (benchmarks).
     pub fn shmem_mut(&mut self) -> Option<&mut ShmemDevice> {
         self.shmem.as_mut()
@@ -570,13 +580,8 @@ impl Device for Composite {
     }
 
     fn stats(&self) -> DeviceStats {
-        let mut all = vec![self.self_loop.stats()];
-        if let Some(s) = &self.shmem {
-            all.push(s.stats());
-        }
-        all.extend(self.others.iter().map(|m| m.stats()));
         let mut s = DeviceStats::default();
-        for t in all {
+        for (_, t) in self.member_stats() {
             s.packets_sent += t.packets_sent;
             s.packets_received += t.packets_received;
             s.bytes_sent += t.bytes_sent;

@@ -25,7 +25,10 @@ impl Prefix {
             }
             Prefix::Label { width } => {
                 let text = String::from_utf8_lossy(line);
-                match text.split_once(": ").filter(|(r, _)| r.trim().parse::<u32>().is_ok()) {
+                match text
+                    .split_once(": ")
+                    .filter(|(r, _)| r.trim().parse::<u32>().is_ok())
+                {
                     Some((r, rest)) => {
                         buf.extend_from_slice(format!("[{:>width$}] {rest}", r.trim()).as_bytes())
                     }

@@ -117,13 +117,13 @@ fn slurm_or_here(cli: &Cli) -> Result<Plan, String> {
         (None, true) => ["SLURM_NTASKS", "SLURM_NPROCS"]
             .iter()
             .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
-            .ok_or("-n is missing and the Slurm allocation does not say how many tasks (SLURM_NTASKS)")?,
-        (None, false) => {
-            return Err(
-                "say how many processes: -n N (or give --hosts, --hostfile or --topology with slots)"
-                    .into(),
-            )
-        }
+            .ok_or(
+                "-n is missing and the Slurm allocation does not say how many tasks (SLURM_NTASKS)",
+            )?,
+        (None, false) => return Err(
+            "say how many processes: -n N (or give --hosts, --hostfile or --topology with slots)"
+                .into(),
+        ),
     };
     Ok(Plan {
         n,

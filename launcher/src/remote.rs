@@ -70,8 +70,7 @@ impl RemoteShell {
 /// `s` as one word of a POSIX shell.
 pub fn quote(s: &str) -> String {
     if !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c))
     {
         return s.to_string();
@@ -116,7 +115,11 @@ mod tests {
             let c = r.command(
                 "X=1",
                 &[("FM_RANK".into(), "3".into())],
-                &["sh".into(), "-c".into(), "echo $FM_RANK $FM_JOB_TOKEN $X".into()],
+                &[
+                    "sh".into(),
+                    "-c".into(),
+                    "echo $FM_RANK $FM_JOB_TOKEN $X".into(),
+                ],
             );
             let args: Vec<String> = c.get_args().map(|a| a.to_string_lossy().into()).collect();
             assert!(!args.join(" ").contains("secret"));
@@ -137,7 +140,11 @@ mod tests {
                 .unwrap();
             child.stdin.take().unwrap().write_all(b"secret\n").unwrap();
             let out = child.wait_with_output().unwrap();
-            let want = if r.through_shell { "3 secret\n" } else { "3 secret 1\n" };
+            let want = if r.through_shell {
+                "3 secret\n"
+            } else {
+                "3 secret 1\n"
+            };
             assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{template}");
         }
         assert!(RemoteShell::parse("ssh").is_err());

@@ -78,7 +78,10 @@ fn bad_command_lines_are_clear_errors() {
             &["-n", "2", "--hosts", "a", "--rsh", "ssh", "true"][..],
             "has no {host} to replace",
         ),
-        (&["-n", "2", "--hosts", ":2", "true"][..], "\"\" is not a host name"),
+        (
+            &["-n", "2", "--hosts", ":2", "true"][..],
+            "\"\" is not a host name",
+        ),
         (&["-n", "2", "--hosts", ",", "true"][..], "names no host"),
         (&["-n", "2", "--hosts", "a:x", "true"][..], "not a number"),
         (&["-n", "2", "/nonexistent/program"][..], "cannot start"),
@@ -187,7 +190,10 @@ fn bad_host_and_topology_files_are_one_line_naming_file_and_line() {
         let (_, err) = text(&o);
         assert_eq!(o.status.code(), Some(2), "{body:?}: {err}");
         let want = format!("fmrun: {}/{want}", d.0.display());
-        assert!(err.starts_with(&want), "{body:?}:\n got  {err}\n want {want}");
+        assert!(
+            err.starts_with(&want),
+            "{body:?}:\n got  {err}\n want {want}"
+        );
         assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
     }
 }
@@ -210,7 +216,17 @@ fn a_topology_runs_ranks_with_its_tables_and_net_null_replaces_the_networks() {
     ] {
         assert!(out.contains(line), "{out}");
     }
-    let o = fmrun(&["--topology", &path, "--net", "null", "--rsh", "local", "sh", "-c", show]);
+    let o = fmrun(&[
+        "--topology",
+        &path,
+        "--net",
+        "null",
+        "--rsh",
+        "local",
+        "sh",
+        "-c",
+        show,
+    ]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
     assert!(out.contains("[2] 2 h1 null null*2,self"), "{out}");

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests and the test program.
 
+pub mod clusters;
 pub mod netns;
+pub mod sshd;
 
 /// Deterministic bytes for message `seq` from `src` to `dst` (xorshift64*).
 pub fn fill(buf: &mut [u8], src: u32, dst: u32, seq: u64) {
@@ -187,6 +189,26 @@ pub fn network_counter(out: &str, device: &str, name: &str) -> u64 {
             w.get(at + 1)?.parse::<u64>().ok()
         })
         .sum()
+}
+
+/// The `route rank R: DEVICE payload P sent B` lines of fm-testprog's
+/// all-to-all: (rank, device, payload bytes, bytes the device sent).
+pub fn route_bytes(out: &str) -> Vec<(u32, String, u64, u64)> {
+    out.lines()
+        .filter_map(|l| {
+            let rest = &l[l.find("route rank ")? + "route rank ".len()..];
+            let w: Vec<&str> = rest.split_whitespace().collect();
+            match w[..] {
+                [r, dev, "payload", p, "sent", b] => Some((
+                    r.trim_end_matches(':').parse().ok()?,
+                    dev.to_string(),
+                    p.parse().ok()?,
+                    b.parse().ok()?,
+                )),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 /// Run `cmd` to its end; it must succeed. Its stdout and stderr.

@@ -31,7 +31,7 @@ pub struct NsHost {
     pub root_ifs: Vec<String>,
 }
 
-fn ip(args: &[&str]) -> Result<(), String> {
+pub(crate) fn ip(args: &[&str]) -> Result<(), String> {
     let out = Command::new("ip")
         .args(args)
         .output()
@@ -187,7 +187,7 @@ pub const NET_ETHERNET: &str = "self,shmem,ethernet,null";
 /// Devices of a job whose hosts talk through nic only.
 pub const NET_NIC: &str = "self,shmem,nic,null";
 
-static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+pub(crate) static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 impl Drop for Cluster {
     fn drop(&mut self) {
@@ -204,7 +204,7 @@ impl Drop for Cluster {
 }
 
 /// Namespaces `fmt-PID-…` of test processes that are gone, and their links.
-fn remove_stale() {
+pub(crate) fn remove_stale() {
     let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
         return;
     };

@@ -177,6 +177,7 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
     seen.borrow_mut().next = vec![0; size as usize];
     let mut rng = Rng::new(seed.wrapping_add(rank as u64 * 7919));
     let mut seq = vec![0u64; size as usize];
+    let mut payload = vec![0u64; size as usize];
     let mut buf = Vec::new();
     for i in 0..messages {
         let dst = (rank + 1 + (i % (size as u64 - 1)) as u32) % size;
@@ -186,6 +187,7 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
         buf[..8].copy_from_slice(&s.to_le_bytes());
         fill(&mut buf[8..], rank, dst, s);
         seq[dst as usize] += 1;
+        payload[dst as usize] += len as u64;
         // Gather: up to three pieces.
         fm.begin_message(dst, len, DATA).map_err(err)?;
         let a = rng.upto(len as u64) as usize;
@@ -246,7 +248,28 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
         st
     );
     print_network_counters(&fm);
+    print_route_bytes(&fm, &payload);
     Ok(())
+}
+
+/// One line per member device (`fm_tests::route_bytes` parses them):
+/// "route rank R: DEVICE payload P sent B" — P the message bytes this rank
+/// sent to the ranks its table routes through DEVICE, B the packet bytes
+/// the device counted. B is P plus headers and control packets only when
+/// each destination's traffic went through the device its table names.
+fn print_route_bytes(fm: &Fm, payload: &[u64]) {
+    let c = fm.composite();
+    for (dev, st) in c.member_stats() {
+        let p: u64 = (0..payload.len() as u32)
+            .filter(|&d| c.info_for(d).is_some_and(|i| i.name == dev))
+            .map(|d| payload[d as usize])
+            .sum();
+        println!(
+            "route rank {}: {dev} payload {p} sent {}",
+            fm.rank(),
+            st.bytes_sent
+        );
+    }
 }
 
 /// How many of `src`'s `messages` go to `dst` (same round-robin as the sender).
