@@ -496,7 +496,8 @@ impl Job {
             }
             Event::PeerDied { rank, .. } if self.stopping.is_none() => {
                 // The process's own exit status says more than the GRM can:
-                // give it a moment to be reaped.
+                // give it a moment to be reaped. (srun, which carries every
+                // rank, prints which task failed first itself.)
                 let until = Instant::now() + Duration::from_millis(200);
                 let r = rank as usize;
                 while self.per_rank && r < self.procs.len() && Instant::now() < until {

@@ -2,6 +2,7 @@
 
 pub mod clusters;
 pub mod netns;
+pub mod slurm;
 pub mod sshd;
 
 /// Deterministic bytes for message `seq` from `src` to `dst` (xorshift64*).

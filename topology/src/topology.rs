@@ -543,6 +543,20 @@ hosts = [
     }
 
     #[test]
+    fn the_documented_example_is_table_7_1() {
+        let text = include_str!("../../docs/examples/figure-7.2.toml");
+        let plans = plan(text).unwrap();
+        assert_eq!(plans.len(), 16);
+        let mut want = vec!["self", "shmem"];
+        want.extend(["nic"; 6]);
+        want.extend(["ethernet"; 8]);
+        assert_eq!(plans[0].routes, want);
+        assert_eq!(env(&plans[0], "FM_ROUTES"), Some("self,shmem,nic*6,ethernet*8"));
+        assert_eq!(env(&plans[0], "FM_ETH_RANGE"), Some("10.0.0.0/8"));
+        assert_eq!(env(&plans[9], "FM_ETH_RANGE"), Some("10.2.0.0/16"));
+    }
+
+    #[test]
     fn one_host_needs_no_network() {
         let plans =
             plan("[[cluster]]\nname = \"x\"\nhosts = [{ name = \"h\", slots = 3 }]\n").unwrap();

@@ -133,14 +133,10 @@ fn check_message(m: &mut Incoming<'_>, seen: &mut Seen, me: u32) -> fm::Result<(
 }
 
 fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
-    let rank: u32 = std::env::var("FM_RANK")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
     let seen = Rc::new(RefCell::new(Seen {
         next: Vec::new(),
         errors: Vec::new(),
-        rng: Rng::new(seed ^ 0xabc ^ rank as u64),
+        rng: Rng::new(seed),
     }));
     let s2 = seen.clone();
     let slow: Option<u32> = std::env::var("FM_TEST_SLOW_RANK")
@@ -173,8 +169,11 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
         let _ = std::io::stdout().flush();
         std::thread::sleep(std::time::Duration::from_millis(ms));
     }
+    // The rank the job gave (under Slurm, FM_RANK is not set).
+    let rank = fm.rank();
     let size = fm.size() as u32;
     seen.borrow_mut().next = vec![0; size as usize];
+    seen.borrow_mut().rng = Rng::new(seed ^ 0xabc ^ rank as u64);
     let mut rng = Rng::new(seed.wrapping_add(rank as u64 * 7919));
     let mut seq = vec![0u64; size as usize];
     let mut payload = vec![0u64; size as usize];
