@@ -383,7 +383,11 @@ impl Launch<'_> {
         }
         let mut child = cmd.spawn()?;
         if let Some(mut input) = child.stdin.take() {
-            input.write_all(format!("{}\n", self.token).as_bytes())?;
+            // A remote shell that already failed (no route, no key) is
+            // reported by its exit status, not as a broken pipe here.
+            if let Err(e) = input.write_all(format!("{}\n", self.token).as_bytes()) {
+                tracing::debug!(rank, "fmrun: the remote shell did not take the token: {e}");
+            }
             if rank == 0 {
                 std::thread::spawn(move || {
                     let _ = std::io::copy(&mut std::io::stdin().lock(), &mut input);

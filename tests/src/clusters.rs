@@ -9,7 +9,7 @@
 //! reach each other only through the router. Everything is removed on
 //! drop, also when a test fails.
 
-use crate::netns::{ip, remove_stale, NEXT};
+use crate::netns::{claim, ip};
 use std::net::Ipv4Addr;
 use std::process::Command;
 
@@ -35,15 +35,7 @@ impl Clusters {
     /// Clusters with `sizes[k]` hosts each, or `None` (after saying why
     /// `test` is skipped) when not root or namespaces cannot be made here.
     pub fn new(test: &str, sizes: &[usize]) -> Option<Clusters> {
-        if !crate::is_root() {
-            eprintln!("SKIPPED {test}: needs root for network namespaces");
-            return None;
-        }
-        remove_stale();
-        let pid = std::process::id();
-        let seq = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let tag = format!("{:x}{seq}", pid % 0xfffff);
-        let subnet = (((pid as usize * 7 + seq as usize) % 60) * 4 + 1) as u8;
+        let (pid, tag, subnet) = claim(test)?;
         let mut c = Clusters {
             tag,
             bridges: Vec::new(),

@@ -56,16 +56,7 @@ impl Cluster {
 
     /// `n` hosts, each on `nets` separate networks (for trunking).
     pub fn with_networks(test: &str, n: usize, nets: usize) -> Option<Cluster> {
-        if !crate::is_root() {
-            eprintln!("SKIPPED {test}: needs root for network namespaces");
-            return None;
-        }
-        remove_stale();
-        let pid = std::process::id();
-        let seq = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let tag = format!("{:x}{seq}", pid % 0xfffff);
-        // 198.18.S.0/24 …, S from the pid and a counter: tests running at once differ.
-        let subnet = (((pid as usize * 7 + seq as usize) % 60) * 4 + 1) as u8;
+        let (pid, tag, subnet) = claim(test)?;
         let mut c = Cluster {
             bridges: Vec::new(),
             tag,
@@ -182,12 +173,30 @@ impl Cluster {
     }
 }
 
+/// For a test that makes namespaces: this process's ID, a tag for the names
+/// of its namespaces and links, and the first of four /24 subnets
+/// 198.18.S.0/24 … (from the pid and a counter: tests running at once
+/// differ). `None`, after saying why `test` is skipped, when not root.
+/// Removes what killed test processes left first.
+pub(crate) fn claim(test: &str) -> Option<(u32, String, u8)> {
+    if !crate::is_root() {
+        eprintln!("SKIPPED {test}: needs root for network namespaces");
+        return None;
+    }
+    remove_stale();
+    let pid = std::process::id();
+    let seq = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let tag = format!("{:x}{seq}", pid % 0xfffff);
+    let subnet = (((pid as usize * 7 + seq as usize) % 60) * 4 + 1) as u8;
+    Some((pid, tag, subnet))
+}
+
 /// Devices of a job whose hosts talk through ethernet only.
 pub const NET_ETHERNET: &str = "self,shmem,ethernet,null";
 /// Devices of a job whose hosts talk through nic only.
 pub const NET_NIC: &str = "self,shmem,nic,null";
 
-pub(crate) static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 impl Drop for Cluster {
     fn drop(&mut self) {
@@ -204,7 +213,7 @@ impl Drop for Cluster {
 }
 
 /// Namespaces `fmt-PID-…` of test processes that are gone, and their links.
-pub(crate) fn remove_stale() {
+fn remove_stale() {
     let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
         return;
     };

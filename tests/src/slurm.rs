@@ -45,7 +45,10 @@ impl Slurm {
             .output()
             .map_err(|e| format!("hostname: {e}"))?;
         let host = String::from_utf8_lossy(&host.stdout).trim().to_string();
-        let (ctld, slurmd) = (free_port().ok_or("no free port")?, free_port().ok_or("no free port")?);
+        let (ctld, slurmd) = (
+            free_port().ok_or("no free port")?,
+            free_port().ok_or("no free port")?,
+        );
         for d in ["state", "spool"] {
             std::fs::create_dir_all(dir.join(d)).map_err(|e| e.to_string())?;
         }

@@ -187,6 +187,34 @@ fn two_clusters_through_ssh_route_each_pair_through_its_table() {
         assert!(network_counter(&out, dev, "data-sent") > 0, "{dev}\n{out}");
     }
     assert!(dir.segments().is_empty(), "{:?}", dir.segments());
+
+    // The same binary with --net null on the same clusters: the same
+    // tables with the NULL transport in place of the networks, and a send
+    // off the host is the clear no-route error.
+    let (out, err) = succeed(
+        fmrun(
+            TESTPROG,
+            &dir,
+            &[
+                &args[..4],
+                &["--net", "null", "--show-table", "--timeout", "120"],
+            ]
+            .concat(),
+            Path::new(TESTPROG),
+            &["noroute"],
+        )
+        .env("FM_PACER", "off"),
+    );
+    let t = tables(&out);
+    assert_eq!(
+        t[0],
+        ["self", "shmem", "null", "null", "null", "null", "null", "null"],
+        "{out}"
+    );
+    assert!(
+        out.contains("no-route:") && out.contains("rank 7"),
+        "{out}\n{err}"
+    );
 }
 
 #[test]

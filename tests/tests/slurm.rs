@@ -51,6 +51,9 @@ fn fmrun_in_a_slurm_allocation_starts_ranks_through_srun() {
     // A failing task fails the job, and srun's account of it is shown.
     let (status, out, err) = run("2", &["exit", "1", "7"]);
     assert!(!status.success(), "{out}\n{err}");
-    assert!(err.contains("task 1: Exited with exit code 7"), "{out}\n{err}");
+    assert!(
+        err.contains("task 1: Exited with exit code 7"),
+        "{out}\n{err}"
+    );
     assert!(err.contains("stopping the job"), "{out}\n{err}");
 }

@@ -551,7 +551,10 @@ hosts = [
         want.extend(["nic"; 6]);
         want.extend(["ethernet"; 8]);
         assert_eq!(plans[0].routes, want);
-        assert_eq!(env(&plans[0], "FM_ROUTES"), Some("self,shmem,nic*6,ethernet*8"));
+        assert_eq!(
+            env(&plans[0], "FM_ROUTES"),
+            Some("self,shmem,nic*6,ethernet*8")
+        );
         assert_eq!(env(&plans[0], "FM_ETH_RANGE"), Some("10.0.0.0/8"));
         assert_eq!(env(&plans[9], "FM_ETH_RANGE"), Some("10.2.0.0/16"));
     }
