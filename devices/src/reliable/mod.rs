@@ -565,7 +565,13 @@ impl<L: Link> Engine<L> {
             let est = Duration::from_micros((p.srtt_us + 4.0 * p.rttvar_us) as u64);
             p.rto = est.clamp(self.cfg.rto, self.cfg.rto_max);
             p.progress_at = now;
-            p.stopped = false;
+            // An ACK that moves ends a STOP as a GO does (the GO may be
+            // lost): what was queued while stopped goes out now. Without
+            // this a sender with nothing new to send waited for ever — no
+            // timer runs for packets never transmitted.
+            if std::mem::replace(&mut p.stopped, false) {
+                self.transmit(src);
+            }
         }
     }
 
@@ -820,7 +826,10 @@ impl<L: Link> Engine<L> {
             }
             let oldest = p.acked.wrapping_add(1);
             let sent_at = p.slot(oldest).sent_at;
-            if sent_at.is_some_and(|t| now.duration_since(t) > p.rto) {
+            if sent_at.is_none() && seq_lt(p.sent, p.next_seq.wrapping_sub(1)) {
+                // Queued, never transmitted (it waited out a STOP).
+                self.transmit(r as Rank);
+            } else if sent_at.is_some_and(|t| now.duration_since(t) > p.rto) {
                 p.sent = p.acked;
                 p.rto = (p.rto * 2).min(self.cfg.rto_max);
                 self.rstats.timeouts += 1;
