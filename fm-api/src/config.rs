@@ -455,17 +455,27 @@ impl Config {
 /// `FM_ROUTES`: the device for each rank in order, a run of equal ones
 /// written once with its length: `self,shmem,nic*2,ethernet*4`.
 pub fn encode_routes(routes: &[&str]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < routes.len() {
-        let run = routes[i..].iter().take_while(|d| **d == routes[i]).count();
-        out.push(match run {
-            1 => routes[i].to_string(),
-            n => format!("{}*{n}", routes[i]),
-        });
-        i += run;
+    encode_runs(&routes.iter().map(|&d| (d, 1)).collect::<Vec<_>>())
+}
+
+/// [`encode_routes`] from runs `(device, ranks)`; adjacent runs of one
+/// device are written as one.
+pub fn encode_runs(runs: &[(&str, usize)]) -> String {
+    let mut merged: Vec<(&str, usize)> = Vec::with_capacity(runs.len());
+    for &(d, k) in runs {
+        match merged.last_mut() {
+            Some((m, n)) if *m == d => *n += k,
+            _ => merged.push((d, k)),
+        }
     }
-    out.join(",")
+    let words: Vec<String> = merged
+        .iter()
+        .map(|&(d, k)| match k {
+            1 => d.to_string(),
+            k => format!("{d}*{k}"),
+        })
+        .collect();
+    words.join(",")
 }
 
 /// The devices of [`encode_routes`]'s form, one per rank.

@@ -22,6 +22,7 @@ use fm_devices::sys;
 use fm_grm::{Event, Grm, GrmOptions, LauncherLink};
 use plan::{Mode, Plan};
 use remote::RemoteShell;
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -179,11 +180,21 @@ fn run(cli: Cli) -> Result<u8, String> {
         }),
         _ => Bind::None,
     };
+    // One route lookup per host, not per rank.
+    let mut grm_at: HashMap<Option<&str>, String> = HashMap::new();
+    for t in plan
+        .spots
+        .iter()
+        .map(|s| Some(s.target.as_str()))
+        .chain([None])
+    {
+        grm_at.entry(t).or_insert_with(|| grm.for_rank(t));
+    }
     let launch = Launch {
         cli: &cli,
         plan: &plan,
         rsh: rsh.as_ref(),
-        grm: &grm,
+        grm_at: &grm_at,
         token: &token,
         cpus,
         bind,
@@ -298,7 +309,8 @@ struct Launch<'a> {
     cli: &'a Cli,
     plan: &'a Plan,
     rsh: Option<&'a RemoteShell>,
-    grm: &'a GrmAddress,
+    /// FM_GRM for a rank on each target (`None`: under srun).
+    grm_at: &'a HashMap<Option<&'a str>, String>,
     token: &'a str,
     cpus: usize,
     bind: Bind,
@@ -311,7 +323,10 @@ impl Launch<'_> {
         let target = spot.map(|s| s.target.as_str());
         let mut env: Vec<(String, String)> = Vec::new();
         let mut set = |k: &str, v: String| env.push((k.to_string(), v));
-        set("FM_GRM", self.grm.for_rank(target));
+        set(
+            "FM_GRM",
+            self.grm_at.get(&target).cloned().unwrap_or_default(),
+        );
         if !matches!(self.plan.mode, Mode::Slurm) {
             set("FM_RANK", rank.to_string());
             set("FM_SIZE", self.plan.n.to_string());

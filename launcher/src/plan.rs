@@ -3,7 +3,7 @@
 //! shell), or a Slurm allocation (through srun).
 
 use crate::Cli;
-use fm_topology::{hosts, place, HostEntry, Topology};
+use fm_topology::{hosts, place, HostEntry, RankPlan, Topology};
 
 /// How the ranks are started.
 pub enum Mode {
@@ -75,7 +75,7 @@ pub fn make(cli: &Cli) -> Result<Plan, String> {
         .enumerate()
         .map(|(r, &h)| {
             let env = match &plans {
-                Some(p) if net == fm::Net::NULL => without_networks(&p[r].routes),
+                Some(p) if net == fm::Net::NULL => without_networks(&p[r]),
                 Some(p) => p[r].env.clone(),
                 None => vec![("FM_NET", cli.net.clone())],
             };
@@ -95,18 +95,17 @@ pub fn make(cli: &Cli) -> Result<Plan, String> {
 
 /// `--net null` over a topology: the same tables with the NULL transport
 /// wherever a network would be (desktop-only development).
-fn without_networks(routes: &[&str]) -> Vec<(&'static str, String)> {
-    let routes: Vec<&str> = routes
-        .iter()
-        .map(|&d| match d {
-            "self" | "shmem" => d,
-            _ => "null",
+fn without_networks(plan: &RankPlan) -> Vec<(&'static str, String)> {
+    let words: Vec<String> = plan
+        .routes()
+        .split(',')
+        .map(|w| match w.split_once('*') {
+            Some(("nic" | "ethernet", k)) => format!("null*{k}"),
+            None if w == "nic" || w == "ethernet" => "null".into(),
+            _ => w.to_string(),
         })
         .collect();
-    vec![
-        ("FM_NET", "null".into()),
-        ("FM_ROUTES", fm::config::encode_routes(&routes)),
-    ]
+    vec![("FM_NET", "null".into()), ("FM_ROUTES", words.join(","))]
 }
 
 /// No host list: inside a Slurm allocation through srun, else here.

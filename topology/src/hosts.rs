@@ -100,11 +100,10 @@ pub fn check_name(name: &str) -> Result<(), String> {
 pub fn parse_spec(spec: &str) -> Result<Vec<HostEntry>, String> {
     let mut hosts = Vec::new();
     for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let mut h = host_word(part, &Origin::option())?;
+        let h = host_word(part, &Origin::option())?;
         if hosts.iter().any(|o: &HostEntry| o.name == h.name) {
             return Err(format!("--hosts: host {:?} is named twice", h.name));
         }
-        h.origin = Origin::option();
         hosts.push(h);
     }
     if hosts.is_empty() {

@@ -102,12 +102,43 @@ pub struct Topology {
     pub hosts: Vec<HostEntry>,
 }
 
-/// What one rank is told: the device for each destination rank, and the
-/// settings that open those devices (`FM_NET`, `FM_ROUTES`, …).
+/// What one rank is told: its destination device table (`FM_ROUTES`) and
+/// the settings that open those devices (`FM_NET`, `FM_NIC_IFACES`, …).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RankPlan {
-    pub routes: Vec<&'static str>,
     pub env: Vec<(&'static str, String)>,
+}
+
+impl RankPlan {
+    /// `FM_ROUTES`.
+    pub fn routes(&self) -> &str {
+        self.env
+            .iter()
+            .find(|(k, _)| *k == "FM_ROUTES")
+            .map_or("", |(_, v)| v.as_str())
+    }
+}
+
+/// A table as runs `(device, ranks)`.
+type Runs = Vec<(&'static str, usize)>;
+/// Settings for a rank.
+type Env = Vec<(&'static str, String)>;
+
+/// A host's runs of devices with rank `r` (in a `shmem` run) as `self`.
+fn with_self(runs: &[(&'static str, usize)], r: usize) -> Vec<(&'static str, usize)> {
+    let mut out = Vec::with_capacity(runs.len() + 2);
+    let mut start = 0;
+    for &(dev, k) in runs {
+        if (start..start + k).contains(&r) {
+            let before = r - start;
+            out.extend([(dev, before), ("self", 1), (dev, k - before - 1)]);
+        } else {
+            out.push((dev, k));
+        }
+        start += k;
+    }
+    out.retain(|&(_, k)| k > 0);
+    out
 }
 
 impl Topology {
@@ -372,41 +403,39 @@ impl Topology {
                 between[a * nc + b] = Some(net);
             }
         }
-        // One plan per host; its ranks differ only in which entry is self.
-        let mut per_host: BTreeMap<usize, RankPlan> = BTreeMap::new();
+        // One table per host, as runs of equal devices; its ranks differ
+        // only in which entry is self. Kept as runs, not a device per rank:
+        // a table per rank would be N² entries for a job of N ranks.
+        let mut per_host: BTreeMap<usize, (Runs, Env)> = BTreeMap::new();
         for &h in &used {
             let a = cluster_of(h);
             let mut nets: Vec<usize> = Vec::new();
-            let routes: Vec<&'static str> = placement
-                .iter()
-                .map(|&hb| {
-                    if hb == h {
-                        return "shmem";
-                    }
+            let mut runs: Vec<(&'static str, usize)> = Vec::new();
+            for &hb in placement {
+                let dev = if hb == h {
+                    "shmem"
+                } else {
                     let n = between[a * nc + cluster_of(hb)].unwrap_or(0);
                     if !nets.contains(&n) {
                         nets.push(n);
                     }
                     self.networks[n].link.device()
-                })
-                .collect();
-            per_host.insert(
-                h,
-                RankPlan {
-                    routes,
-                    env: self.env_for(&nets),
-                },
-            );
+                };
+                match runs.last_mut() {
+                    Some((d, k)) if *d == dev => *k += 1,
+                    _ => runs.push((dev, 1)),
+                }
+            }
+            per_host.insert(h, (runs, self.env_for(&nets)));
         }
         Ok(placement
             .iter()
             .enumerate()
             .map(|(r, h)| {
-                let mut p = per_host[h].clone();
-                p.routes[r] = "self";
-                p.env
-                    .push(("FM_ROUTES", fm::config::encode_routes(&p.routes)));
-                p
+                let (runs, env) = &per_host[h];
+                let mut env = env.clone();
+                env.push(("FM_ROUTES", fm::config::encode_runs(&with_self(runs, r))));
+                RankPlan { env }
             })
             .collect())
     }
@@ -513,7 +542,7 @@ hosts = [
         let plans = plan(TWO_CLUSTERS).unwrap();
         assert_eq!(plans.len(), 8);
         assert_eq!(
-            plans[0].routes,
+            fm::config::parse_routes(plans[0].routes()).unwrap(),
             ["self", "shmem", "nic", "nic", "ethernet", "ethernet", "ethernet", "ethernet"]
         );
         assert_eq!(
@@ -527,7 +556,7 @@ hosts = [
         assert_eq!(env(&plans[0], "FM_NIC_IFACES"), Some("fm0"));
         assert_eq!(env(&plans[0], "FM_ETH_RANGE"), Some("198.18.0.0/15"));
         assert_eq!(
-            plans[5].routes,
+            fm::config::parse_routes(plans[5].routes()).unwrap(),
             [
                 "ethernet", "ethernet", "ethernet", "ethernet", "shmem", "self", "ethernet",
                 "ethernet"
@@ -550,7 +579,7 @@ hosts = [
         let mut want = vec!["self", "shmem"];
         want.extend(["nic"; 6]);
         want.extend(["ethernet"; 8]);
-        assert_eq!(plans[0].routes, want);
+        assert_eq!(fm::config::parse_routes(plans[0].routes()).unwrap(), want);
         assert_eq!(
             env(&plans[0], "FM_ROUTES"),
             Some("self,shmem,nic*6,ethernet*8")
@@ -560,10 +589,28 @@ hosts = [
     }
 
     #[test]
+    fn the_largest_job_plans_as_runs() {
+        let text = "[network.lan]\ndevice = \"ethernet\"\nrange = \"10.0.0.0/8\"\n\
+                    [[cluster]]\nname = \"big\"\nnetworks = [\"lan\"]\nhosts = [\n"
+            .to_string()
+            + &(0..256)
+                .map(|i| format!("{{ name = \"h{i}\", slots = 256 }},\n"))
+                .collect::<String>()
+            + "]\n";
+        let plans = plan(&text).unwrap();
+        assert_eq!(plans.len(), 65536);
+        assert_eq!(plans[65535].routes(), "ethernet*65280,shmem*255,self");
+        assert_eq!(
+            plans[300].routes(),
+            "ethernet*256,shmem*44,self,shmem*211,ethernet*65024"
+        );
+    }
+
+    #[test]
     fn one_host_needs_no_network() {
         let plans =
             plan("[[cluster]]\nname = \"x\"\nhosts = [{ name = \"h\", slots = 3 }]\n").unwrap();
-        assert_eq!(plans[1].routes, ["shmem", "self", "shmem"]);
+        assert_eq!(plans[1].routes(), "shmem,self,shmem");
         assert_eq!(env(&plans[1], "FM_NET"), Some("self,shmem,null"));
     }
 

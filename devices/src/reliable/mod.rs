@@ -827,7 +827,9 @@ impl<L: Link> Engine<L> {
             let oldest = p.acked.wrapping_add(1);
             let sent_at = p.slot(oldest).sent_at;
             if sent_at.is_none() && seq_lt(p.sent, p.next_seq.wrapping_sub(1)) {
-                // Queued, never transmitted (it waited out a STOP).
+                // Queued, never transmitted: it waited out a STOP, or the
+                // link refused it (a full socket buffer). No timeout covers
+                // a packet never sent.
                 self.transmit(r as Rank);
             } else if sent_at.is_some_and(|t| now.duration_since(t) > p.rto) {
                 p.sent = p.acked;
