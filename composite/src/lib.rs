@@ -437,6 +437,24 @@ impl Composite {
     }
 }
 
+impl Composite {
+    /// `raw_send` for every route but shared memory. Out of line and given
+    /// the slot's fields, not the slot: a slot whose address reached an
+    /// out-of-line call would be kept on the stack in every caller, and
+    /// copying it there stalls the shared-memory path (store forwarding).
+    #[inline(never)]
+    fn send_elsewhere(&mut self, ptr: *mut u8, cap: usize, dest: Rank, token: u64, len: usize) {
+        let route = Route::from_tag(token >> ROUTE_SHIFT);
+        let buf = RawSend {
+            ptr,
+            cap,
+            dest,
+            token: token & ((1 << ROUTE_SHIFT) - 1),
+        };
+        route!(self, route, d => d.raw_send(buf, len))
+    }
+}
+
 /// Display of a composite's destination device table.
 pub struct DeviceTable<'a>(&'a Composite);
 
@@ -514,15 +532,19 @@ impl Device for Composite {
     }
 
     #[inline(always)]
-    fn raw_send(&mut self, mut buf: RawSend, len: usize) {
+    fn raw_send(&mut self, buf: RawSend, len: usize) {
         if buf.token >> ROUTE_SHIFT == 0 {
             if let Some(s) = self.shmem.as_mut() {
                 return s.raw_send(buf, len);
             }
         }
-        let route = Route::from_tag(buf.token >> ROUTE_SHIFT);
-        buf.token &= (1 << ROUTE_SHIFT) - 1;
-        route!(self, route, d => d.raw_send(buf, len))
+        let RawSend {
+            ptr,
+            cap,
+            dest,
+            token,
+        } = buf;
+        self.send_elsewhere(ptr, cap, dest, token, len)
     }
 
     fn raw_abort(&mut self, mut buf: RawSend) {
