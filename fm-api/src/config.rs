@@ -103,6 +103,10 @@ pub struct Config {
     pub cma: CmaMode,
     /// Pieces at least this long go by single copy where the device can.
     pub cma_threshold: usize,
+    /// Pieces from this long up to `cma_threshold` go by frames or by
+    /// single copy, whichever is measured faster towards the peer
+    /// (`FM_SHM_CMA_ADAPT`); `None`: always frames below the threshold.
+    pub cma_adapt_from: Option<usize>,
     /// Upper bound on the credit window per destination (packets).
     pub max_credits: Option<u32>,
     pub attach_timeout: Duration,
@@ -195,6 +199,9 @@ impl Config {
             // Single copy (process_vm_readv) only pays beyond a few MiB on the
             // machines measured: below, the pipelined frame path is faster.
             cma_threshold: 8 << 20,
+            // Below 64 KiB single copy's fixed cost (~2.5 µs) never pays
+            // when the ranks share a cache, and the frames are the default.
+            cma_adapt_from: Some(64 << 10),
             max_credits: None,
             attach_timeout: Duration::from_secs(30),
             pacer: fm_pacer::Mode::Auto,
@@ -336,6 +343,19 @@ impl Config {
         }
         if let Some(t) = vars.parse("FM_SHM_CMA_THRESHOLD")? {
             cfg.cma_threshold = t;
+        }
+        if let Some(v) = vars.get("FM_SHM_CMA_ADAPT")? {
+            cfg.cma_adapt_from = match v.trim() {
+                "off" => None,
+                n => Some(
+                    n.parse()
+                        .map_err(|e: std::num::ParseIntError| ErrorKind::Env {
+                            var: "FM_SHM_CMA_ADAPT",
+                            value: v.clone(),
+                            reason: format!("a size in bytes, or off ({e})"),
+                        })?,
+                ),
+            };
         }
         cfg.max_credits = vars.positive("FM_CREDITS", "credit")?;
         cfg.cpus = vars.positive("FM_CPUS", "CPU")?;

@@ -21,6 +21,7 @@ pub const FILE_KEYS: &[&str] = &[
     "FM_SHM_PAYLOAD",
     "FM_SHM_CMA",
     "FM_SHM_CMA_THRESHOLD",
+    "FM_SHM_CMA_ADAPT",
     "FM_CREDITS",
     "FM_ATTACH_TIMEOUT",
     "FM_CPUS",

@@ -3,6 +3,7 @@
 //! control packets (credit returns, completions of single-copy pieces).
 
 use crate::error::{ErrorKind, Result};
+use crate::path_choice::{PathChoice, Way};
 use crate::wait::Waiter;
 use crate::wire::{self, Header, Kind, FIRST, HEADER, LAST};
 use fm_composite::Composite;
@@ -22,8 +23,10 @@ pub struct FmStats {
     pub credit_packets: u64,
     /// Packets copied aside because they arrived while handlers could not run.
     pub stashed_packets: u64,
-    /// Pieces moved by single copy from the sender's memory.
+    /// Pieces moved by single copy from the sender's memory, and their
+    /// bytes (which no device counts as sent).
     pub single_copy_pieces: u64,
+    pub single_copy_bytes: u64,
     /// Messages for a handler ID nobody registered: consumed and dropped.
     pub dropped_unknown_handler: u64,
     /// Packets that broke the protocol (bad header, stray continuation): dropped.
@@ -88,11 +91,21 @@ pub struct Endpoint {
     out: Option<OutMsg>,
     pub(crate) in_handler: bool,
     cma_threshold: usize,
+    /// Pieces from this long up to `cma_threshold` go the way measured
+    /// faster towards their peer (`path_choice`); `usize::MAX`: never.
+    cma_adapt_from: usize,
+    /// Per peer, made at its first such piece.
+    path_choice: Vec<Option<Box<PathChoice>>>,
     pub(crate) stats: FmStats,
 }
 
 impl Endpoint {
-    pub(crate) fn new(dev: Composite, max_credits: Option<u32>, cma_threshold: usize) -> Self {
+    pub(crate) fn new(
+        dev: Composite,
+        max_credits: Option<u32>,
+        cma_threshold: usize,
+        cma_adapt_from: Option<usize>,
+    ) -> Self {
         let size = dev.size();
         let rank = dev.rank();
         let mut room = Vec::with_capacity(size);
@@ -122,6 +135,8 @@ impl Endpoint {
             out: None,
             in_handler: false,
             cma_threshold,
+            cma_adapt_from: cma_adapt_from.unwrap_or(usize::MAX),
+            path_choice: (0..size).map(|_| None).collect(),
             stats: FmStats::default(),
         }
     }
@@ -206,8 +221,27 @@ impl Endpoint {
             .into());
         }
         let dest = o.dest;
-        if data.len() >= self.cma_threshold && self.dev.remote_memory_to(dest) {
-            return self.send_remote_piece(data);
+        let len = data.len();
+        // Time the frames only when the choice is being measured.
+        let mut copying_ns: Option<u64> = None;
+        if len >= self.cma_threshold.min(self.cma_adapt_from) && self.dev.remote_memory_to(dest) {
+            if len >= self.cma_threshold {
+                return self.send_remote_piece(data);
+            }
+            let choice = self.path_choice[dest as usize].get_or_insert_with(Default::default);
+            match choice.next() {
+                Way::SingleCopy => {
+                    let t = std::time::Instant::now();
+                    self.send_remote_piece(data)?;
+                    let ns = t.elapsed().as_nanos() as u64;
+                    if let Some(c) = self.path_choice[dest as usize].as_mut() {
+                        c.single_took(len, ns);
+                    }
+                    return Ok(());
+                }
+                Way::Frames { timed: true } => copying_ns = Some(0),
+                Way::Frames { timed: false } => {}
+            }
         }
         let room = self.room[dest as usize];
         let mut data = data;
@@ -225,11 +259,18 @@ impl Endpoint {
                 continue;
             }
             let n = space.min(data.len());
+            let t = copying_ns.map(|_| std::time::Instant::now());
             // SAFETY: the slot has `cap` writable bytes; fill + n ≤ cap.
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), slot.ptr.add(*fill), n) };
+            if let (Some(total), Some(t)) = (copying_ns.as_mut(), t) {
+                *total += t.elapsed().as_nanos() as u64;
+            }
             *fill += n;
             o.given += n;
             data = &data[n..];
+        }
+        if let (Some(ns), Some(c)) = (copying_ns, self.path_choice[dest as usize].as_mut()) {
+            c.frames_took(len, ns);
         }
         Ok(())
     }
@@ -362,6 +403,7 @@ impl Endpoint {
         self.awaiting_fin[dest as usize] = true;
         self.dev.raw_send(slot, HEADER + wire::REMOTE_PAYLOAD);
         self.stats.single_copy_pieces += 1;
+        self.stats.single_copy_bytes += data.len() as u64;
         // `data` must stay untouched until the receiver has copied it.
         let mut w = Waiter::new();
         while self.awaiting_fin[dest as usize] {

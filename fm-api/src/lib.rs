@@ -41,6 +41,7 @@ mod endpoint;
 pub mod error;
 mod incoming;
 pub mod job;
+mod path_choice;
 pub mod wait;
 pub mod wire;
 
@@ -190,7 +191,12 @@ impl FmBuilder {
             dev.table()
         );
         Ok(Fm {
-            ep: Endpoint::new(dev, config.max_credits, config.cma_threshold),
+            ep: Endpoint::new(
+                dev,
+                config.max_credits,
+                config.cma_threshold,
+                config.cma_adapt_from,
+            ),
             handlers: table,
             names,
             barrier_epoch: 0,

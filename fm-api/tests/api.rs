@@ -134,6 +134,7 @@ fn bad_environment_is_a_clear_error() {
             "FM_NET",
             "FM_CREDITS",
             "FM_SHM_CMA",
+            "FM_SHM_CMA_ADAPT",
         ] {
             std::env::remove_var(v);
         }
@@ -169,8 +170,20 @@ fn bad_environment_is_a_clear_error() {
     assert!(err(&[("FM_NET", "carrier-pigeon")]).contains("FM_NET"));
     assert!(err(&[("FM_CREDITS", "0")]).contains("at least one credit"));
     assert!(err(&[("FM_SHM_CMA", "maybe")]).contains("FM_SHM_CMA"));
+    let e = err(&[("FM_SHM_CMA_ADAPT", "64k")]);
+    assert!(
+        e.contains("FM_SHM_CMA_ADAPT") && e.contains("64k") && e.contains("off"),
+        "{e}"
+    );
     // And a singleton needs nothing at all.
     clear();
     let c = Config::from_env().expect("singleton");
     assert_eq!((c.rank, c.size), (0, 1));
+    assert_eq!(c.cma_adapt_from, Some(65536));
+    for (v, want) in [("off", None), ("131072", Some(131072))] {
+        std::env::set_var("FM_SHM_CMA_ADAPT", v);
+        let c = Config::from_env();
+        clear();
+        assert_eq!(c.expect("valid").cma_adapt_from, want, "{v}");
+    }
 }

@@ -33,6 +33,7 @@
 //!     job's headers, truncated headers, random bytes.
 
 use fm::{Fm, FmError, Incoming};
+use fm_devices::Device;
 use fm_tests::{fill, Rng};
 use std::cell::RefCell;
 use std::process::ExitCode;
@@ -241,6 +242,16 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
     if st.dropped_malformed != 0 || st.dropped_unknown_handler != 0 {
         return Err(format!("drops: {st:?}"));
     }
+    // FM_TEST_WANT_SINGLE_COPY: with the default settings, long pieces to a
+    // peer that allows single copy must have gone both ways (the endpoint
+    // measures both before choosing).
+    let cma_peer = (0..size).any(|r| r != rank && fm.composite().remote_memory_to(r));
+    if std::env::var_os("FM_TEST_WANT_SINGLE_COPY").is_some()
+        && cma_peer
+        && st.single_copy_pieces == 0
+    {
+        return Err(format!("no piece went by single copy: {st:?}"));
+    }
     eprintln!(
         "rank {rank}: ok, received {} messages; stats {:?}",
         expected.iter().sum::<u64>(),
@@ -253,16 +264,21 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
 
 /// One line per member device (`fm_tests::route_bytes` parses them):
 /// "route rank R: DEVICE payload P sent B" — P the message bytes this rank
-/// sent to the ranks its table routes through DEVICE, B the packet bytes
+/// sent to the ranks its table routes through DEVICE (for shmem, less the
+/// bytes the receivers read by single copy), B the packet bytes
 /// the device counted. B is P plus headers and control packets only when
 /// each destination's traffic went through the device its table names.
 fn print_route_bytes(fm: &Fm, payload: &[u64]) {
     let c = fm.composite();
     for (dev, st) in c.member_stats() {
-        let p: u64 = (0..payload.len() as u32)
+        let mut p: u64 = (0..payload.len() as u32)
             .filter(|&d| c.info_for(d).is_some_and(|i| i.name == dev))
             .map(|d| payload[d as usize])
             .sum();
+        if dev == "shmem" {
+            // Single copy: the receiver reads these from our memory.
+            p -= fm.stats().single_copy_bytes;
+        }
         println!(
             "route rank {}: {dev} payload {p} sent {}",
             fm.rank(),
