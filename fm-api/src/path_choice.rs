@@ -17,13 +17,19 @@
 //!   byte — everything, including the receiver's latency.
 //!
 //! The cheaper of the two medians of the last three samples wins; every
-//! [`EXPLORE_EVERY`]th piece takes the other way, so a change of placement is
+//! [`EXPLORE_EVERY`]th piece (every [`EXPLORE_SELDOM`]th when one way is
+//! at least twice as fast) takes the other way, so a change of placement is
 //! seen within a few such pieces.
 
 /// One piece in this many takes the way not chosen, to keep both estimates
-/// current. In the worst case it costs one piece in 64 at the slower
-/// path's price (~2 % of large-message throughput on the hosts measured).
+/// current, while they are close.
 pub(crate) const EXPLORE_EVERY: u32 = 64;
+
+/// The same when one way is at least twice as fast as the other: then
+/// exploring costs the most, and is least likely to change the choice.
+/// One piece in 256 at the slower way's price is ~0.5 % of large-message
+/// throughput on the hosts measured (one in 64 was 2–3 %).
+pub(crate) const EXPLORE_SELDOM: u32 = 256;
 
 /// While frames are chosen, one piece in this many is timed (two clock
 /// reads per frame, ~50 ns, on the sender's path).
@@ -85,12 +91,17 @@ impl PathChoice {
     /// The way of the next long piece.
     pub(crate) fn next(&mut self) -> Way {
         self.pieces = self.pieces.wrapping_add(1);
-        let exploring = self.pieces.is_multiple_of(EXPLORE_EVERY);
+        let mut exploring = false;
         let single = match (self.frames.estimate(), self.single.estimate()) {
             // Measure both first: frames, then single copy.
             (None, _) => false,
             (Some(_), None) => true,
-            (Some(f), Some(s)) => (s < f) != exploring,
+            (Some(f), Some(s)) => {
+                let clear = f.max(s) / 2 >= f.min(s);
+                let every = if clear { EXPLORE_SELDOM } else { EXPLORE_EVERY };
+                exploring = self.pieces.is_multiple_of(every);
+                (s < f) != exploring
+            }
         };
         if single {
             Way::SingleCopy
@@ -163,16 +174,23 @@ mod tests {
             }
         }
         assert_eq!(c.pieces, 642);
-        // Pieces 3..=642: 10 explore by single copy, 80 are multiples of 8
-        // (minus the 10 that explore), plus pieces 3 and 4, which fill the
-        // three samples.
-        assert_eq!(timed, 80 - 10 + 2, "frames are timed one piece in 8");
-        let single = run(&mut c, 640, 30, 107);
-        assert_eq!(single, 10, "only the exploring pieces go by single copy");
+        // Single copy is 3.5× slower: explore one piece in 256. Pieces
+        // 3..=642: 2 explore by single copy, 80 are multiples of 8 (minus the
+        // 2 that explore), plus pieces 3 and 4, which fill the three samples.
+        assert_eq!(timed, 80 - 2 + 2, "frames are timed one piece in 8");
+        let single = run(&mut c, 640, 30, 107); // pieces 643..=1282
+        assert_eq!(single, 3, "only the exploring pieces go by single copy");
         // Far: frames 230 ps/B, single copy 110.
         let mut c = PathChoice::default();
         let single = run(&mut c, 642, 230, 110);
-        assert_eq!(single, 642 - 1 - 10, "all but the first and the explorers");
+        assert_eq!(single, 642 - 1 - 2, "all but the first and the explorers");
+        // Close (130 against 100 ps/B): explore one piece in 64.
+        let mut c = PathChoice::default();
+        let single = run(&mut c, 642, 130, 100);
+        assert_eq!(single, 642 - 1 - 10);
+        let mut c = PathChoice::default();
+        let single = run(&mut c, 642, 100, 130);
+        assert_eq!(single, 1 + 10);
     }
 
     #[test]
@@ -212,9 +230,9 @@ mod tests {
                     }
                 }
             }
-            assert!(pieces < 4 * EXPLORE_EVERY, "never went back to frames");
+            assert!(pieces < 4 * EXPLORE_SELDOM, "never went back to frames");
         }
-        assert!(pieces <= 2 * EXPLORE_EVERY, "took {pieces} pieces");
+        assert!(pieces <= 2 * EXPLORE_SELDOM, "took {pieces} pieces");
         assert!(matches!(c.next(), Way::Frames { .. }));
     }
 
