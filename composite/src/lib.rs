@@ -139,13 +139,15 @@ impl Route {
             Route::Other(i) => 2 + i as u64,
         }
     }
+    /// A composite token's route, and the member's own token.
     #[inline(always)]
-    fn from_tag(t: u64) -> Route {
-        match t {
+    fn split(token: u64) -> (Route, u64) {
+        let route = match token >> ROUTE_SHIFT {
             0 => Route::Shmem,
             1 => Route::SelfLoop,
             t => Route::Other((t - 2) as u8),
-        }
+        };
+        (route, token & ((1 << ROUTE_SHIFT) - 1))
     }
 }
 
@@ -435,21 +437,19 @@ impl Composite {
         }
         None
     }
-}
 
-impl Composite {
     /// `raw_send` for every route but shared memory. Out of line and given
     /// the slot's fields, not the slot: a slot whose address reached an
     /// out-of-line call would be kept on the stack in every caller, and
     /// copying it there stalls the shared-memory path (store forwarding).
     #[inline(never)]
     fn send_elsewhere(&mut self, ptr: *mut u8, cap: usize, dest: Rank, token: u64, len: usize) {
-        let route = Route::from_tag(token >> ROUTE_SHIFT);
+        let (route, token) = Route::split(token);
         let buf = RawSend {
             ptr,
             cap,
             dest,
-            token: token & ((1 << ROUTE_SHIFT) - 1),
+            token,
         };
         route!(self, route, d => d.raw_send(buf, len))
     }
@@ -548,8 +548,8 @@ impl Device for Composite {
     }
 
     fn raw_abort(&mut self, mut buf: RawSend) {
-        let route = Route::from_tag(buf.token >> ROUTE_SHIFT);
-        buf.token &= (1 << ROUTE_SHIFT) - 1;
+        let route;
+        (route, buf.token) = Route::split(buf.token);
         route!(self, route, d => d.raw_abort(buf))
     }
 
@@ -565,8 +565,8 @@ impl Device for Composite {
 
     #[inline(always)]
     fn raw_release(&mut self, token: u64) {
-        let route = Route::from_tag(token >> ROUTE_SHIFT);
-        route!(self, route, d => d.raw_release(token & ((1 << ROUTE_SHIFT) - 1)))
+        let (route, token) = Route::split(token);
+        route!(self, route, d => d.raw_release(token))
     }
 
     fn remote_read(&mut self, src: Rank, addr: u64, buf: &mut [u8]) -> Result<(), DeviceError> {

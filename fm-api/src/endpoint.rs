@@ -91,9 +91,9 @@ pub struct Endpoint {
     out: Option<OutMsg>,
     pub(crate) in_handler: bool,
     cma_threshold: usize,
-    /// Pieces from this long up to `cma_threshold` go the way measured
-    /// faster towards their peer (`path_choice`); `usize::MAX`: never.
-    cma_adapt_from: usize,
+    /// Pieces at least this long (and below `cma_threshold`) go the way
+    /// measured faster towards their peer (`path_choice`).
+    long_piece: usize,
     /// Per peer, made at its first such piece.
     path_choice: Vec<Option<Box<PathChoice>>>,
     pub(crate) stats: FmStats,
@@ -135,7 +135,7 @@ impl Endpoint {
             out: None,
             in_handler: false,
             cma_threshold,
-            cma_adapt_from: cma_adapt_from.unwrap_or(usize::MAX),
+            long_piece: cma_adapt_from.map_or(cma_threshold, |a| a.min(cma_threshold)),
             path_choice: (0..size).map(|_| None).collect(),
             stats: FmStats::default(),
         }
@@ -222,9 +222,9 @@ impl Endpoint {
         }
         let dest = o.dest;
         let len = data.len();
-        // Time the frames only when the choice is being measured.
+        // The frames' copying time, when the choice is being measured.
         let mut copying_ns: Option<u64> = None;
-        if len >= self.cma_threshold.min(self.cma_adapt_from) && self.dev.remote_memory_to(dest) {
+        if len >= self.long_piece && self.dev.remote_memory_to(dest) {
             if len >= self.cma_threshold {
                 return self.send_remote_piece(data);
             }
@@ -259,7 +259,7 @@ impl Endpoint {
                 continue;
             }
             let n = space.min(data.len());
-            let t = copying_ns.map(|_| std::time::Instant::now());
+            let t = copying_ns.is_some().then(std::time::Instant::now);
             // SAFETY: the slot has `cap` writable bytes; fill + n ≤ cap.
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), slot.ptr.add(*fill), n) };
             if let (Some(total), Some(t)) = (copying_ns.as_mut(), t) {

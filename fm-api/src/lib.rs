@@ -501,9 +501,14 @@ fn open_composite(
 /// `FM_LOG` (default `warn`, e.g. `FM_LOG=fm_pacer=debug`), in colour only
 /// on a terminal. Does nothing if a subscriber is already set.
 pub fn init_logging() {
+    init_logging_or("warn");
+}
+
+/// As [`init_logging`], with `default` as the filter when `FM_LOG` is unset.
+pub fn init_logging_or(default: &str) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(
-            std::env::var("FM_LOG").unwrap_or_else(|_| "warn".into()),
+            std::env::var("FM_LOG").unwrap_or_else(|_| default.into()),
         ))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

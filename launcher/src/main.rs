@@ -106,14 +106,8 @@ const TERM_GRACE: Duration = Duration::from_millis(700);
 const TICK: Duration = Duration::from_millis(10);
 
 fn main() -> ExitCode {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(
-            // The embedded GRM's own account of a death repeats fmrun's.
-            std::env::var("FM_LOG").unwrap_or_else(|_| "warn,fm_grm=error".into()),
-        ))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+    // The embedded GRM's own account of a death repeats fmrun's.
+    fm::init_logging_or("warn,fm_grm=error");
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => ExitCode::from(code),

@@ -15,6 +15,12 @@
 use super::queue::{initial_slot_value, QueueMemory};
 use crate::{sys, DeviceError, JobKey};
 use memmap2::MmapMut;
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// Map the whole segment with its pages mapped now (`MAP_POPULATE`): a
 /// frame's first use would otherwise take a page fault per 4 KiB (~16 per
@@ -23,16 +29,10 @@ use memmap2::MmapMut;
 ///
 /// # Safety
 /// As [`MmapMut::map_mut`]: the file must not be truncated while mapped.
-unsafe fn map_populated(file: &std::fs::File) -> std::io::Result<MmapMut> {
+unsafe fn map_populated(file: &File) -> std::io::Result<MmapMut> {
     // SAFETY: forwarded to the caller.
     unsafe { memmap2::MmapOptions::new().populate().map_mut(file) }
 }
-use std::fs::{File, OpenOptions};
-use std::io::ErrorKind;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"FM-SMT\0\x01");
 pub const LAYOUT_VERSION: u32 = 2;

@@ -22,6 +22,8 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    // fm::init_logging_or with "info": fm depends on this crate, not the
+    // other way round.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(
             std::env::var("FM_LOG").unwrap_or_else(|_| "info".into()),
