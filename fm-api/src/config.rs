@@ -109,6 +109,12 @@ pub struct Config {
     pub cma_adapt_from: Option<usize>,
     /// Upper bound on the credit window per destination (packets).
     pub max_credits: Option<u32>,
+    /// Bound on the bytes a sender out of credit copies aside
+    /// (`FM_STASH_BYTES`; endpoint.rs, "The stash and its bound").
+    pub stash_bytes: usize,
+    /// Limit on fm's internal waits (`FM_WAIT_TIMEOUT`, seconds); `None`:
+    /// wait for ever.
+    pub wait_timeout: Option<Duration>,
     pub attach_timeout: Duration,
     /// What the pacer may do (`FM_PACER`).
     pub pacer: fm_pacer::Mode,
@@ -203,6 +209,8 @@ impl Config {
             // when the ranks share a cache, and the frames are the default.
             cma_adapt_from: Some(64 << 10),
             max_credits: None,
+            stash_bytes: 16 << 20,
+            wait_timeout: None,
             attach_timeout: Duration::from_secs(30),
             pacer: fm_pacer::Mode::Auto,
             cpus: None,
@@ -358,6 +366,12 @@ impl Config {
             };
         }
         cfg.max_credits = vars.positive("FM_CREDITS", "credit")?;
+        if let Some(b) = vars.parse("FM_STASH_BYTES")? {
+            cfg.stash_bytes = b;
+        }
+        if let Some(s) = vars.positive::<u64>("FM_WAIT_TIMEOUT", "second")? {
+            cfg.wait_timeout = Some(Duration::from_secs(s));
+        }
         cfg.cpus = vars.positive("FM_CPUS", "CPU")?;
         if let Some(s) = vars.parse::<u64>("FM_ATTACH_TIMEOUT")? {
             cfg.attach_timeout = Duration::from_secs(s);

@@ -23,6 +23,8 @@ pub const FILE_KEYS: &[&str] = &[
     "FM_SHM_CMA_THRESHOLD",
     "FM_SHM_CMA_ADAPT",
     "FM_CREDITS",
+    "FM_STASH_BYTES",
+    "FM_WAIT_TIMEOUT",
     "FM_ATTACH_TIMEOUT",
     "FM_CPUS",
     "FM_ETH_ADDR",

@@ -1,11 +1,48 @@
 //! The sending half of FM and everything a handler may use: streams, credits,
 //! the stash of packets that arrived while we could not run handlers, and the
 //! control packets (credit returns, completions of single-copy pieces).
+//!
+//! # The credit rule
+//!
+//! A packet's credit goes back to its sender when the packet is released.
+//! Deadlock freedom rests on one rule, kept by construction: **nothing that
+//! may wait holds a received packet.** A handler's packet is copied aside
+//! and released (its credit owed, and returned at once with a window of 1)
+//! before the handler can reach anything that sends
+//! ([`Incoming::endpoint`](crate::Incoming::endpoint), `reply`, `send`), and
+//! a waiting sender keeps taking packets in and releasing them. So every
+//! credit a waiting rank needs is either on its way back or held by a rank
+//! that is not waiting. The one exception is the stash's bound, below.
+//!
+//! # The stash and its bound
+//!
+//! A sender out of credit keeps receiving: arriving data packets are copied
+//! aside (the stash) and released, so two ranks sending head-to-head both
+//! make progress. A sender outside any handler, with no message of its own
+//! open, that finds the stash at its bound (`FM_STASH_BYTES`) runs the
+//! handlers of set-aside messages (as `extract` would, and as GASNet's
+//! request calls do) until it is below the bound again, before it sends or
+//! while it waits for credit. Only then: handlers that reply would
+//! otherwise take the credits a waiting sender needs, for ever. Past the
+//! bound, a new message's first packet is still
+//! copied (so its sender can finish that message, and a single-copy piece
+//! is completed), but its credit goes back only when the message is
+//! handled — for fewer than half the peer's window, so that a credit
+//! return's worth keeps circulating and a peer part way through a message
+//! can always finish it. (With a window below 4 nothing is withheld.)
+//!
+//! So, while no handler waits, a rank's stash holds at most
+//! `FM_STASH_BYTES` plus, per peer, the messages of half a window. A
+//! handler cannot run handlers, so a handler that has to wait first gives
+//! back every credit withheld (two handlers waiting on credits the other
+//! withholds would wait for ever), and withholds none while it waits: what
+//! arrives meanwhile is set aside beyond the bound. Send bulk data from main
+//! code, and keep what handlers send within the credit window.
 
 use crate::error::{ErrorKind, Result};
 use crate::path_choice::{PathChoice, Way};
 use crate::wait::Waiter;
-use crate::wire::{self, Header, Kind, FIRST, HEADER, LAST};
+use crate::wire::{self, Header, Kind, ABORT, FIRST, HEADER, LAST};
 use fm_composite::Composite;
 use fm_devices::{Device, DeviceError, Rank, RawRecv, RawSend};
 use std::collections::VecDeque;
@@ -23,6 +60,17 @@ pub struct FmStats {
     pub credit_packets: u64,
     /// Packets copied aside because they arrived while handlers could not run.
     pub stashed_packets: u64,
+    /// Most bytes the stash held at once.
+    pub stash_peak_bytes: u64,
+    /// Messages set aside whose credit was withheld until they were
+    /// handled, because the stash was at its bound.
+    pub stash_withheld_credits: u64,
+    /// Messages whose handlers ran inside a send because the stash was at
+    /// its bound.
+    pub handlers_run_while_sending: u64,
+    /// Messages given up part way: by their sender (`abort_message`, or a
+    /// handler returning with a message open), as counted by the receiver.
+    pub messages_aborted: u64,
     /// Pieces moved by single copy from the sender's memory, and their
     /// bytes (which no device counts as sent).
     pub single_copy_pieces: u64,
@@ -35,8 +83,16 @@ pub struct FmStats {
 
 /// A packet handed to the FM layer: in device memory, or copied aside.
 pub(crate) enum Packet {
+    /// Just received: its piggybacked credits are not yet applied.
     Device(RawRecv),
-    Stashed { src: Rank, bytes: Vec<u8> },
+    /// Copied aside, its piggybacked credits applied. `owes_credit`: its
+    /// own credit is returned when it is consumed, not when it was copied
+    /// (the stash was at its bound).
+    Stashed {
+        src: Rank,
+        bytes: Vec<u8>,
+        owes_credit: bool,
+    },
 }
 
 impl Packet {
@@ -79,17 +135,31 @@ pub struct Endpoint {
     window: Vec<u32>,
     /// Credits we owe each source (packets of theirs we consumed).
     owed: Vec<u32>,
+    /// Credits withheld per source for set-aside messages (stash at its bound).
+    withheld: Vec<u32>,
     /// Return credits to a source once this many are owed.
     return_at: Vec<u32>,
-    /// Packets set aside per source, oldest first.
-    stash: Vec<VecDeque<Vec<u8>>>,
+    /// Packets set aside per source, oldest first (all `Packet::Stashed`).
+    stash: Vec<VecDeque<Packet>>,
     stashed: usize,
+    /// Bytes of the copies in `stash`, and their bound (`FM_STASH_BYTES`).
+    stashed_bytes: usize,
+    stash_limit: usize,
     /// Single-copy pieces of ours a destination has not finished reading.
     awaiting_fin: Vec<bool>,
     /// Control packets that found no slot yet: (dest, kind).
     pending_control: Vec<(Rank, Kind)>,
     out: Option<OutMsg>,
     pub(crate) in_handler: bool,
+    /// The handler table, by ID; a handler is taken out while it runs.
+    pub(crate) handlers: Vec<Option<crate::Handler>>,
+    /// fm's own barrier: messages counted as they arrive.
+    pub(crate) barrier_arrived: u64,
+    pub(crate) barrier_released: u64,
+    /// An error of a handler that a stalled sender ran, for the next extract.
+    pub(crate) deferred_error: Option<crate::FmError>,
+    /// How long fm's internal waits may take (`None`: for ever).
+    pub(crate) wait_limit: Option<std::time::Duration>,
     cma_threshold: usize,
     /// Pieces at least this long (and below `cma_threshold`) go the way
     /// measured faster towards their peer (`path_choice`).
@@ -102,10 +172,11 @@ pub struct Endpoint {
 impl Endpoint {
     pub(crate) fn new(
         dev: Composite,
-        max_credits: Option<u32>,
-        cma_threshold: usize,
-        cma_adapt_from: Option<usize>,
+        c: &crate::Config,
+        handlers: Vec<Option<crate::Handler>>,
     ) -> Self {
+        let (max_credits, cma_threshold, cma_adapt_from) =
+            (c.max_credits, c.cma_threshold, c.cma_adapt_from);
         let size = dev.size();
         let rank = dev.rank();
         let mut room = Vec::with_capacity(size);
@@ -125,15 +196,23 @@ impl Endpoint {
             size,
             room,
             owed: vec![0; size],
+            withheld: vec![0; size],
             window: credits.clone(),
             credits,
             return_at,
             stash: (0..size).map(|_| VecDeque::new()).collect(),
             stashed: 0,
+            stashed_bytes: 0,
+            stash_limit: c.stash_bytes,
             awaiting_fin: vec![false; size],
             pending_control: Vec::new(),
             out: None,
             in_handler: false,
+            handlers,
+            barrier_arrived: 0,
+            barrier_released: 0,
+            deferred_error: None,
+            wait_limit: c.wait_timeout,
             cma_threshold,
             long_piece: cma_adapt_from.map_or(cma_threshold, |a| a.min(cma_threshold)),
             path_choice: (0..size).map(|_| None).collect(),
@@ -167,6 +246,57 @@ impl Endpoint {
         &self.stats
     }
 
+    /// Credits held now towards `dest`: how many packets may be sent to it
+    /// without waiting. 0 for a rank outside the job.
+    ///
+    /// ```no_run
+    /// # let mut fm = fm::Fm::init()?;
+    /// if fm.credits(1) == 0 {
+    ///     fm.extract(usize::MAX)?; // let credit returns arrive
+    /// }
+    /// # Ok::<(), fm::FmError>(())
+    /// ```
+    pub fn credits(&self, dest: Rank) -> u32 {
+        self.credits.get(dest as usize).copied().unwrap_or(0)
+    }
+
+    /// The largest message payload that travels to `dest` in one packet
+    /// (the route's packet size less fm's header): such a message costs
+    /// one credit. 0 for a rank outside the job or with no route.
+    ///
+    /// ```no_run
+    /// # let fm = fm::Fm::init()?;
+    /// let one_packet = vec![0u8; fm.mtu(1)];
+    /// # Ok::<(), fm::FmError>(())
+    /// ```
+    pub fn mtu(&self, dest: Rank) -> usize {
+        self.room.get(dest as usize).copied().unwrap_or(0)
+    }
+
+    /// Limit every wait inside fm (for credit, for a single-copy
+    /// completion, for the rest of a message being read, in `barrier` and
+    /// `extract_wait`) to `limit`; past it the call fails with
+    /// [`ErrorKind::Timeout`]. `None` (the default, unless `FM_WAIT_TIMEOUT`
+    /// is set) waits for ever.
+    ///
+    /// ```no_run
+    /// # let mut fm = fm::Fm::init()?;
+    /// fm.set_wait_timeout(Some(std::time::Duration::from_secs(10)));
+    /// match fm.barrier() {
+    ///     Err(e) if matches!(e.kind(), fm::ErrorKind::Timeout { .. }) => eprintln!("a rank is stuck"),
+    ///     r => r?,
+    /// }
+    /// # Ok::<(), fm::FmError>(())
+    /// ```
+    pub fn set_wait_timeout(&mut self, limit: Option<std::time::Duration>) {
+        self.wait_limit = limit;
+    }
+
+    /// A waiter bounded by this endpoint's wait limit.
+    pub(crate) fn waiter(&self, what: &'static str) -> Waiter {
+        Waiter::with_limit(self.wait_limit, what)
+    }
+
     fn check_dest(&self, dest: Rank) -> Result<()> {
         if dest as usize >= self.size {
             return Err(ErrorKind::NoSuchRank {
@@ -187,6 +317,7 @@ impl Endpoint {
         if let Some(o) = &self.out {
             return Err(ErrorKind::MessageOpen { dest: o.dest }.into());
         }
+        while self.stash_full() && !self.in_handler && self.run_one_stashed()? {}
         if len > u32::MAX as usize {
             return Err(ErrorKind::TooLong {
                 len,
@@ -204,6 +335,112 @@ impl Endpoint {
             slot: Some((slot, HEADER)),
             first_sent: false,
         });
+        Ok(())
+    }
+
+    /// Like [`Endpoint::begin_message`], but fails with
+    /// [`ErrorKind::WouldBlock`] instead of waiting when no credit or
+    /// buffer towards `dest` is at hand now. Later pieces of a message longer
+    /// than [`Endpoint::mtu`] may still wait for credit.
+    ///
+    /// ```no_run
+    /// # let mut fm = fm::Fm::init()?;
+    /// loop {
+    ///     match fm.try_begin_message(1, 4, 7) {
+    ///         Ok(()) => break,
+    ///         Err(e) if matches!(e.kind(), fm::ErrorKind::WouldBlock { .. }) => {
+    ///             fm.extract(usize::MAX)?; // do other work, then retry
+    ///         }
+    ///         Err(e) => return Err(e),
+    ///     }
+    /// }
+    /// fm.send_piece(b"ping")?;
+    /// fm.end_message()?;
+    /// # Ok::<(), fm::FmError>(())
+    /// ```
+    pub fn try_begin_message(&mut self, dest: Rank, len: usize, handler: u16) -> Result<()> {
+        self.check_dest(dest)?;
+        if self.out.is_none() && self.dev.is_null_route(dest) {
+            return self.begin_message(dest, len, handler); // its clear error
+        }
+        if self.out.is_none() && self.credits[dest as usize] == 0 {
+            return Err(ErrorKind::WouldBlock { dest }.into());
+        }
+        let want = HEADER + len.min(self.room[dest as usize]);
+        if self.out.is_none() && len <= u32::MAX as usize {
+            match self.dev.raw_send_buffer(dest, want) {
+                Ok(slot) => self.dev.raw_abort(slot),
+                Err(DeviceError::NoBuffer { .. }) => {
+                    return Err(ErrorKind::WouldBlock { dest }.into())
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.begin_message(dest, len, handler)
+    }
+
+    /// Send a whole message if that needs no wait: when it fits the credits
+    /// held towards `dest` (one packet per [`Endpoint::mtu`] bytes) it is
+    /// sent through packets, never by single copy (which waits for the
+    /// receiver); otherwise nothing is sent and the error is
+    /// [`ErrorKind::WouldBlock`].
+    ///
+    /// ```no_run
+    /// # let mut fm = fm::Fm::init()?;
+    /// while let Err(e) = fm.try_send(1, 7, b"hello") {
+    ///     if !matches!(e.kind(), fm::ErrorKind::WouldBlock { .. }) {
+    ///         return Err(e);
+    ///     }
+    ///     fm.extract(usize::MAX)?;
+    /// }
+    /// # Ok::<(), fm::FmError>(())
+    /// ```
+    pub fn try_send(&mut self, dest: Rank, handler: u16, data: &[u8]) -> Result<()> {
+        self.check_dest(dest)?;
+        let room = self.room[dest as usize].max(1);
+        let packets = data.len().div_ceil(room).max(1);
+        if self.out.is_none()
+            && !self.dev.is_null_route(dest)
+            && packets > self.credits[dest as usize] as usize
+        {
+            return Err(ErrorKind::WouldBlock { dest }.into());
+        }
+        self.try_begin_message(dest, data.len(), handler)?;
+        let long_piece = std::mem::replace(&mut self.long_piece, usize::MAX);
+        let cma = std::mem::replace(&mut self.cma_threshold, usize::MAX);
+        let r = self.send_piece(data);
+        self.long_piece = long_piece;
+        self.cma_threshold = cma;
+        r?;
+        self.end_message()
+    }
+
+    /// Give up the open message. If none of it has left yet, nothing is
+    /// sent; otherwise its receiver's handler gets [`ErrorKind::Aborted`]
+    /// from its next `receive` and the message ends there.
+    pub fn abort_message(&mut self) -> Result<()> {
+        let Some(o) = self.out.as_mut() else {
+            return Err(ErrorKind::NoMessageOpen.into());
+        };
+        let dest = o.dest;
+        if !o.first_sent {
+            if let Some((slot, _)) = o.slot.take() {
+                self.dev.raw_abort(slot);
+                self.credits[dest as usize] += 1;
+            }
+            self.out = None;
+            return Ok(());
+        }
+        if o.slot.is_none() {
+            let slot = self.acquire_data_slot(dest, HEADER)?;
+            self.out.as_mut().expect("open message").slot = Some((slot, HEADER));
+        }
+        let o = self.out.as_mut().expect("open message");
+        if let Some((_, fill)) = o.slot.as_mut() {
+            *fill = HEADER; // what it gathered is not sent
+        }
+        self.flush_slot(LAST | ABORT);
+        self.out = None;
         Ok(())
     }
 
@@ -311,6 +548,7 @@ impl Endpoint {
         let d = dest as usize;
         if d < self.size
             && self.out.is_none()
+            && !self.stash_full()
             && data.len() <= self.room[d]
             && data.len() < self.cma_threshold
             && self.credits[d] > 0
@@ -405,7 +643,8 @@ impl Endpoint {
         self.stats.single_copy_pieces += 1;
         self.stats.single_copy_bytes += data.len() as u64;
         // `data` must stay untouched until the receiver has copied it.
-        let mut w = Waiter::new();
+        let mut w = self.waiter("a single-copy piece to be read by its receiver");
+        self.release_withheld();
         while self.awaiting_fin[dest as usize] {
             if self.progress_stalled()? {
                 w.reset();
@@ -419,7 +658,7 @@ impl Endpoint {
     /// A slot for a data packet: waits for a credit, extracting meanwhile.
     fn acquire_data_slot(&mut self, dest: Rank, len: usize) -> Result<RawSend> {
         let d = dest as usize;
-        let mut w = Waiter::new();
+        let mut w = self.waiter("credit towards a rank");
         let mut stalled = false;
         let (mut since, mut warned) = (std::time::Instant::now(), false);
         loop {
@@ -447,18 +686,28 @@ impl Endpoint {
                 stalled = true;
                 self.stats.credit_stalls += 1;
                 since = std::time::Instant::now();
+                self.release_withheld();
             } else if !warned && since.elapsed() > std::time::Duration::from_secs(1) {
                 warned = true;
                 tracing::warn!(
-                    dest,
+                    rank = self.rank,
+                    waiting_for = dest,
                     credits = self.credits[d],
                     owed = self.owed[d],
                     stashed = self.stashed,
+                    stashed_bytes = self.stashed_bytes,
+                    in_handler = self.in_handler,
                     pending_control = self.pending_control.len(),
                     device = ?self.dev.stats(),
                     fm = ?self.stats,
-                    "fm: no credit towards this rank for 1 s (is it extracting?)"
+                    "fm: rank {} has had no credit towards rank {dest} for 1 s: is rank {dest} extracting?",
+                    self.rank
                 );
+            }
+            if self.stash_full() && self.may_run_handlers() && self.run_one_stashed()? {
+                // Consume what was set aside (module docs).
+                w.reset();
+                continue;
             }
             if self.progress_stalled()? {
                 w.reset();
@@ -474,17 +723,16 @@ impl Endpoint {
     #[inline]
     pub(crate) fn next_packet(&mut self) -> Option<Packet> {
         if self.stashed > 0 {
-            for src in 0..self.size {
-                if let Some(bytes) = self.stash[src].pop_front() {
-                    self.stashed -= 1;
-                    return Some(Packet::Stashed {
-                        src: src as Rank,
-                        bytes,
-                    });
-                }
+            if let Some(p) = self.next_stashed() {
+                return Some(p);
             }
         }
         self.dev.raw_receive().map(Packet::Device)
+    }
+
+    /// The oldest set-aside packet of the lowest-numbered source.
+    pub(crate) fn next_stashed(&mut self) -> Option<Packet> {
+        (0..self.size as Rank).find_map(|src| self.pop_stash(src))
     }
 
     /// Like [`Endpoint::next_packet`], but takes only what the devices
@@ -497,14 +745,66 @@ impl Endpoint {
         self.dev.raw_receive_arrived().map(Packet::Device)
     }
 
+    /// The oldest set-aside packet from `src`.
+    fn pop_stash(&mut self, src: Rank) -> Option<Packet> {
+        let p = self.stash[src as usize].pop_front()?;
+        self.stashed -= 1;
+        if let Packet::Stashed { bytes, .. } = &p {
+            self.stashed_bytes -= bytes.len();
+        }
+        Some(p)
+    }
+
+    fn push_stash(&mut self, p: Packet) {
+        let src = p.src() as usize;
+        if let Packet::Stashed { bytes, .. } = &p {
+            self.stashed_bytes += bytes.len();
+            self.stats.stash_peak_bytes =
+                self.stats.stash_peak_bytes.max(self.stashed_bytes as u64);
+        }
+        self.stash[src].push_back(p);
+        self.stashed += 1;
+    }
+
+    /// A handler is about to wait: return every credit withheld for a
+    /// set-aside message. Withholding is for ranks that will run handlers
+    /// when they wait; a handler cannot, and two handlers waiting for
+    /// credits the other withholds would wait for ever.
+    fn release_withheld(&mut self) {
+        if !self.in_handler || self.withheld.iter().all(|&w| w == 0) {
+            return;
+        }
+        for src in 0..self.size {
+            for i in 0..self.stash[src].len() {
+                if let Packet::Stashed { owes_credit, .. } = &mut self.stash[src][i] {
+                    if std::mem::take(owes_credit) {
+                        self.owe_withheld(src as Rank);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether the copies set aside reached their bound.
+    #[inline]
+    pub(crate) fn stash_full(&self) -> bool {
+        self.stashed_bytes >= self.stash_limit
+    }
+
+    /// Whether a send may run handlers now: outside any handler, with no
+    /// message open.
+    #[inline]
+    fn may_run_handlers(&self) -> bool {
+        !self.in_handler && self.out.is_none()
+    }
+
     /// The next packet from `src` (the rest of a message being read). Packets
     /// from others are stashed; control packets are applied. Waits.
     pub(crate) fn next_packet_from(&mut self, src: Rank) -> Result<Packet> {
-        let mut w = Waiter::new();
+        let mut w = self.waiter("the rest of a message being read");
         loop {
-            if let Some(bytes) = self.stash[src as usize].pop_front() {
-                self.stashed -= 1;
-                return Ok(Packet::Stashed { src, bytes });
+            if let Some(p) = self.pop_stash(src) {
+                return Ok(p);
             }
             self.flush_control();
             match self.dev.raw_receive() {
@@ -518,28 +818,41 @@ impl Endpoint {
         }
     }
 
+    /// Decode a packet's header and apply the credits it carries (once: a
+    /// packet from the stash had them applied when it was set aside). A
+    /// packet with a bad header is dropped and counted.
+    #[inline(always)]
+    pub(crate) fn open_packet(&mut self, p: Packet) -> Option<(Packet, Header)> {
+        match Header::decode(p.bytes()) {
+            Ok(h) => {
+                if let Packet::Device(_) = p {
+                    self.take_credits(p.src(), &h);
+                }
+                Some((p, h))
+            }
+            Err(_) => {
+                self.drop_malformed(p, "bad header");
+                None
+            }
+        }
+    }
+
     /// Handle a packet while handlers cannot run: control packets take
     /// effect; data packets are copied aside and their slot and credit go
     /// back; a single-copy piece is copied out of the sender now and
     /// completed, so two processes sending large pieces head-to-head never
-    /// wait on each other.
+    /// wait on each other. Past the stash's bound, a new message's credit is
+    /// withheld until it is handled (module docs).
     fn absorb(&mut self, raw: RawRecv) -> Result<()> {
-        let src = raw.src;
-        let p = Packet::Device(raw);
-        let h = match Header::decode(p.bytes()) {
-            Ok(h) => h,
-            Err(_) => {
-                self.drop_malformed(p, "bad header");
-                return Ok(());
-            }
+        let Some((p, h)) = self.open_packet(Packet::Device(raw)) else {
+            return Ok(());
         };
-        self.take_credits(src, &h);
-        let bytes = match h.kind {
-            Kind::Credit | Kind::Fin => {
-                self.on_control(src, &h, p);
-                return Ok(());
-            }
-            Kind::Data => p.bytes().to_vec(),
+        let src = p.src();
+        if matches!(h.kind, Kind::Credit | Kind::Fin) {
+            self.on_control(src, &h, p);
+            return Ok(());
+        }
+        let mut bytes = match h.kind {
             Kind::Remote => {
                 let Some((addr, len)) = wire::decode_remote(&p.bytes()[HEADER..]) else {
                     self.drop_malformed(p, "bad single-copy descriptor");
@@ -553,14 +866,31 @@ impl Endpoint {
                 read?;
                 bytes
             }
+            _ => p.bytes().to_vec(),
         };
-        let mut bytes = bytes;
         // Credits were applied now; do not apply them twice.
         bytes[4..8].copy_from_slice(&0u32.to_le_bytes());
-        self.stash[src as usize].push_back(bytes);
-        self.stashed += 1;
+        // Never so many that fewer than a credit return's worth (half a
+        // window) keep circulating: a peer part way through a message can
+        // always finish it, as the credits it uses come back in batches.
+        let s = src as usize;
+        let owes_credit = h.first()
+            && self.stash_full()
+            && !self.in_handler
+            && self.withheld[s] + self.return_at[s] < self.window[s];
         self.stats.stashed_packets += 1;
-        self.release(p);
+        if owes_credit {
+            self.stats.stash_withheld_credits += 1;
+            self.withheld[src as usize] += 1;
+            self.free(p);
+        } else {
+            self.release(p);
+        }
+        self.push_stash(Packet::Stashed {
+            src,
+            bytes,
+            owes_credit,
+        });
         Ok(())
     }
 
@@ -576,15 +906,27 @@ impl Endpoint {
         self.release(p);
     }
 
-    /// Put a packet back in front of its source's queue (it belongs to a later message).
+    /// Put a packet (its credits applied) back in front of its source's
+    /// queue: it belongs to a later message.
     pub(crate) fn unread(&mut self, p: Packet) {
         let src = p.src();
         let mut bytes = p.bytes().to_vec();
         if bytes.len() >= HEADER {
-            // Its credits were applied when it was first read.
             bytes[4..8].copy_from_slice(&0u32.to_le_bytes());
         }
-        self.stash[src as usize].push_front(bytes);
+        let owes_credit = matches!(
+            p,
+            Packet::Stashed {
+                owes_credit: true,
+                ..
+            }
+        );
+        self.stashed_bytes += bytes.len();
+        self.stash[src as usize].push_front(Packet::Stashed {
+            src,
+            bytes,
+            owes_credit,
+        });
         self.stashed += 1;
         if let Packet::Device(_) = p {
             self.release(p);
@@ -630,6 +972,11 @@ impl Endpoint {
     pub(crate) fn release(&mut self, p: Packet) {
         match p {
             Packet::Device(r) => self.release_device(r.src, r.token),
+            Packet::Stashed {
+                src,
+                owes_credit: true,
+                ..
+            } => self.owe_withheld(src),
             Packet::Stashed { .. } => {}
         }
     }
@@ -638,11 +985,26 @@ impl Endpoint {
     #[inline]
     pub(crate) fn release_device(&mut self, src: Rank, token: u64) {
         self.dev.raw_release(token);
+        self.owe_credit(src);
+    }
+
+    /// A packet of `src`'s was consumed: its credit is owed, and returned
+    /// once enough are: credit returns are batched (half a window), which
+    /// is also what bounds the control packets in a peer's queue.
+    #[inline]
+    pub(crate) fn owe_credit(&mut self, src: Rank) {
         let s = src as usize;
         self.owed[s] += 1;
         if self.owed[s] >= self.return_at[s] {
             self.send_control(src, Kind::Credit);
         }
+    }
+
+    /// A set-aside message whose credit was withheld was consumed.
+    #[inline]
+    pub(crate) fn owe_withheld(&mut self, src: Rank) {
+        self.withheld[src as usize] -= 1;
+        self.owe_credit(src);
     }
 
     #[inline]

@@ -63,6 +63,18 @@ pub enum ErrorKind {
     /// A handler's own error, passed through `extract`.
     #[error("handler: {0}")]
     Handler(String),
+
+    #[error("no credit or buffer towards rank {dest} now (try again after extract)")]
+    WouldBlock { dest: Rank },
+
+    #[error("gave up waiting for {what} after {ms} ms (the wait timeout of this Fm)")]
+    Timeout { what: &'static str, ms: u128 },
+
+    #[error("handler {handler} returned with a message to rank {dest} still open; fm aborted that message")]
+    HandlerLeftMessageOpen { handler: u16, dest: Rank },
+
+    #[error("rank {src} aborted the message being received (its sender gave it up part way)")]
+    Aborted { src: Rank },
 }
 
 impl FmError {

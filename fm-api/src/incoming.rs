@@ -4,7 +4,7 @@
 //! bytes it asks for.
 
 use crate::endpoint::{Endpoint, Packet};
-use crate::error::Result;
+use crate::error::{ErrorKind, Result};
 use crate::wire::{self, Header, Kind, HEADER};
 use fm_devices::{Device, Rank};
 
@@ -40,6 +40,12 @@ pub struct Incoming<'a> {
     token: u64,
     remote: u64,
     owned: Vec<u8>,
+    /// The current stashed segment's credit is returned when it is done.
+    stash_owes_credit: bool,
+    /// The sender gave this message up part way (reported once).
+    aborted: bool,
+    /// A single-copy piece that could not be copied aside.
+    failed_detach: Option<fm_devices::DeviceError>,
 }
 
 impl<'a> Incoming<'a> {
@@ -60,6 +66,9 @@ impl<'a> Incoming<'a> {
             token: 0,
             remote: 0,
             owned: Vec::new(),
+            stash_owes_credit: false,
+            aborted: false,
+            failed_detach: None,
             ep,
         }
     }
@@ -88,16 +97,95 @@ impl<'a> Incoming<'a> {
         self.len - self.done
     }
 
-    /// The endpoint, to send from inside a handler (replies). Handlers may
-    /// send but not extract.
+    /// The endpoint, to send from inside a handler to any rank (and to read
+    /// its counters, credits and MTUs). Handlers may send but not extract.
+    ///
+    /// Before it hands the endpoint out, the message's current packet is
+    /// copied aside and released, so a handler that sends before it has
+    /// read its message never holds the credit its own send may wait for
+    /// (endpoint.rs, "The credit rule"); what it reads afterwards is the same.
+    ///
+    /// ```no_run
+    /// const WORK: u16 = 1;
+    /// const DONE: u16 = 2;
+    /// let fm = fm::Fm::builder()
+    ///     .handler(WORK, "work", |m| {
+    ///         let master = 0;
+    ///         let next = (m.endpoint_ref().rank() + 1) % m.endpoint_ref().size() as u32;
+    ///         m.endpoint().send(next, WORK, b"pass it on")?; // to anyone
+    ///         m.endpoint().send(master, DONE, b"")?;
+    ///         let _rest = m.receive_vec()?; // still intact
+    ///         Ok(())
+    ///     })
+    ///     .handler(DONE, "done", |_| Ok(()))
+    ///     .from_env()?
+    ///     .build()?;
+    /// # Ok::<(), fm::FmError>(())
+    /// ```
     pub fn endpoint(&mut self) -> &mut Endpoint {
+        self.detach();
         self.ep
+    }
+
+    /// The endpoint, to read only (rank, size, counters, credits, MTUs):
+    /// unlike [`Incoming::endpoint`] this copies nothing.
+    pub fn endpoint_ref(&self) -> &Endpoint {
+        self.ep
+    }
+
+    /// Send a whole message to `dest` from inside the handler (see
+    /// [`Incoming::endpoint`]).
+    pub fn send(&mut self, dest: Rank, handler: u16, data: &[u8]) -> Result<()> {
+        self.endpoint().send(dest, handler, data)
     }
 
     /// Send a whole message back to the sender of this one.
     pub fn reply(&mut self, handler: u16, data: &[u8]) -> Result<()> {
         let src = self.src;
-        self.ep.send(src, handler, data)
+        self.send(src, handler, data)
+    }
+
+    /// The endpoint, for fm's own bookkeeping (no detach).
+    pub(crate) fn ep_mut(&mut self) -> &mut Endpoint {
+        self.ep
+    }
+
+    /// Stop holding anything a peer's progress may need: the unread rest of
+    /// the current segment is copied aside (read from the sender, for a
+    /// single-copy piece) and the packet released, its credit owed.
+    fn detach(&mut self) {
+        match self.seg {
+            Seg::Device => {
+                // SAFETY: off..end lies in the packet, valid until released below.
+                let rest = unsafe {
+                    std::slice::from_raw_parts(self.ptr.add(self.off), self.end - self.off)
+                };
+                self.owned = rest.to_vec();
+            }
+            Seg::Remote => {
+                let mut rest = vec![0u8; self.end - self.off];
+                let at = self.remote + self.off as u64;
+                if let Err(e) = self.ep.dev.remote_read(self.src, at, &mut rest) {
+                    // Read again (and fail) at the handler's next receive.
+                    self.failed_detach = Some(e);
+                    return;
+                }
+                self.owned = rest;
+            }
+            Seg::Stashed => {
+                // Already a copy; but a credit withheld for it is held no longer.
+                if std::mem::take(&mut self.stash_owes_credit) {
+                    self.ep.owe_withheld(self.src);
+                }
+                return;
+            }
+            Seg::None => return,
+        }
+        self.release_segment();
+        self.seg = Seg::Stashed;
+        self.ptr = self.owned.as_ptr();
+        self.end -= self.off;
+        self.off = 0;
     }
 
     /// FM_receive: copy the next `buf.len()` bytes of the message into `buf`
@@ -105,10 +193,16 @@ impl<'a> Incoming<'a> {
     /// packets that have not arrived yet.
     #[inline]
     pub fn receive(&mut self, buf: &mut [u8]) -> Result<usize> {
+        if let Some(e) = self.failed_detach.take() {
+            return Err(e.into());
+        }
         let want = buf.len().min(self.remaining());
         let mut got = 0;
         while got < want {
             if !self.ensure_segment()? {
+                if std::mem::take(&mut self.aborted) {
+                    return Err(ErrorKind::Aborted { src: self.src }.into());
+                }
                 break;
             }
             got += self.copy_out(Some(&mut buf[got..want]), want - got)?;
@@ -182,14 +276,9 @@ impl<'a> Incoming<'a> {
                 return Ok(false);
             }
             let p = self.ep.next_packet_from(self.src)?;
-            let h = match Header::decode(p.bytes()) {
-                Ok(h) => h,
-                Err(_) => {
-                    self.ep.drop_malformed(p, "bad header");
-                    continue;
-                }
+            let Some((p, h)) = self.ep.open_packet(p) else {
+                continue;
             };
-            self.ep.take_credits(self.src, &h);
             match h.kind {
                 Kind::Credit | Kind::Fin => self.ep.on_control(self.src, &h, p),
                 _ if h.first() => {
@@ -203,6 +292,14 @@ impl<'a> Incoming<'a> {
                     );
                     self.ep.stats.dropped_malformed += 1;
                     self.ep.unread(p);
+                    self.done = self.len;
+                    self.arrived = self.len;
+                    return Ok(false);
+                }
+                _ if h.aborted() => {
+                    self.ep.stats.messages_aborted += 1;
+                    self.ep.release(p);
+                    self.aborted = true;
                     self.done = self.len;
                     self.arrived = self.len;
                     return Ok(false);
@@ -238,8 +335,11 @@ impl<'a> Incoming<'a> {
                 self.ptr = r.ptr;
                 self.token = r.token;
             }
-            Packet::Stashed { bytes, .. } => {
+            Packet::Stashed {
+                bytes, owes_credit, ..
+            } => {
                 self.seg = Seg::Stashed;
+                self.stash_owes_credit = owes_credit;
                 self.owned = bytes;
                 self.ptr = self.owned.as_ptr();
             }
@@ -268,6 +368,9 @@ impl<'a> Incoming<'a> {
         match std::mem::replace(&mut self.seg, Seg::None) {
             Seg::Device => self.ep.release_device(self.src, self.token),
             Seg::Remote => self.ep.send_fin(self.src),
+            Seg::Stashed if std::mem::take(&mut self.stash_owes_credit) => {
+                self.ep.owe_withheld(self.src)
+            }
             Seg::Stashed | Seg::None => {}
         }
     }

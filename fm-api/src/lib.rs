@@ -29,8 +29,13 @@
 //! asks for); bytes a handler does not read are discarded when it returns.
 //! A sender out of credit keeps receiving — arriving packets are set aside and
 //! their credits returned — so processes that send to each other head-to-head
-//! never deadlock; the set-aside messages' handlers run at the next `extract`.
-//! Handlers may send (replies) but not extract.
+//! never deadlock; the set-aside messages' handlers run at the next `extract`,
+//! or, once the set-aside bytes reach `FM_STASH_BYTES`, inside a send that
+//! waits outside any handler (so memory stays bounded). Handlers may send, to
+//! any rank and before or after reading their message, but not extract; a
+//! handler that returns with a message open has that message aborted and its
+//! `extract` fails naming it. The rules that make this hold are in the
+//! endpoint module's docs ("The credit rule", "The stash and its bound").
 //!
 //! `Fm` is used from one thread at a time (it is `&mut self` throughout);
 //! wrap it in a `Mutex` to share it, so the single-thread path pays nothing.
@@ -39,6 +44,7 @@ pub mod config;
 pub mod config_file;
 mod endpoint;
 pub mod error;
+mod extract;
 mod incoming;
 pub mod job;
 mod path_choice;
@@ -48,10 +54,11 @@ pub mod wire;
 pub use config::{Config, GrmJoin, Net, Want};
 pub use endpoint::{Endpoint, FmStats};
 pub use error::{ErrorKind, FmError, Result};
+pub use extract::RESERVED_HANDLERS;
 pub use fm_devices::{JobKey, Rank};
 pub use incoming::Incoming;
 
-use endpoint::Packet;
+use extract::{BARRIER_ARRIVE, BARRIER_RELEASE};
 use fm_composite::{Composite, Member};
 use fm_devices::ethernet::{EthernetConfig, EthernetDevice, EthernetEndpoint, EthernetSocket};
 use fm_devices::nic::{NicConfig, NicDevice, NicEndpoint, NicSocket};
@@ -60,16 +67,9 @@ use fm_devices::selfloop::SelfDevice;
 use fm_devices::shmem::{ShmemConfig, ShmemDevice};
 use fm_grm::Membership;
 use std::ops::{Deref, DerefMut};
-use wait::Waiter;
-use wire::{Header, Kind};
 
 /// A message handler: runs on the destination for each message sent to its ID.
 pub type Handler = Box<dyn FnMut(&mut Incoming<'_>) -> Result<()>>;
-
-/// Handler IDs from this one up are fm's own (barrier).
-pub const RESERVED_HANDLERS: u16 = 0xFF00;
-const BARRIER_ARRIVE: u16 = 0xFF00;
-const BARRIER_RELEASE: u16 = 0xFF01;
 
 /// Builds an [`Fm`]: handlers first, then the configuration.
 pub struct FmBuilder {
@@ -191,17 +191,9 @@ impl FmBuilder {
             dev.table()
         );
         Ok(Fm {
-            ep: Endpoint::new(
-                dev,
-                config.max_credits,
-                config.cma_threshold,
-                config.cma_adapt_from,
-            ),
-            handlers: table,
+            ep: Endpoint::new(dev, &config, table),
             names,
-            barrier_epoch: 0,
-            barrier_arrived: 0,
-            barrier_released: 0,
+            barrier: BarrierState::default(),
             config,
             eth_endpoint,
             _grm: grm,
@@ -518,11 +510,8 @@ pub fn init_logging_or(default: &str) {
 /// One FM process: its endpoint and its handler table.
 pub struct Fm {
     ep: Endpoint,
-    handlers: Vec<Option<Handler>>,
     names: Vec<(u16, String)>,
-    barrier_epoch: u64,
-    barrier_arrived: u64,
-    barrier_released: u64,
+    barrier: BarrierState,
     config: Config,
     /// Where this process's ethernet device listens, if it has one.
     eth_endpoint: Option<fm_devices::ethernet::EthernetEndpoint>,
@@ -579,132 +568,51 @@ impl Fm {
         fingerprint(&self.names)
     }
 
-    /// FM_extract: run the handlers of arrived messages, until `max_bytes`
-    /// bytes have been handled or nothing more has arrived. Returns the
-    /// number of messages handled.
-    pub fn extract(&mut self, max_bytes: usize) -> Result<usize> {
-        if self.ep.in_handler {
-            return Err(ErrorKind::Reentrant.into());
-        }
-        if let Some(dest) = self.ep.open_message_dest() {
-            return Err(ErrorKind::MessageOpen { dest }.into());
-        }
-        self.ep.flush_control();
-        let mut bytes = 0usize;
-        let mut messages = 0usize;
-        while bytes < max_bytes {
-            // One poll of the network per call: the next packets come from
-            // what that poll took in, so the empty receive that ends a
-            // batch is not paid between handling a message and returning.
-            let p = if messages == 0 {
-                self.ep.next_packet()
-            } else {
-                self.ep.next_packet_arrived()
-            };
-            let Some(p) = p else {
-                break;
-            };
-            if let Some(len) = self.dispatch(p)? {
-                bytes += len;
-                messages += 1;
-            }
-        }
-        Ok(messages)
-    }
-
-    /// Like [`Fm::extract`], but waits (spinning, then yielding) until at
-    /// least one message was handled.
-    pub fn extract_wait(&mut self, max_bytes: usize) -> Result<usize> {
-        let mut w = Waiter::new();
-        loop {
-            let n = self.extract(max_bytes)?;
-            if n > 0 {
-                return Ok(n);
-            }
-            w.snooze()?;
-        }
-    }
-
-    /// Handle one packet taken from the front of the queues. Returns the
-    /// message length if it started a message.
-    #[inline]
-    fn dispatch(&mut self, p: Packet) -> Result<Option<usize>> {
-        let src = p.src();
-        let h = match Header::decode(p.bytes()) {
-            Ok(h) => h,
-            Err(_) => {
-                self.ep.drop_malformed(p, "bad header");
-                return Ok(None);
-            }
-        };
-        self.ep.take_credits(src, &h);
-        if matches!(h.kind, Kind::Credit | Kind::Fin) {
-            self.ep.on_control(src, &h, p);
-            return Ok(None);
-        }
-        if !h.first() {
-            self.ep.drop_malformed(p, "continuation without a message");
-            return Ok(None);
-        }
-        let len = h.msg_len as usize;
-        let id = h.handler;
-        self.ep.stats.messages_received += 1;
-        let mut m = Incoming::new(&mut self.ep, src, &h);
-        m.take_segment(p, &h);
-        let result = if id >= RESERVED_HANDLERS {
-            match id {
-                BARRIER_ARRIVE => self.barrier_arrived += 1,
-                BARRIER_RELEASE => self.barrier_released += 1,
-                _ => {
-                    m.endpoint().stats.dropped_unknown_handler += 1;
-                    tracing::warn!(
-                        src,
-                        handler = id,
-                        "fm: dropped a message for an unknown fm handler"
-                    );
-                }
-            }
-            Ok(())
-        } else if let Some(f) = self.handlers.get_mut(id as usize).and_then(Option::as_mut) {
-            m.endpoint().in_handler = true;
-            let r = f(&mut m);
-            m.endpoint().in_handler = false;
-            r
-        } else {
-            m.endpoint().stats.dropped_unknown_handler += 1;
-            tracing::warn!(
-                src,
-                handler = id,
-                len,
-                "fm: dropped a message for a handler ID nobody registered"
-            );
-            Ok(())
-        };
-        m.finish()?;
-        result.map(|()| Some(len))
-    }
-
-    /// Wait until every rank has entered the barrier.
+    /// Wait until every rank has entered the barrier (rank 0 gathers and
+    /// releases). A handler's error during the wait is returned with the
+    /// barrier left as it was: calling `barrier` again completes the same
+    /// barrier (a message sent for it is not sent twice).
     pub fn barrier(&mut self) -> Result<()> {
         let size = self.ep.size() as u64;
         if size == 1 {
             return Ok(());
         }
-        self.barrier_epoch += 1;
-        let epoch = self.barrier_epoch;
+        let epoch = self.barrier.done + 1;
         if self.ep.rank() == 0 {
-            while self.barrier_arrived < epoch * (size - 1) {
-                self.extract_wait(usize::MAX)?;
+            while self.ep.barrier_arrived < epoch * (size - 1) {
+                self.ep.extract_wait(1)?;
             }
-            for r in 1..size as Rank {
-                self.ep.send(r, BARRIER_RELEASE, &[])?;
+            if self.barrier.sent < epoch {
+                self.barrier.released_to = 1;
+                self.barrier.sent = epoch;
+            }
+            while (self.barrier.released_to as u64) < size {
+                self.ep
+                    .send(self.barrier.released_to, BARRIER_RELEASE, &[])?;
+                self.barrier.released_to += 1;
             }
         } else {
-            self.ep.send(0, BARRIER_ARRIVE, &[])?;
-            while self.barrier_released < epoch {
-                self.extract_wait(usize::MAX)?;
+            if self.barrier.sent < epoch {
+                self.ep.send(0, BARRIER_ARRIVE, &[])?;
+                self.barrier.sent = epoch;
+            }
+            while self.ep.barrier_released < epoch {
+                self.ep.extract_wait(1)?;
             }
         }
+        self.barrier.done = epoch;
         Ok(())
     }
+}
+
+/// Where this rank is in the barriers, so a barrier interrupted by an error
+/// resumes where it stopped.
+#[derive(Default)]
+struct BarrierState {
+    /// Barriers completed.
+    done: u64,
+    /// The barrier whose message(s) this rank began to send.
+    sent: u64,
+    /// Rank 0: the next rank to release in barrier `sent`.
+    released_to: Rank,
 }

@@ -49,6 +49,10 @@ pub fn set_oversubscribed(yes: bool) {
 pub struct Waiter {
     polls: u32,
     idle_since: Option<Instant>,
+    /// Give up at this time, naming what was waited for; looked at every
+    /// 64 polls, whether they found something or not.
+    deadline: Option<(Instant, Duration, &'static str)>,
+    since_check: u32,
 }
 
 impl Waiter {
@@ -56,9 +60,32 @@ impl Waiter {
         Waiter::default()
     }
 
-    /// Something happened: start over with fast polling.
+    /// A waiter that fails with [`ErrorKind::Timeout`] once `limit` has
+    /// passed without the wait ending (`None`: waits for ever).
+    pub fn with_limit(limit: Option<Duration>, what: &'static str) -> Self {
+        Waiter {
+            deadline: limit.map(|l| (Instant::now() + l, l, what)),
+            ..Waiter::default()
+        }
+    }
+
+    #[cold]
+    fn check_deadline(&self) -> Result<()> {
+        match self.deadline {
+            Some((at, limit, what)) if Instant::now() >= at => Err(ErrorKind::Timeout {
+                what,
+                ms: limit.as_millis(),
+            }
+            .into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Something happened (but maybe not what is waited for): start over
+    /// with fast polling. The time limit still counts from the start.
     #[inline(always)]
     pub fn reset(&mut self) {
+        self.since_check = self.since_check.saturating_add(1);
         self.polls = 0;
         self.idle_since = None;
     }
@@ -68,6 +95,11 @@ impl Waiter {
     #[inline]
     pub fn snooze(&mut self) -> Result<()> {
         self.polls = self.polls.saturating_add(1);
+        self.since_check = self.since_check.saturating_add(1);
+        if self.deadline.is_some() && self.since_check >= 64 {
+            self.since_check = 0;
+            self.check_deadline()?;
+        }
         if self.polls < SPINS {
             std::hint::spin_loop();
             return Ok(());

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! 0  kind     u8   DATA, REMOTE (piece left in the sender's memory), CREDIT, FIN
-//! 1  flags    u8   FIRST (starts a message), LAST (ends it)
+//! 1  flags    u8   FIRST (starts a message), LAST (ends it), ABORT (with LAST:
+//!                   the sender gave the message up; the rest never comes)
 //! 2  handler  u16  handler ID (FIRST only)
 //! 4  credits  u32  credits returned to the packet's receiver (piggybacked)
 //! 8  msg_len  u32  total message bytes (FIRST only)
@@ -26,6 +27,7 @@ pub enum Kind {
 
 pub const FIRST: u8 = 1;
 pub const LAST: u8 = 2;
+pub const ABORT: u8 = 4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
@@ -58,7 +60,7 @@ impl Header {
             _ => return Err(Malformed::Kind),
         };
         let u32_at = |i: usize| u32::from_le_bytes([p[i], p[i + 1], p[i + 2], p[i + 3]]);
-        if u32_at(12) != 0 || p[1] & !(FIRST | LAST) != 0 {
+        if u32_at(12) != 0 || p[1] & !(FIRST | LAST | ABORT) != 0 {
             return Err(Malformed::Reserved);
         }
         Ok(Header {
@@ -85,6 +87,9 @@ impl Header {
     }
     pub fn last(&self) -> bool {
         self.flags & LAST != 0
+    }
+    pub fn aborted(&self) -> bool {
+        self.flags & ABORT != 0
     }
 }
 
@@ -124,6 +129,9 @@ mod tests {
         let mut bad = b;
         bad[1] = 0x80;
         assert_eq!(Header::decode(&bad), Err(Malformed::Reserved));
+        let mut bad = b;
+        bad[1] = 0x08;
+        assert_eq!(Header::decode(&bad), Err(Malformed::Reserved));
     }
 
     /// Any bytes at all: a clear rejection, or a header that encodes back to
@@ -144,7 +152,7 @@ mod tests {
             // Bias towards plausible headers so the accept path is exercised too.
             if len >= HEADER && next() % 2 == 0 {
                 p[0] = 1 + (next() % 4) as u8;
-                p[1] &= FIRST | LAST;
+                p[1] &= FIRST | LAST | ABORT;
                 p[12..16].fill(0);
             }
             if let Ok(h) = Header::decode(&p) {

@@ -251,6 +251,11 @@ pub struct ReliableStats {
     /// Frames the kernel dropped before the link read them (ring full), where
     /// the link can tell; the protocol recovered each as a loss.
     pub kernel_drops: u64,
+    /// Timeouts found spurious (F-RTO, RFC 5682): after a timeout only the
+    /// oldest packet went again, and the next ACK covered packets sent
+    /// before the timeout, so nothing had been lost (the peer or its ACK was
+    /// late: descheduled, delayed). Each saved a go-back of the window.
+    pub spurious_timeouts: u64,
 }
 
 impl ReliableStats {
@@ -295,6 +300,9 @@ struct Peer {
     progress_at: Instant,
     /// The LOSE number we last went back for, and when.
     went_back: Option<(u32, Instant)>,
+    /// After a timeout, the one packet resent so far (F-RTO): the next ACK
+    /// tells whether the rest must go again.
+    probing: Option<u32>,
     unreachable: bool,
     // Receiver side.
     /// Next sequence expected.
@@ -338,6 +346,7 @@ impl Peer {
             rttvar_us: 0.0,
             progress_at: now,
             went_back: None,
+            probing: None,
             unreachable: false,
             recv_next: 1,
             ack_owed: 0,
@@ -562,14 +571,30 @@ impl<L: Link> Engine<L> {
             if seq_lt(p.sent, k) {
                 p.sent = k;
             }
-            let est = Duration::from_micros((p.srtt_us + 4.0 * p.rttvar_us) as u64);
+            // As QUIC's probe timeout (RFC 9002 §6.2.1): the round trip's
+            // spread, plus the time the peer may hold an ACK back (its
+            // delayed ACK), above the configured floor.
+            let est =
+                Duration::from_micros((p.srtt_us + 4.0 * p.rttvar_us) as u64) + self.cfg.rto / 4;
             p.rto = est.clamp(self.cfg.rto, self.cfg.rto_max);
             p.progress_at = now;
+            let mut go_back = false;
+            if let Some(probe) = p.probing.take() {
+                if seq_lt(probe, k) {
+                    // Packets after the probe arrived as first sent: the
+                    // timeout was spurious, nothing goes again.
+                    self.rstats.spurious_timeouts += 1;
+                } else if seq_lt(p.acked, p.sent) {
+                    // Only the probe came back: the rest was lost too.
+                    p.sent = p.acked;
+                    go_back = true;
+                }
+            }
             // An ACK that moves ends a STOP as a GO does (the GO may be
             // lost): what was queued while stopped goes out now. Without
             // this a sender with nothing new to send waited for ever — no
             // timer runs for packets never transmitted.
-            if std::mem::replace(&mut p.stopped, false) {
+            if std::mem::replace(&mut p.stopped, false) || go_back {
                 self.transmit(src);
             }
         }
@@ -699,6 +724,7 @@ impl<L: Link> Engine<L> {
                 };
                 if fresh && h.number == p.acked && !p.stopped {
                     p.went_back = Some((h.number, now));
+                    p.probing = None;
                     p.sent = p.acked;
                     self.transmit(src);
                 }
@@ -708,6 +734,7 @@ impl<L: Link> Engine<L> {
                 let p = &mut self.peers[src as usize];
                 p.stopped = true;
                 p.stopped_at = now;
+                p.probing = None;
                 p.sent = p.acked;
             }
             Kind::Go => {
@@ -832,10 +859,20 @@ impl<L: Link> Engine<L> {
                 // a packet never sent.
                 self.transmit(r as Rank);
             } else if sent_at.is_some_and(|t| now.duration_since(t) > p.rto) {
-                p.sent = p.acked;
                 p.rto = (p.rto * 2).min(self.cfg.rto_max);
                 self.rstats.timeouts += 1;
-                self.transmit(r as Rank);
+                if p.probing.is_none() && seq_lt(oldest, p.sent) {
+                    // F-RTO: resend the oldest packet only; the ACK it brings
+                    // back says whether the others were lost (on_ack). A
+                    // descheduled peer then costs one packet, not a window.
+                    p.probing = Some(oldest);
+                    self.send_data(r as Rank, oldest, now);
+                    self.link.flush();
+                } else {
+                    p.probing = None;
+                    p.sent = p.acked;
+                    self.transmit(r as Rank);
+                }
             }
         }
         // Receive side: a GO may have been lost; repeat it while there is room.

@@ -163,6 +163,12 @@ pub struct ShmemDevice {
     stage: Box<[[u8; INLINE_BYTES]; STAGES]>,
     /// Bit k set: stage k is free.
     stage_free: u8,
+    /// Received inline packets, copied out of their slot at the moment they
+    /// are polled: a slot is free for the next lap as soon as it is polled,
+    /// so a packet read in place could be overwritten while its receiver
+    /// still holds it (a handler replying before it reads). Frames need no
+    /// copy: their in-use flag protects them until release.
+    held: Box<HeldInline>,
     /// Keeps the CMA probe word alive at a fixed address.
     _probe: Box<u64>,
     stats: DeviceStats,
@@ -224,6 +230,7 @@ impl ShmemDevice {
             inline: std::env::var("FM_SHM_INLINE").map_or(true, |v| v != "0"),
             stage: Box::new([[0; INLINE_BYTES]; STAGES]),
             stage_free: (1 << STAGES) - 1,
+            held: Box::default(),
             _probe: probe,
             stats: DeviceStats::default(),
         };
@@ -296,6 +303,15 @@ impl ShmemDevice {
         self.window = (g.frames / g.senders_per_queue())
             .saturating_sub(CONTROL_RESERVE)
             .max(1);
+        // As many held inline packets as there are slots in the queues we
+        // poll: more than the credits allow unreleased, so FM never runs out;
+        // a PM-level user holding that many stops receiving until it releases.
+        let held = g.frames as usize * self.my_queues.len();
+        *self.held = HeldInline {
+            bufs: vec![[0u8; INLINE_BYTES]; held],
+            free: (0..held as u32).rev().collect(),
+            busy: vec![false; held],
+        };
         if cfg.cma == CmaMode::Auto {
             self.probe_cma(&smt_of);
         }
@@ -350,8 +366,10 @@ impl ShmemDevice {
     fn accept(&mut self, i: usize, q: QueueRef, f: u32, slot: u32) -> Option<RawRecv> {
         if f == queue::INLINE {
             let sp = q.slot_ptr(slot);
-            // SAFETY: the slot was published (Acquire on its tag) and stays
-            // ours until the sender gets this packet's credit back.
+            // SAFETY: the slot was published (Acquire on its tag); its
+            // position cannot come round again before we poll the next one
+            // (credits bound the unpolled slots), so it is intact until the
+            // copy below, which happens before anything else is polled.
             let (len, src) = unsafe {
                 (
                     (sp.add(8) as *const u32).read(),
@@ -367,14 +385,26 @@ impl ShmemDevice {
                 );
                 return None;
             }
+            // raw_receive polls only while an entry is free.
+            let held = &mut *self.held;
+            let k = held.free.pop()?;
+            held.busy[k as usize] = true;
+            let dst = &mut held.bufs[k as usize];
+            // SAFETY: the inline area follows the slot header; len ≤ INLINE_BYTES.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    sp.add(SLOT_HEADER_BYTES),
+                    dst.as_mut_ptr(),
+                    len as usize,
+                )
+            };
             self.stats.packets_received += 1;
             self.stats.bytes_received += len as u64;
             return Some(RawRecv {
                 src,
-                // SAFETY: the inline area follows the slot header.
-                ptr: unsafe { sp.add(SLOT_HEADER_BYTES) },
+                ptr: dst.as_ptr(),
                 len: len as usize,
-                token: token(i, queue::INLINE),
+                token: token(k as usize, queue::INLINE),
             });
         }
         if f >= q.frames() {
@@ -503,12 +533,25 @@ unsafe fn write_frame_header(frame: *mut u8, len: u32, src: Rank) {
     (frame.add(8) as *mut u32).write(src);
 }
 
+/// Received inline packets held by their receiver, each copied out of its
+/// slot when polled.
+#[derive(Default)]
+struct HeldInline {
+    bufs: Vec<[u8; INLINE_BYTES]>,
+    /// Indices of free entries of `bufs`.
+    free: Vec<u32>,
+    /// Whether entry k is held: guards against a token released twice.
+    busy: Vec<bool>,
+}
+
 /// Send buffers outstanding at once on the inline path (a data packet being
 /// gathered plus control packets sent meanwhile).
 const STAGES: usize = 4;
 /// Set in a send token: the buffer is inline stage `token & 0xff`.
 const INLINE_TOKEN: u64 = 1 << 48;
 
+/// A receive token: (queue index, frame), or (held entry, [`queue::INLINE`])
+/// for an inline packet copied out of its slot.
 #[inline(always)]
 fn token(queue: usize, frame: u32) -> u64 {
     ((queue as u64) << 32) | frame as u64
@@ -617,6 +660,12 @@ impl Device for ShmemDevice {
 
     #[inline(always)]
     fn raw_receive(&mut self) -> Option<RawRecv> {
+        if self.held.free.is_empty() {
+            // Every inline entry is held: back-pressure until one is
+            // released (the next slot may be inline, and it must be copied
+            // out the moment it is polled).
+            return None;
+        }
         let nq = self.my_queues.len();
         for k in 0..nq {
             let i = if nq == 1 {
@@ -642,6 +691,16 @@ impl Device for ShmemDevice {
     #[inline(always)]
     fn raw_release(&mut self, token: u64) {
         let (i, f) = ((token >> 32) as usize, token as u32);
+        if f == queue::INLINE {
+            // `i` is the held entry; a second release of it is ignored.
+            let held = &mut *self.held;
+            if let Some(busy) = held.busy.get_mut(i) {
+                if std::mem::take(busy) {
+                    held.free.push(i as u32);
+                }
+            }
+            return;
+        }
         if let Some(q) = self.my_queues.get(i) {
             if f < q.frames() {
                 queue::release(q, f);

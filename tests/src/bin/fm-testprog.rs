@@ -145,7 +145,7 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
         .and_then(|v| v.parse().ok());
     let mut fm = Fm::builder()
         .handler(DATA, "data", move |m| {
-            let me = m.endpoint().rank();
+            let me = m.endpoint_ref().rank();
             if slow == Some(me) {
                 // A receiver that extracts slowly (FM_TEST_SLOW_RANK).
                 std::thread::sleep(std::time::Duration::from_micros(200));
@@ -488,7 +488,7 @@ fn stream(messages: u64, size: usize) -> Res {
     let g2 = got.clone();
     let mut fm = Fm::builder()
         .handler(DATA, "data", move |m| {
-            let me = m.endpoint().rank();
+            let me = m.endpoint_ref().rank();
             if slow == Some(me) {
                 std::thread::sleep(std::time::Duration::from_micros(300));
             }
@@ -537,9 +537,9 @@ fn print_network_counters(fm: &Fm) {
             continue;
         };
         println!(
-            "{dev} rank {}: data-sent {} data-accepted {} retransmits {} timeouts {} loses {} duplicates {} invalid-drops {} out-of-order {} stops-sent {} stops-received {} gos-sent {} probes {} kernel-drops {}",
+            "{dev} rank {}: data-sent {} data-accepted {} retransmits {} timeouts {} loses {} duplicates {} invalid-drops {} out-of-order {} stops-sent {} stops-received {} gos-sent {} probes {} kernel-drops {} spurious-timeouts {}",
             fm.rank(), e.data_sent, e.data_accepted, e.retransmits, e.timeouts, e.loses_received, e.duplicates, e.invalid_drops(),
-            e.out_of_order, e.stops_sent, e.stops_received, e.gos_sent, e.probes, e.kernel_drops
+            e.out_of_order, e.stops_sent, e.stops_received, e.gos_sent, e.probes, e.kernel_drops, e.spurious_timeouts
         );
         if std::env::var_os("FM_TEST_DEBUG").is_some() {
             eprintln!("{dev}: {e:?}");

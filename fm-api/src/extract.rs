@@ -1,0 +1,187 @@
+//! The receiving half of FM: `extract` takes arrived packets and runs the
+//! handler of each message they begin; fm's own handlers (the barrier's);
+//! and the stalled sender's way of consuming its stash (endpoint.rs, "The
+//! stash and its bound").
+
+use crate::endpoint::{Endpoint, Packet};
+use crate::error::{ErrorKind, Result};
+use crate::wait::Waiter;
+use crate::wire::Kind;
+use crate::Incoming;
+use std::time::Duration;
+
+/// Handler IDs from this one up are fm's own (barrier).
+pub const RESERVED_HANDLERS: u16 = 0xFF00;
+pub(crate) const BARRIER_ARRIVE: u16 = 0xFF00;
+pub(crate) const BARRIER_RELEASE: u16 = 0xFF01;
+
+/// What running one message gave: its length, and its handler's result.
+type Handled = Option<(usize, Result<()>)>;
+
+impl Endpoint {
+    /// FM_extract: run the handlers of arrived messages, until `max_bytes`
+    /// bytes have been handled (a message counts as at least one byte, so a
+    /// small budget ends the call even among empty messages) or nothing
+    /// more has arrived. Returns the number of messages handled. A handler's error ends the call and is
+    /// returned; the message it ran for is consumed. An error of a handler
+    /// that a stalled sender ran (endpoint.rs) comes back from the next call.
+    pub fn extract(&mut self, max_bytes: usize) -> Result<usize> {
+        if self.in_handler {
+            return Err(ErrorKind::Reentrant.into());
+        }
+        if let Some(dest) = self.open_message_dest() {
+            return Err(ErrorKind::MessageOpen { dest }.into());
+        }
+        if let Some(e) = self.deferred_error.take() {
+            return Err(e);
+        }
+        self.flush_control();
+        let mut bytes = 0usize;
+        let mut messages = 0usize;
+        while bytes < max_bytes {
+            // One poll of the network per call: the next packets come from
+            // what that poll took in, so the empty receive that ends a
+            // batch is not paid between handling a message and returning.
+            let p = if messages == 0 {
+                self.next_packet()
+            } else {
+                self.next_packet_arrived()
+            };
+            let Some(p) = p else {
+                break;
+            };
+            if let Some((len, result)) = self.dispatch(p)? {
+                result?;
+                bytes += len.max(1);
+                messages += 1;
+            }
+        }
+        Ok(messages)
+    }
+
+    /// Like [`Endpoint::extract`], but waits (spinning, then yielding) until
+    /// at least one message was handled, or fails with
+    /// [`ErrorKind::Timeout`] past the wait limit
+    /// ([`Endpoint::set_wait_timeout`]).
+    pub fn extract_wait(&mut self, max_bytes: usize) -> Result<usize> {
+        let mut w = self.waiter("a message to arrive");
+        loop {
+            let n = self.extract(max_bytes)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            w.snooze()?;
+        }
+    }
+
+    /// Like [`Endpoint::extract_wait`], but returns `Ok(0)` when no message
+    /// arrived within `timeout`.
+    ///
+    /// ```no_run
+    /// # let mut fm = fm::Fm::init()?;
+    /// if fm.extract_wait_timeout(usize::MAX, std::time::Duration::from_millis(100))? == 0 {
+    ///     println!("nothing for 100 ms");
+    /// }
+    /// # Ok::<(), fm::FmError>(())
+    /// ```
+    pub fn extract_wait_timeout(&mut self, max_bytes: usize, timeout: Duration) -> Result<usize> {
+        let mut w = Waiter::with_limit(Some(timeout), "a message to arrive");
+        loop {
+            let n = self.extract(max_bytes)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            match w.snooze() {
+                Err(e) if matches!(e.kind(), ErrorKind::Timeout { .. }) => return Ok(0),
+                r => r?,
+            }
+        }
+    }
+
+    /// Handle one packet taken from the front of the queues. For a packet
+    /// that began a message: its length and its handler's result (the outer
+    /// error is fm's own: the job ended, a wait timed out).
+    #[inline]
+    pub(crate) fn dispatch(&mut self, p: Packet) -> Result<Handled> {
+        let Some((p, h)) = self.open_packet(p) else {
+            return Ok(None);
+        };
+        let src = p.src();
+        if matches!(h.kind, Kind::Credit | Kind::Fin) {
+            self.on_control(src, &h, p);
+            return Ok(None);
+        }
+        if !h.first() {
+            self.drop_malformed(p, "continuation without a message");
+            return Ok(None);
+        }
+        let len = h.msg_len as usize;
+        let id = h.handler;
+        self.stats.messages_received += 1;
+        let handler = match id < RESERVED_HANDLERS {
+            true => self.handlers.get_mut(id as usize).and_then(Option::take),
+            false => None,
+        };
+        let mut m = Incoming::new(self, src, &h);
+        m.take_segment(p, &h);
+        let result = match handler {
+            Some(mut f) => {
+                m.ep_mut().in_handler = true;
+                let r = f(&mut m);
+                let ep = m.ep_mut();
+                ep.in_handler = false;
+                ep.handlers[id as usize] = Some(f);
+                r
+            }
+            None => {
+                let ep = m.ep_mut();
+                match id {
+                    BARRIER_ARRIVE => ep.barrier_arrived += 1,
+                    BARRIER_RELEASE => ep.barrier_released += 1,
+                    _ => {
+                        ep.stats.dropped_unknown_handler += 1;
+                        tracing::warn!(
+                            src,
+                            handler = id,
+                            len,
+                            "fm: dropped a message for a handler ID nobody registered"
+                        );
+                    }
+                }
+                Ok(())
+            }
+        };
+        // Handlers run only with no message open (extract checks, and so
+        // does a stalled sender), so one open now was opened by the handler.
+        let result = match m.ep_mut().open_message_dest() {
+            Some(dest) => {
+                tracing::warn!(
+                    handler = id,
+                    dest,
+                    "fm: a handler returned with a message open; aborting it"
+                );
+                m.ep_mut().abort_message()?;
+                result.and(Err(
+                    ErrorKind::HandlerLeftMessageOpen { handler: id, dest }.into()
+                ))
+            }
+            None => result,
+        };
+        m.finish()?;
+        Ok(Some((len, result)))
+    }
+
+    /// A stalled sender whose stash reached its bound runs the handler of
+    /// the oldest set-aside message. Its handler's error is kept for the
+    /// next extract. `false` when nothing is set aside.
+    pub(crate) fn run_one_stashed(&mut self) -> Result<bool> {
+        let Some(p) = self.next_stashed() else {
+            return Ok(false);
+        };
+        if let Some((_, Err(e))) = self.dispatch(p)? {
+            self.deferred_error.get_or_insert(e);
+        }
+        self.stats.handlers_run_while_sending += 1;
+        Ok(true)
+    }
+}
