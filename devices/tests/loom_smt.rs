@@ -237,3 +237,68 @@ fn inline_and_frame_packets_two_senders() {
         run_model(Arc::new(m), 2, 2, 3)
     });
 }
+
+/// The receive path when a receiver holds a packet while it goes on
+/// receiving (an FM handler replying before it reads): one sender, two
+/// slots, two credits. The receiver takes message 0 and holds it (its credit
+/// not returned), then takes and releases the rest; with message 0 held, the
+/// sender's next packets lap the ring, so message 2 is published into
+/// message 0's slot. `copy_at_poll` is what the shmem device does (an
+/// inline packet is copied out the moment it is polled, `ShmemDevice::accept`):
+/// the held message stays intact. Read in place, it is overwritten.
+fn hold_while_receiving(copy_at_poll: bool) {
+    let mut m = model_of(2, 1, true);
+    m.inline_odd = false;
+    let m = Arc::new(m);
+    let s = {
+        let m = m.clone();
+        loom::thread::spawn(move || {
+            // Every message inline, as the small requests of the bug.
+            for seq in 0..3u32 {
+                while m.credits[0].load(Ordering::Acquire) == 0 {
+                    loom::thread::yield_now();
+                }
+                m.credits[0].fetch_sub(1, Ordering::Relaxed);
+                queue::publish_inline(&*m, |i| {
+                    m.slot_data[i as usize].with_mut(|p| unsafe { *p = (0, seq) })
+                });
+            }
+        })
+    };
+    let mut head = 0u32;
+    let poll = |head: &mut u32| loop {
+        if let Some(f) = queue::poll(&*m, head) {
+            assert_eq!(f, queue::INLINE);
+            return head.wrapping_sub(1) & (m.frames - 1);
+        }
+        loom::thread::yield_now();
+    };
+    let first_slot = poll(&mut head);
+    let copy = copy_at_poll.then(|| m.slot_data[first_slot as usize].with(|p| unsafe { *p }));
+    for seq in 1..3u32 {
+        let slot = poll(&mut head);
+        let got = m.slot_data[slot as usize].with(|p| unsafe { *p });
+        assert_eq!(got, (0, seq));
+        m.credits[0].fetch_add(1, Ordering::Release); // released
+    }
+    s.join().unwrap();
+    let held = copy.unwrap_or_else(|| m.slot_data[first_slot as usize].with(|p| unsafe { *p }));
+    assert_eq!(held, (0, 0), "the held packet was overwritten");
+}
+
+#[test]
+fn a_held_inline_packet_copied_at_poll_survives_later_packets() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| hold_while_receiving(true));
+}
+
+/// The model is not blind: read in place (the old device), the held packet
+/// is overwritten.
+#[test]
+#[should_panic(expected = "overwritten")]
+fn a_held_inline_packet_read_in_place_is_overwritten() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(|| hold_while_receiving(false));
+}

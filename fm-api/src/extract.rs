@@ -8,6 +8,7 @@ use crate::error::{ErrorKind, Result};
 use crate::wait::Waiter;
 use crate::wire::Kind;
 use crate::Incoming;
+use fm_devices::Rank;
 use std::time::Duration;
 
 /// Handler IDs from this one up are fm's own (barrier).
@@ -100,8 +101,9 @@ impl Endpoint {
 
     /// Handle one packet taken from the front of the queues. For a packet
     /// that began a message: its length and its handler's result (the outer
-    /// error is fm's own: the job ended, a wait timed out).
-    #[inline]
+    /// error is fm's own: the job ended, a wait timed out). Inlined into
+    /// `extract`, as this is every message's path; the rare cases are cold.
+    #[inline(always)]
     pub(crate) fn dispatch(&mut self, p: Packet) -> Result<Handled> {
         let Some((p, h)) = self.open_packet(p) else {
             return Ok(None);
@@ -134,41 +136,52 @@ impl Endpoint {
                 r
             }
             None => {
-                let ep = m.ep_mut();
-                match id {
-                    BARRIER_ARRIVE => ep.barrier_arrived += 1,
-                    BARRIER_RELEASE => ep.barrier_released += 1,
-                    _ => {
-                        ep.stats.dropped_unknown_handler += 1;
-                        tracing::warn!(
-                            src,
-                            handler = id,
-                            len,
-                            "fm: dropped a message for a handler ID nobody registered"
-                        );
-                    }
-                }
+                m.ep_mut().fm_handler(src, id, len);
                 Ok(())
             }
         };
         // Handlers run only with no message open (extract checks, and so
         // does a stalled sender), so one open now was opened by the handler.
         let result = match m.ep_mut().open_message_dest() {
-            Some(dest) => {
-                tracing::warn!(
-                    handler = id,
-                    dest,
-                    "fm: a handler returned with a message open; aborting it"
-                );
-                m.ep_mut().abort_message()?;
-                result.and(Err(
-                    ErrorKind::HandlerLeftMessageOpen { handler: id, dest }.into()
-                ))
-            }
+            Some(dest) => m.ep_mut().handler_left_open(id, dest, result)?,
             None => result,
         };
         m.finish()?;
         Ok(Some((len, result)))
+    }
+
+    /// A message for a reserved handler ID (fm's barrier), or for one
+    /// nobody registered.
+    #[cold]
+    fn fm_handler(&mut self, src: Rank, id: u16, len: usize) {
+        match id {
+            BARRIER_ARRIVE => self.barrier_arrived += 1,
+            BARRIER_RELEASE => self.barrier_released += 1,
+            _ => {
+                self.stats.dropped_unknown_handler += 1;
+                tracing::warn!(
+                    src,
+                    handler = id,
+                    len,
+                    "fm: dropped a message for a handler ID nobody registered"
+                );
+            }
+        }
+    }
+
+    /// Handler `id` returned with its message to `dest` open: abort it, and
+    /// make that the handler's error (unless it had one of its own).
+    #[cold]
+    fn handler_left_open(&mut self, id: u16, dest: Rank, result: Result<()>) -> Result<Result<()>> {
+        tracing::warn!(
+            handler = id,
+            dest,
+            "fm: a handler returned with a message open; aborting it"
+        );
+        self.abort_message()?;
+        Ok(result.and(Err(
+            ErrorKind::HandlerLeftMessageOpen { handler: id, dest }.into()
+        )))
     }
 
     /// A stalled sender whose stash reached its bound runs the handler of

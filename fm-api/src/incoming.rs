@@ -44,8 +44,6 @@ pub struct Incoming<'a> {
     stash_owes_credit: bool,
     /// The sender gave this message up part way (reported once).
     aborted: bool,
-    /// A single-copy piece that could not be copied aside.
-    failed_detach: Option<fm_devices::DeviceError>,
 }
 
 impl<'a> Incoming<'a> {
@@ -68,7 +66,6 @@ impl<'a> Incoming<'a> {
             owned: Vec::new(),
             stash_owes_credit: false,
             aborted: false,
-            failed_detach: None,
             ep,
         }
     }
@@ -122,6 +119,7 @@ impl<'a> Incoming<'a> {
     ///     .build()?;
     /// # Ok::<(), fm::FmError>(())
     /// ```
+    #[inline]
     pub fn endpoint(&mut self) -> &mut Endpoint {
         self.detach();
         self.ep
@@ -135,11 +133,13 @@ impl<'a> Incoming<'a> {
 
     /// Send a whole message to `dest` from inside the handler (see
     /// [`Incoming::endpoint`]).
+    #[inline]
     pub fn send(&mut self, dest: Rank, handler: u16, data: &[u8]) -> Result<()> {
         self.endpoint().send(dest, handler, data)
     }
 
     /// Send a whole message back to the sender of this one.
+    #[inline]
     pub fn reply(&mut self, handler: u16, data: &[u8]) -> Result<()> {
         let src = self.src;
         self.send(src, handler, data)
@@ -153,7 +153,16 @@ impl<'a> Incoming<'a> {
     /// Stop holding anything a peer's progress may need: the unread rest of
     /// the current segment is copied aside (read from the sender, for a
     /// single-copy piece) and the packet released, its credit owed.
+    #[inline]
     fn detach(&mut self) {
+        if self.seg == Seg::None {
+            return;
+        }
+        self.detach_segment();
+    }
+
+    #[cold]
+    fn detach_segment(&mut self) {
         match self.seg {
             Seg::Device => {
                 // SAFETY: off..end lies in the packet, valid until released below.
@@ -165,9 +174,9 @@ impl<'a> Incoming<'a> {
             Seg::Remote => {
                 let mut rest = vec![0u8; self.end - self.off];
                 let at = self.remote + self.off as u64;
-                if let Err(e) = self.ep.dev.remote_read(self.src, at, &mut rest) {
-                    // Read again (and fail) at the handler's next receive.
-                    self.failed_detach = Some(e);
+                if self.ep.dev.remote_read(self.src, at, &mut rest).is_err() {
+                    // Left in place: the handler's next receive reads it
+                    // again and gets the error.
                     return;
                 }
                 self.owned = rest;
@@ -193,9 +202,6 @@ impl<'a> Incoming<'a> {
     /// packets that have not arrived yet.
     #[inline]
     pub fn receive(&mut self, buf: &mut [u8]) -> Result<usize> {
-        if let Some(e) = self.failed_detach.take() {
-            return Err(e.into());
-        }
         let want = buf.len().min(self.remaining());
         let mut got = 0;
         while got < want {

@@ -52,6 +52,11 @@ pub mod wait;
 pub mod wire;
 
 pub use config::{Config, GrmJoin, Net, Want};
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeExample;
 pub use endpoint::{Endpoint, FmStats};
 pub use error::{ErrorKind, FmError, Result};
 pub use extract::RESERVED_HANDLERS;

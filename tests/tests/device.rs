@@ -113,7 +113,7 @@ fn holding_too_many_inline_packets_is_back_pressure() {
     let peer = std::thread::spawn(move || ShmemDevice::open(&c1).expect("open rank 1"));
     let mut d0 = ShmemDevice::open(&mk(0)).expect("open rank 0");
     let mut d1 = peer.join().expect("join");
-    let frames = d1.geometry().frames as usize;
+    let frames = fm_devices::shmem::HELD_INLINE;
     let (mut held, mut seq) = (Vec::new(), 0u32);
     // Hold every packet; the sender sends half a ring at a time (it would
     // run out of credit long before, but a PM-level sender has no credits).

@@ -168,7 +168,9 @@ pub struct ShmemDevice {
     /// so a packet read in place could be overwritten while its receiver
     /// still holds it (a handler replying before it reads). Frames need no
     /// copy: their in-use flag protects them until release.
-    held: Box<HeldInline>,
+    held: Box<[[u8; INLINE_BYTES]; HELD_INLINE]>,
+    /// Bit k set: entry k of `held` is free.
+    held_free: u64,
     /// Keeps the CMA probe word alive at a fixed address.
     _probe: Box<u64>,
     stats: DeviceStats,
@@ -230,7 +232,8 @@ impl ShmemDevice {
             inline: std::env::var("FM_SHM_INLINE").map_or(true, |v| v != "0"),
             stage: Box::new([[0; INLINE_BYTES]; STAGES]),
             stage_free: (1 << STAGES) - 1,
-            held: Box::default(),
+            held: Box::new([[0; INLINE_BYTES]; HELD_INLINE]),
+            held_free: u64::MAX,
             _probe: probe,
             stats: DeviceStats::default(),
         };
@@ -303,15 +306,6 @@ impl ShmemDevice {
         self.window = (g.frames / g.senders_per_queue())
             .saturating_sub(CONTROL_RESERVE)
             .max(1);
-        // As many held inline packets as there are slots in the queues we
-        // poll: more than the credits allow unreleased, so FM never runs out;
-        // a PM-level user holding that many stops receiving until it releases.
-        let held = g.frames as usize * self.my_queues.len();
-        *self.held = HeldInline {
-            bufs: vec![[0u8; INLINE_BYTES]; held],
-            free: (0..held as u32).rev().collect(),
-            busy: vec![false; held],
-        };
         if cfg.cma == CmaMode::Auto {
             self.probe_cma(&smt_of);
         }
@@ -386,10 +380,9 @@ impl ShmemDevice {
                 return None;
             }
             // raw_receive polls only while an entry is free.
-            let held = &mut *self.held;
-            let k = held.free.pop()?;
-            held.busy[k as usize] = true;
-            let dst = &mut held.bufs[k as usize];
+            let k = self.held_free.trailing_zeros() as usize;
+            self.held_free &= !(1 << k);
+            let dst = &mut self.held[k];
             // SAFETY: the inline area follows the slot header; len ≤ INLINE_BYTES.
             unsafe {
                 std::ptr::copy_nonoverlapping(
@@ -404,7 +397,7 @@ impl ShmemDevice {
                 src,
                 ptr: dst.as_ptr(),
                 len: len as usize,
-                token: token(k as usize, queue::INLINE),
+                token: token(k, queue::INLINE),
             });
         }
         if f >= q.frames() {
@@ -533,16 +526,11 @@ unsafe fn write_frame_header(frame: *mut u8, len: u32, src: Rank) {
     (frame.add(8) as *mut u32).write(src);
 }
 
-/// Received inline packets held by their receiver, each copied out of its
-/// slot when polled.
-#[derive(Default)]
-struct HeldInline {
-    bufs: Vec<[u8; INLINE_BYTES]>,
-    /// Indices of free entries of `bufs`.
-    free: Vec<u32>,
-    /// Whether entry k is held: guards against a token released twice.
-    busy: Vec<bool>,
-}
+/// Inline packets a receiver may hold at once (each copied out of its slot
+/// when polled). FM holds at most two; a PM-level receiver holding this many
+/// receives nothing more until it releases one (back-pressure, as frames
+/// give it).
+pub const HELD_INLINE: usize = 64;
 
 /// Send buffers outstanding at once on the inline path (a data packet being
 /// gathered plus control packets sent meanwhile).
@@ -660,7 +648,7 @@ impl Device for ShmemDevice {
 
     #[inline(always)]
     fn raw_receive(&mut self) -> Option<RawRecv> {
-        if self.held.free.is_empty() {
+        if self.held_free == 0 {
             // Every inline entry is held: back-pressure until one is
             // released (the next slot may be inline, and it must be copied
             // out the moment it is polled).
@@ -692,12 +680,9 @@ impl Device for ShmemDevice {
     fn raw_release(&mut self, token: u64) {
         let (i, f) = ((token >> 32) as usize, token as u32);
         if f == queue::INLINE {
-            // `i` is the held entry; a second release of it is ignored.
-            let held = &mut *self.held;
-            if let Some(busy) = held.busy.get_mut(i) {
-                if std::mem::take(busy) {
-                    held.free.push(i as u32);
-                }
+            // `i` is the held entry; a second release of it changes nothing.
+            if i < HELD_INLINE {
+                self.held_free |= 1 << i;
             }
             return;
         }
