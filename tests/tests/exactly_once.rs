@@ -109,7 +109,7 @@ fn stress_one_host_every_size_class_and_reply_pattern() {
         ("6", 3, vec![cma, ("FM_SHM_INLINE", "0")]),
         ("7", 4, vec![("FM_SHM_CMA", "off")]),
     ] {
-        ok(n, None, &env, &["stress", seed, "400", "300000"]);
+        ok(n, None, &env, &["stress", seed, "6000", "300000"]);
     }
 }
 
@@ -127,7 +127,7 @@ fn stress_two_hosts_under_faults() {
             4,
             Some("a,b"),
             &[cma, ("FM_FAULTS", faults), ("FM_CREDITS", credits)],
-            &["stress", seed, "200", "200000"],
+            &["stress", seed, "3000", "200000"],
         );
     }
 }

@@ -578,23 +578,19 @@ impl<L: Link> Engine<L> {
                 Duration::from_micros((p.srtt_us + 4.0 * p.rttvar_us) as u64) + self.cfg.rto / 4;
             p.rto = est.clamp(self.cfg.rto, self.cfg.rto_max);
             p.progress_at = now;
-            let mut go_back = false;
-            if let Some(probe) = p.probing.take() {
-                if seq_lt(probe, k) {
-                    // Packets after the probe arrived as first sent: the
-                    // timeout was spurious, nothing goes again.
-                    self.rstats.spurious_timeouts += 1;
-                } else if seq_lt(p.acked, p.sent) {
-                    // Only the probe came back: the rest was lost too.
-                    p.sent = p.acked;
-                    go_back = true;
-                }
+            // After a timeout's probe: packets after it acknowledged as
+            // first sent mean the timeout was spurious. If only the probe
+            // came back, the next packet's own timer (it was sent before the
+            // probe) finds out soon whether it was lost too; going back
+            // over the whole window now would resend what is merely late.
+            if p.probing.take().is_some_and(|probe| seq_lt(probe, k)) {
+                self.rstats.spurious_timeouts += 1;
             }
             // An ACK that moves ends a STOP as a GO does (the GO may be
             // lost): what was queued while stopped goes out now. Without
             // this a sender with nothing new to send waited for ever — no
             // timer runs for packets never transmitted.
-            if std::mem::replace(&mut p.stopped, false) || go_back {
+            if std::mem::replace(&mut p.stopped, false) {
                 self.transmit(src);
             }
         }
@@ -861,14 +857,16 @@ impl<L: Link> Engine<L> {
             } else if sent_at.is_some_and(|t| now.duration_since(t) > p.rto) {
                 p.rto = (p.rto * 2).min(self.cfg.rto_max);
                 self.rstats.timeouts += 1;
-                if p.probing.is_none() && seq_lt(oldest, p.sent) {
+                if p.probing.is_none() {
                     // F-RTO: resend the oldest packet only; the ACK it brings
-                    // back says whether the others were lost (on_ack). A
-                    // descheduled peer then costs one packet, not a window.
+                    // back says whether the others were late or lost
+                    // (on_ack). A descheduled peer then costs one packet,
+                    // not a window.
                     p.probing = Some(oldest);
                     self.send_data(r as Rank, oldest, now);
                     self.link.flush();
                 } else {
+                    // The probe itself went unanswered: go back over all.
                     p.probing = None;
                     p.sent = p.acked;
                     self.transmit(r as Rank);
