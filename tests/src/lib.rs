@@ -49,6 +49,21 @@ impl Rng {
     }
 }
 
+/// A test program's exit status for its result; a failure is said on
+/// stderr as "PROGRAM rank R: why".
+pub fn exit_with(program: &str, r: Result<(), String>) -> std::process::ExitCode {
+    match r {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "{program} rank {}: {e}",
+                std::env::var("FM_RANK").unwrap_or_default()
+            );
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Environment for test processes: tracing to stderr at warn unless FM_LOG says otherwise.
 pub fn init_tracing() {
     fm::init_logging();

@@ -5,21 +5,28 @@ use fm_devices::{Device, DeviceExt, JobKey};
 use fm_tests::TempDir;
 use std::time::Duration;
 
-/// Packets carried inline in the receive-queue slot and packets in frames,
-/// interleaved over many laps of the rings, arrive complete and in order.
-#[test]
-fn inline_and_frame_packets_keep_order_over_many_laps() {
+/// Ranks 0 and 1 of job `key` on shared memory in this process (the
+/// segment in a directory of the test's own).
+fn pair(key: u64) -> (TempDir, ShmemDevice, ShmemDevice) {
     let dir = TempDir::new("device");
     let mk = |r: u32| {
-        let mut c = ShmemConfig::new(JobKey(0x77), r, vec![0, 1]);
+        let mut c = ShmemConfig::new(JobKey(key), r, vec![0, 1]);
         c.dir = dir.0.clone();
         c.attach_timeout = Duration::from_secs(10);
         c
     };
     let c1 = mk(1);
     let peer = std::thread::spawn(move || ShmemDevice::open(&c1).expect("open rank 1"));
-    let mut d0 = ShmemDevice::open(&mk(0)).expect("open rank 0");
-    let mut d1 = peer.join().expect("join");
+    let d0 = ShmemDevice::open(&mk(0)).expect("open rank 0");
+    let d1 = peer.join().expect("join");
+    (dir, d0, d1)
+}
+
+/// Packets carried inline in the receive-queue slot and packets in frames,
+/// interleaved over many laps of the rings, arrive complete and in order.
+#[test]
+fn inline_and_frame_packets_keep_order_over_many_laps() {
+    let (_dir, mut d0, mut d1) = pair(0x77);
     let (mut sent, mut got) = (0u32, 0u32);
     for round in 0..500u32 {
         for k in 0..40u32 {
@@ -54,17 +61,7 @@ fn inline_and_frame_packets_keep_order_over_many_laps() {
 /// reused a lap later.
 #[test]
 fn a_held_inline_packet_survives_laps_of_later_packets() {
-    let dir = TempDir::new("device-held");
-    let mk = |r: u32| {
-        let mut c = ShmemConfig::new(JobKey(0x78), r, vec![0, 1]);
-        c.dir = dir.0.clone();
-        c.attach_timeout = Duration::from_secs(10);
-        c
-    };
-    let c1 = mk(1);
-    let peer = std::thread::spawn(move || ShmemDevice::open(&c1).expect("open rank 1"));
-    let mut d0 = ShmemDevice::open(&mk(0)).expect("open rank 0");
-    let mut d1 = peer.join().expect("join");
+    let (_dir, mut d0, mut d1) = pair(0x78);
     let send = |d: &mut ShmemDevice, byte: u8| {
         let mut b = d.get_send_buffer(1, 24).expect("a slot within the window");
         b.fill(byte);
@@ -102,17 +99,7 @@ fn a_held_inline_packet_survives_laps_of_later_packets() {
 /// memory is reused; releasing one lets the next through.
 #[test]
 fn holding_too_many_inline_packets_is_back_pressure() {
-    let dir = TempDir::new("device-hold-all");
-    let mk = |r: u32| {
-        let mut c = ShmemConfig::new(JobKey(0x79), r, vec![0, 1]);
-        c.dir = dir.0.clone();
-        c.attach_timeout = Duration::from_secs(10);
-        c
-    };
-    let c1 = mk(1);
-    let peer = std::thread::spawn(move || ShmemDevice::open(&c1).expect("open rank 1"));
-    let mut d0 = ShmemDevice::open(&mk(0)).expect("open rank 0");
-    let mut d1 = peer.join().expect("join");
+    let (_dir, mut d0, mut d1) = pair(0x79);
     let frames = fm_devices::shmem::HELD_INLINE;
     let (mut held, mut seq) = (Vec::new(), 0u32);
     // Hold every packet; the sender sends half a ring at a time (it would

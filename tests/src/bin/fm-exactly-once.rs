@@ -27,10 +27,6 @@
 //!     (SEED, kind, source, destination, sequence), so each receiver checks
 //!     every byte, that every message arrives exactly once, and in order
 //!     per sender and kind.
-//! fm-exactly-once bulk MIB
-//!     ranks 0 and 1 each send the other MIB MiB in 1 MiB messages before
-//!     extracting once; prints the peak resident memory (VmHWM) and the
-//!     stash counters.
 //!
 //! Each prints "rank R: ok ..." on success and fails with a message naming
 //! what went wrong otherwise. FM_TEST_SABOTAGE=1 makes the stress checker
@@ -58,26 +54,15 @@ fn main() -> ExitCode {
         Some("barrier-retry") => barrier_retry(),
         Some("open-in-handler") => open_in_handler(),
         Some("stress") => stress(arg(2), arg(3), arg(4)),
-        Some("bulk") => bulk(arg(2)),
-        _ => Err("usage: fm-exactly-once reply-before-read|chains|barrier-retry|open-in-handler|stress|bulk ...".into()),
+        _ => Err("usage: fm-exactly-once reply-before-read|chains|barrier-retry|open-in-handler|stress ...".into()),
     };
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!(
-                "fm-exactly-once rank {}: {e}",
-                std::env::var("FM_RANK").unwrap_or_default()
-            );
-            ExitCode::FAILURE
-        }
-    }
+    fm_tests::exit_with("fm-exactly-once", r)
 }
 
 const REQ: u16 = 1;
 const REP: u16 = 2;
 const REP2: u16 = 3;
 const FAIL: u16 = 4;
-const DONE: u16 = 5;
 
 /// Rank 1 replies `REPLIES` times from the handler, then reads.
 fn reply_before_read(messages: u64) -> Res {
@@ -105,7 +90,6 @@ fn reply_before_read(messages: u64) -> Res {
             Ok(())
         })
         .handler(REP, "reply", |_| Ok(()))
-        .handler(DONE, "done", |_| Ok(()))
         .from_env()
         .map_err(err)?
         .build()
@@ -564,53 +548,6 @@ fn stress(seed: u64, requests: u64, max_size: u64) -> Res {
     println!(
         "rank {me}: ok, received {total} messages, all checked; {:?}",
         fm.stats()
-    );
-    Ok(())
-}
-
-// -------------------------------------------------------------------- bulk
-
-fn bulk(mib: u64) -> Res {
-    let got = Rc::new(RefCell::new(0u64));
-    let g2 = got.clone();
-    let mut fm = Fm::builder()
-        .handler(REQ, "bulk", move |m| {
-            let mut buf = [0u8; 65536];
-            let mut seen = 0;
-            while m.remaining() > 0 {
-                seen += m.receive(&mut buf)?;
-            }
-            *g2.borrow_mut() += seen as u64;
-            Ok(())
-        })
-        .from_env()
-        .map_err(err)?
-        .build()
-        .map_err(err)?;
-    let peer = 1 - fm.rank();
-    let msg = vec![0x5au8; 1 << 20];
-    for _ in 0..mib {
-        fm.send(peer, REQ, &msg).map_err(err)?;
-    }
-    while *got.borrow() < mib << 20 {
-        fm.extract_wait(usize::MAX).map_err(err)?;
-    }
-    fm.barrier().map_err(err)?;
-    let hwm = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .unwrap_or(0);
-    let s = fm.stats();
-    println!(
-        "rank {}: ok, bulk {mib} MiB each way; peak resident {hwm} KiB; stash peak {} bytes, credits withheld {}, handlers run while sending {}",
-        fm.rank(),
-        s.stash_peak_bytes,
-        s.stash_withheld_credits,
-        s.handlers_run_while_sending
     );
     Ok(())
 }

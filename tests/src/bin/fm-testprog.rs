@@ -6,7 +6,8 @@
 //!     chunks and check every byte, the count and the order per sender.
 //! fm-testprog headtohead MESSAGES SIZE
 //!     ranks 0 and 1 each send all their messages to the other before
-//!     extracting once (run it with FM_CREDITS=1).
+//!     extracting once (run it with FM_CREDITS=1); prints the peak resident
+//!     memory and the most the stash held.
 //! fm-testprog ring ROUNDS
 //!     a token goes round the ring ROUNDS times, every rank replying from its handler.
 //! fm-testprog noroute
@@ -62,16 +63,7 @@ fn main() -> ExitCode {
         Some("frames") => frames(args.get(2).cloned().unwrap_or_default(), arg(3)),
         _ => Err("usage: fm-testprog alltoall|headtohead|ring|noroute ...".into()),
     };
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!(
-                "fm-testprog rank {}: {e}",
-                std::env::var("FM_RANK").unwrap_or_default()
-            );
-            ExitCode::FAILURE
-        }
-    }
+    fm_tests::exit_with("fm-testprog", r)
 }
 
 type Res = Result<(), String>;
@@ -317,12 +309,22 @@ fn headtohead(messages: u64, size: usize) -> Res {
     while *got.borrow() < messages {
         fm.extract_wait(usize::MAX).map_err(err)?;
     }
-    eprintln!(
-        "rank {}: head-to-head ok, stats {:?}",
+    fm.barrier().map_err(err)?;
+    // Peak resident memory: what the set-aside stream cost (FM_STASH_BYTES).
+    let hwm_kib = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+            l.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .unwrap_or(0);
+    let st = fm.stats();
+    println!(
+        "rank {}: head-to-head ok; peak resident {hwm_kib} KiB; stash peak {} bytes; stats {st:?}",
         fm.rank(),
-        fm.stats()
+        st.stash_peak_bytes
     );
-    fm.barrier().map_err(err)
+    Ok(())
 }
 
 fn ring(rounds: u64) -> Res {
