@@ -700,8 +700,10 @@ impl Endpoint {
                     pending_control = self.pending_control.len(),
                     device = ?self.dev.stats(),
                     fm = ?self.stats,
-                    "fm: rank {} has had no credit towards rank {dest} for 1 s: is rank {dest} extracting?",
-                    self.rank
+                    "fm: rank {} has had no credit towards {} for 1 s: {}",
+                    self.rank,
+                    if dest == self.rank { "itself".to_string() } else { format!("rank {dest}") },
+                    self.stall_hint(dest)
                 );
             }
             if self.stash_full() && self.may_run_handlers() && self.run_one_stashed()? {
@@ -714,6 +716,24 @@ impl Endpoint {
             } else {
                 w.snooze()?;
             }
+        }
+    }
+
+    /// What a sender waiting for credit towards `dest` should look at.
+    #[cold]
+    fn stall_hint(&self, dest: Rank) -> String {
+        match (dest == self.rank, self.in_handler) {
+            (true, true) => "this handler sends to its own rank, whose messages wait for \
+                handlers to run; send more than a window to yourself from main code"
+                .into(),
+            (false, true) => format!(
+                "this rank waits inside a handler, so it runs none; rank {dest} must \
+                 extract (or be in a send outside its handlers) to give credit back"
+            ),
+            (_, false) => format!(
+                "rank {dest} has not handled this rank's messages: is it extracting, or \
+                 busy elsewhere?"
+            ),
         }
     }
 

@@ -187,3 +187,86 @@ fn bad_environment_is_a_clear_error() {
         assert_eq!(c.expect("valid").cma_adapt_from, want, "{v}");
     }
 }
+
+/// The non-blocking and time-limited forms, and the queries, on a job of one
+/// rank (sending to itself).
+#[test]
+fn try_send_credits_mtu_and_timeouts() {
+    let mut cfg = Config::local(0, 1, JobKey(9));
+    cfg.max_credits = Some(3);
+    let got = Rc::new(RefCell::new(Vec::new()));
+    let g = got.clone();
+    let mut fm = Fm::builder()
+        .handler(1, "collect", move |m| {
+            g.borrow_mut().push(m.receive_vec()?);
+            Ok(())
+        })
+        .config(cfg)
+        .build()
+        .expect("one-rank job");
+    assert_eq!(fm.credits(0), 3);
+    assert_eq!(fm.credits(7), 0, "no such rank");
+    assert!(fm.mtu(0) >= 1024, "self's packets: {}", fm.mtu(0));
+    assert_eq!(fm.mtu(7), 0);
+    // Three one-packet messages take the three credits; the fourth would wait.
+    for i in 0..3u8 {
+        fm.try_send(0, 1, &[i; 10]).expect("a credit is at hand");
+    }
+    assert_eq!(fm.credits(0), 0);
+    let e = fm.try_send(0, 1, b"x").expect_err("no credit");
+    assert!(matches!(e.kind(), ErrorKind::WouldBlock { dest: 0 }), "{e}");
+    let e = fm.try_begin_message(0, 1, 1).expect_err("no credit");
+    assert!(matches!(e.kind(), ErrorKind::WouldBlock { dest: 0 }), "{e}");
+    // Nothing was sent by the refusals; handling returns the credits.
+    while got.borrow().len() < 3 {
+        fm.extract_wait(usize::MAX).expect("extract");
+    }
+    assert_eq!(got.borrow().len(), 3);
+    // Credits come back in batches of half the window (2 of 3 here).
+    while fm.credits(0) < 2 {
+        fm.extract(usize::MAX).expect("credit returns");
+    }
+    // A message longer than the credits allow is refused whole.
+    let long = vec![5u8; 4 * fm.mtu(0)];
+    let e = fm.try_send(0, 1, &long).expect_err("needs 4 packets");
+    assert!(matches!(e.kind(), ErrorKind::WouldBlock { .. }), "{e}");
+    fm.try_send(0, 1, b"after").expect("fits");
+    while got.borrow().len() < 4 {
+        fm.extract_wait(usize::MAX).expect("extract");
+    }
+    assert_eq!(got.borrow()[3], b"after");
+
+    // Waits with a limit: nothing is coming.
+    let t = std::time::Instant::now();
+    let n = fm
+        .extract_wait_timeout(usize::MAX, std::time::Duration::from_millis(30))
+        .expect("no error, just nothing");
+    assert_eq!(n, 0);
+    assert!(t.elapsed() >= std::time::Duration::from_millis(30));
+    fm.set_wait_timeout(Some(std::time::Duration::from_millis(30)));
+    let e = fm.extract_wait(usize::MAX).expect_err("times out");
+    assert!(
+        matches!(e.kind(), ErrorKind::Timeout { what, .. } if what.contains("message")),
+        "{e}"
+    );
+    fm.set_wait_timeout(None);
+}
+
+/// An open message given up before any of it left sends nothing, and the
+/// stream is usable again at once.
+#[test]
+fn abort_message_before_anything_left_sends_nothing() {
+    let (mut fm, got) = solo();
+    fm.begin_message(0, 100, 1).expect("begin");
+    fm.send_piece(&[1; 40]).expect("piece");
+    fm.abort_message().expect("abort");
+    assert!(matches!(
+        fm.abort_message().unwrap_err().kind(),
+        ErrorKind::NoMessageOpen
+    ));
+    fm.send(0, 1, b"next").expect("send");
+    while got.borrow().is_empty() {
+        fm.extract_wait(usize::MAX).expect("extract");
+    }
+    assert_eq!(got.borrow().as_slice(), &[b"next".to_vec()]);
+}
