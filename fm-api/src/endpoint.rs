@@ -418,6 +418,21 @@ impl Endpoint {
     /// Give up the open message. If none of it has left yet, nothing is
     /// sent; otherwise its receiver's handler gets [`ErrorKind::Aborted`]
     /// from its next `receive` and the message ends there.
+    ///
+    /// ```no_run
+    /// # let mut fm = fm::Fm::init()?;
+    /// # fn next_chunk() -> Option<Vec<u8>> { None }
+    /// fm.begin_message(1, 1 << 20, 7)?;
+    /// while let Some(chunk) = next_chunk() {
+    ///     fm.send_piece(&chunk)?;
+    /// }
+    /// if fm.remaining_to_send() > 0 {
+    ///     fm.abort_message()?; // the source ran dry: no zero padding
+    /// } else {
+    ///     fm.end_message()?;
+    /// }
+    /// # Ok::<(), fm::FmError>(())
+    /// ```
     pub fn abort_message(&mut self) -> Result<()> {
         let Some(o) = self.out.as_mut() else {
             return Err(ErrorKind::NoMessageOpen.into());
@@ -442,6 +457,11 @@ impl Endpoint {
         self.flush_slot(LAST | ABORT);
         self.out = None;
         Ok(())
+    }
+
+    /// Bytes the open message still needs (0 when none is open).
+    pub fn remaining_to_send(&self) -> usize {
+        self.out.as_ref().map_or(0, |o| o.declared - o.given)
     }
 
     /// FM_send_piece: append `data` to the open message (gather).

@@ -259,7 +259,9 @@ fn abort_message_before_anything_left_sends_nothing() {
     let (mut fm, got) = solo();
     fm.begin_message(0, 100, 1).expect("begin");
     fm.send_piece(&[1; 40]).expect("piece");
+    assert_eq!(fm.remaining_to_send(), 60);
     fm.abort_message().expect("abort");
+    assert_eq!(fm.remaining_to_send(), 0);
     assert!(matches!(
         fm.abort_message().unwrap_err().kind(),
         ErrorKind::NoMessageOpen
