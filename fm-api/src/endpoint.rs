@@ -903,7 +903,10 @@ impl Endpoint {
                 bytes[0] = Kind::Data as u8;
                 let read = self.dev.remote_read(src, addr, &mut bytes[HEADER..]);
                 self.send_fin(src);
-                read?;
+                if let Err(e) = read {
+                    self.release(p);
+                    return Err(e.into());
+                }
                 bytes
             }
             _ => p.bytes().to_vec(),
