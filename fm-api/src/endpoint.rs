@@ -112,6 +112,14 @@ impl Packet {
     }
 }
 
+/// A data packet copied aside, its piggybacked credits applied (zeroed in
+/// `bytes`). `owes_credit`: its own credit is returned when it is consumed,
+/// not when it was copied (the stash was at its bound).
+pub(crate) struct SetAside {
+    bytes: Vec<u8>,
+    owes_credit: bool,
+}
+
 /// The open outgoing message.
 struct OutMsg {
     dest: Rank,
@@ -121,6 +129,9 @@ struct OutMsg {
     /// Device slot being filled, and bytes in it (header included).
     slot: Option<(RawSend, usize)>,
     first_sent: bool,
+    /// Long pieces may go by single copy (which waits for the receiver):
+    /// not for `try_send`.
+    single_copy: bool,
 }
 
 pub struct Endpoint {
@@ -139,8 +150,8 @@ pub struct Endpoint {
     withheld: Vec<u32>,
     /// Return credits to a source once this many are owed.
     return_at: Vec<u32>,
-    /// Packets set aside per source, oldest first (all `Packet::Stashed`).
-    stash: Vec<VecDeque<Packet>>,
+    /// Packets set aside per source, oldest first.
+    stash: Vec<VecDeque<SetAside>>,
     stashed: usize,
     /// Bytes of the copies in `stash`, and their bound (`FM_STASH_BYTES`).
     stashed_bytes: usize,
@@ -313,6 +324,18 @@ impl Endpoint {
     /// FM_begin_message: open a message of exactly `len` bytes to `dest`, for
     /// handler `handler` there.
     pub fn begin_message(&mut self, dest: Rank, len: usize, handler: u16) -> Result<()> {
+        self.open_message(dest, len, handler, true, true)
+    }
+
+    /// Open a message; `wait`: for credit (else [`ErrorKind::WouldBlock`]).
+    fn open_message(
+        &mut self,
+        dest: Rank,
+        len: usize,
+        handler: u16,
+        wait: bool,
+        single_copy: bool,
+    ) -> Result<()> {
         self.check_dest(dest)?;
         if let Some(o) = &self.out {
             return Err(ErrorKind::MessageOpen { dest: o.dest }.into());
@@ -326,7 +349,10 @@ impl Endpoint {
             .into());
         }
         let want = HEADER + len.min(self.room[dest as usize]);
-        let slot = self.acquire_data_slot(dest, want)?;
+        let slot = match wait {
+            true => self.acquire_data_slot(dest, want)?,
+            false => self.try_data_slot(dest, want)?,
+        };
         self.out = Some(OutMsg {
             dest,
             handler,
@@ -334,6 +360,7 @@ impl Endpoint {
             given: 0,
             slot: Some((slot, HEADER)),
             first_sent: false,
+            single_copy,
         });
         Ok(())
     }
@@ -359,24 +386,7 @@ impl Endpoint {
     /// # Ok::<(), fm::FmError>(())
     /// ```
     pub fn try_begin_message(&mut self, dest: Rank, len: usize, handler: u16) -> Result<()> {
-        self.check_dest(dest)?;
-        if self.out.is_none() && self.dev.is_null_route(dest) {
-            return self.begin_message(dest, len, handler); // its clear error
-        }
-        if self.out.is_none() && self.credits[dest as usize] == 0 {
-            return Err(ErrorKind::WouldBlock { dest }.into());
-        }
-        let want = HEADER + len.min(self.room[dest as usize]);
-        if self.out.is_none() && len <= u32::MAX as usize {
-            match self.dev.raw_send_buffer(dest, want) {
-                Ok(slot) => self.dev.raw_abort(slot),
-                Err(DeviceError::NoBuffer { .. }) => {
-                    return Err(ErrorKind::WouldBlock { dest }.into())
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        self.begin_message(dest, len, handler)
+        self.open_message(dest, len, handler, false, true)
     }
 
     /// Send a whole message if that needs no wait: when it fits the credits
@@ -397,21 +407,15 @@ impl Endpoint {
     /// ```
     pub fn try_send(&mut self, dest: Rank, handler: u16, data: &[u8]) -> Result<()> {
         self.check_dest(dest)?;
-        let room = self.room[dest as usize].max(1);
-        let packets = data.len().div_ceil(room).max(1);
+        let packets = data.len().div_ceil(self.room[dest as usize].max(1)).max(1);
         if self.out.is_none()
             && !self.dev.is_null_route(dest)
             && packets > self.credits[dest as usize] as usize
         {
             return Err(ErrorKind::WouldBlock { dest }.into());
         }
-        self.try_begin_message(dest, data.len(), handler)?;
-        let long_piece = std::mem::replace(&mut self.long_piece, usize::MAX);
-        let cma = std::mem::replace(&mut self.cma_threshold, usize::MAX);
-        let r = self.send_piece(data);
-        self.long_piece = long_piece;
-        self.cma_threshold = cma;
-        r?;
+        self.open_message(dest, data.len(), handler, false, false)?;
+        self.send_piece(data)?;
         self.end_message()
     }
 
@@ -477,11 +481,11 @@ impl Endpoint {
             }
             .into());
         }
-        let dest = o.dest;
+        let (dest, single_copy) = (o.dest, o.single_copy);
         let len = data.len();
         // The frames' copying time, when the choice is being measured.
         let mut copying_ns: Option<u64> = None;
-        if len >= self.long_piece && self.dev.remote_memory_to(dest) {
+        if single_copy && len >= self.long_piece && self.dev.remote_memory_to(dest) {
             if len >= self.cma_threshold {
                 return self.send_remote_piece(data);
             }
@@ -675,6 +679,23 @@ impl Endpoint {
         Ok(())
     }
 
+    /// A slot for a data packet if a credit and a buffer are at hand now.
+    fn try_data_slot(&mut self, dest: Rank, len: usize) -> Result<RawSend> {
+        let d = dest as usize;
+        // The null route has no credits: its device gives the clear error.
+        if self.credits[d] == 0 && !self.dev.is_null_route(dest) {
+            return Err(ErrorKind::WouldBlock { dest }.into());
+        }
+        match self.dev.raw_send_buffer(dest, len) {
+            Ok(slot) => {
+                self.credits[d] -= 1;
+                Ok(slot)
+            }
+            Err(DeviceError::NoBuffer { .. }) => Err(ErrorKind::WouldBlock { dest }.into()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// A slot for a data packet: waits for a credit, extracting meanwhile.
     fn acquire_data_slot(&mut self, dest: Rank, len: usize) -> Result<RawSend> {
         let d = dest as usize;
@@ -787,22 +808,24 @@ impl Endpoint {
 
     /// The oldest set-aside packet from `src`.
     fn pop_stash(&mut self, src: Rank) -> Option<Packet> {
-        let p = self.stash[src as usize].pop_front()?;
+        let SetAside { bytes, owes_credit } = self.stash[src as usize].pop_front()?;
         self.stashed -= 1;
-        if let Packet::Stashed { bytes, .. } = &p {
-            self.stashed_bytes -= bytes.len();
-        }
-        Some(p)
+        self.stashed_bytes -= bytes.len();
+        Some(Packet::Stashed {
+            src,
+            bytes,
+            owes_credit,
+        })
     }
 
-    fn push_stash(&mut self, p: Packet) {
-        let src = p.src() as usize;
-        if let Packet::Stashed { bytes, .. } = &p {
-            self.stashed_bytes += bytes.len();
-            self.stats.stash_peak_bytes =
-                self.stats.stash_peak_bytes.max(self.stashed_bytes as u64);
+    /// Set a packet of `src`'s aside: last, or first (`unread`).
+    fn push_stash(&mut self, src: Rank, p: SetAside, first: bool) {
+        self.stashed_bytes += p.bytes.len();
+        self.stats.stash_peak_bytes = self.stats.stash_peak_bytes.max(self.stashed_bytes as u64);
+        match first {
+            true => self.stash[src as usize].push_front(p),
+            false => self.stash[src as usize].push_back(p),
         }
-        self.stash[src].push_back(p);
         self.stashed += 1;
     }
 
@@ -816,10 +839,8 @@ impl Endpoint {
         }
         for src in 0..self.size {
             for i in 0..self.stash[src].len() {
-                if let Packet::Stashed { owes_credit, .. } = &mut self.stash[src][i] {
-                    if std::mem::take(owes_credit) {
-                        self.owe_withheld(src as Rank);
-                    }
+                if std::mem::take(&mut self.stash[src][i].owes_credit) {
+                    self.owe_withheld(src as Rank);
                 }
             }
         }
@@ -924,16 +945,12 @@ impl Endpoint {
         self.stats.stashed_packets += 1;
         if owes_credit {
             self.stats.stash_withheld_credits += 1;
-            self.withheld[src as usize] += 1;
+            self.withheld[s] += 1;
             self.free(p);
         } else {
             self.release(p);
         }
-        self.push_stash(Packet::Stashed {
-            src,
-            bytes,
-            owes_credit,
-        });
+        self.push_stash(src, SetAside { bytes, owes_credit }, false);
         Ok(())
     }
 
@@ -953,27 +970,23 @@ impl Endpoint {
     /// queue: it belongs to a later message.
     pub(crate) fn unread(&mut self, p: Packet) {
         let src = p.src();
-        let mut bytes = p.bytes().to_vec();
-        if bytes.len() >= HEADER {
-            bytes[4..8].copy_from_slice(&0u32.to_le_bytes());
-        }
-        let owes_credit = matches!(
-            p,
+        let aside = match p {
             Packet::Stashed {
-                owes_credit: true,
-                ..
+                bytes, owes_credit, ..
+            } => SetAside { bytes, owes_credit },
+            Packet::Device(_) => {
+                let mut bytes = p.bytes().to_vec();
+                if bytes.len() >= HEADER {
+                    bytes[4..8].copy_from_slice(&0u32.to_le_bytes());
+                }
+                self.release(p);
+                SetAside {
+                    bytes,
+                    owes_credit: false,
+                }
             }
-        );
-        self.stashed_bytes += bytes.len();
-        self.stash[src as usize].push_front(Packet::Stashed {
-            src,
-            bytes,
-            owes_credit,
-        });
-        self.stashed += 1;
-        if let Packet::Device(_) = p {
-            self.release(p);
-        }
+        };
+        self.push_stash(src, aside, true);
     }
 
     /// Apply piggybacked credits of a data packet's header.

@@ -74,6 +74,12 @@ pub struct ReliableConfig {
 }
 
 impl ReliableConfig {
+    /// How long a receiver may hold a bare ACK back (delayed ACK): a
+    /// quarter of the smallest retransmission timeout.
+    pub fn ack_delay(&self) -> Duration {
+        self.rto / 4
+    }
+
     /// [`Settings::default`]'s values, 9000-byte datagrams, a pool of 512,
     /// and payloads under the CRC (for links with no checksum of their own).
     pub fn new(device: &'static str, job_key: JobKey, rank: Rank, size: usize) -> Self {
@@ -574,8 +580,8 @@ impl<L: Link> Engine<L> {
             // As QUIC's probe timeout (RFC 9002 §6.2.1): the round trip's
             // spread, plus the time the peer may hold an ACK back (its
             // delayed ACK), above the configured floor.
-            let est =
-                Duration::from_micros((p.srtt_us + 4.0 * p.rttvar_us) as u64) + self.cfg.rto / 4;
+            let est = Duration::from_micros((p.srtt_us + 4.0 * p.rttvar_us) as u64)
+                + self.cfg.ack_delay();
             p.rto = est.clamp(self.cfg.rto, self.cfg.rto_max);
             p.progress_at = now;
             // After a timeout's probe: packets after it acknowledged as
@@ -638,7 +644,7 @@ impl<L: Link> Engine<L> {
         // passed (delayed ACK), or at once for a peer owed half a window.
         if !self.owed.is_empty() {
             let half = (self.cfg.window / 2).max(1);
-            let delay = self.cfg.rto / 4;
+            let delay = self.cfg.ack_delay();
             let now = (got == 0).then(|| *clock.get_or_insert_with(Instant::now));
             let mut i = 0;
             while i < self.owed.len() {

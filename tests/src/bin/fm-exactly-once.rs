@@ -426,21 +426,20 @@ impl Checker {
 fn stress(seed: u64, requests: u64, max_size: u64) -> Res {
     let cfg = fm::Config::from_env().map_err(err)?;
     let cma = cfg.cma_threshold as u64;
-    let fm_tmp: Rc<RefCell<Option<Rc<RefCell<Checker>>>>> = Rc::new(RefCell::new(None));
-    let handler = |slot: Rc<RefCell<Option<Rc<RefCell<Checker>>>>>| {
+    // The checker needs the job's size and MTUs: it is made once fm is.
+    let slot: Rc<RefCell<Option<Checker>>> = Rc::new(RefCell::new(None));
+    let handler = |slot: Rc<RefCell<Option<Checker>>>| {
         move |m: &mut Incoming<'_>| -> fm::Result<()> {
-            let c = slot
-                .borrow()
-                .clone()
-                .expect("checker set before extracting");
-            let r = c.borrow_mut().handle(m);
-            r
+            let mut c = slot.borrow_mut();
+            c.as_mut()
+                .expect("checker made before extracting")
+                .handle(m)
         }
     };
     let mut fm = Fm::builder()
-        .handler(REQ, "request", handler(fm_tmp.clone()))
-        .handler(REP, "reply", handler(fm_tmp.clone()))
-        .handler(REP2, "reply-to-reply", handler(fm_tmp.clone()))
+        .handler(REQ, "request", handler(slot.clone()))
+        .handler(REP, "reply", handler(slot.clone()))
+        .handler(REP2, "reply-to-reply", handler(slot.clone()))
         .config(cfg)
         .build()
         .map_err(err)?;
@@ -459,7 +458,7 @@ fn stress(seed: u64, requests: u64, max_size: u64) -> Res {
         mtu,
         cma,
     };
-    let checker = Rc::new(RefCell::new(Checker {
+    *slot.borrow_mut() = Some(Checker {
         plan,
         me,
         next: std::array::from_fn(|_| vec![0; size as usize]),
@@ -467,8 +466,8 @@ fn stress(seed: u64, requests: u64, max_size: u64) -> Res {
         errors: Vec::new(),
         sabotage: std::env::var("FM_TEST_SABOTAGE").is_ok_and(|v| v == "1"),
         rng: Rng::new(seed ^ me as u64),
-    }));
-    *fm_tmp.borrow_mut() = Some(checker.clone());
+    });
+    let checker = || std::cell::Ref::map(slot.borrow(), |c| c.as_ref().expect("made"));
     // How many of each kind this rank must receive from each source.
     let mut expect = [
         vec![0u64; size as usize],
@@ -523,11 +522,11 @@ fn stress(seed: u64, requests: u64, max_size: u64) -> Res {
     }
     let done = |c: &Checker| (0..3).all(|k| c.next[k] == expect[k]);
     let start = std::time::Instant::now();
-    while !done(&checker.borrow()) && checker.borrow().errors.is_empty() {
+    while !done(&checker()) && checker().errors.is_empty() {
         fm.extract_wait_timeout(usize::MAX, std::time::Duration::from_secs(1))
             .map_err(err)?;
         if start.elapsed() > std::time::Duration::from_secs(120) {
-            let c = checker.borrow();
+            let c = checker();
             return Err(format!(
                 "waited 120 s: received {:?}, expected {expect:?}; stats {:?}",
                 c.next,
@@ -535,12 +534,12 @@ fn stress(seed: u64, requests: u64, max_size: u64) -> Res {
             ));
         }
     }
-    if !checker.borrow().errors.is_empty() {
-        let c = checker.borrow();
+    if !checker().errors.is_empty() {
+        let c = checker();
         return Err(format!("{} errors, first: {}", c.errors.len(), c.errors[0]));
     }
     fm.barrier().map_err(err)?;
-    let c = checker.borrow();
+    let c = checker();
     if !c.errors.is_empty() {
         return Err(format!("{} errors, first: {}", c.errors.len(), c.errors[0]));
     }
