@@ -224,3 +224,30 @@ extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
+
+/// The README's first set-up command, as `cargo test` builds it (debug):
+/// fmrun runs the ring example on 4 ranks and prints the device tables.
+#[test]
+fn readme_ring_example_runs_under_fmrun() {
+    let ring = std::path::Path::new(env!("CARGO_BIN_EXE_fm-testprog"))
+        .with_file_name("examples")
+        .join("ring");
+    if !ring.exists() {
+        eprintln!(
+            "SKIPPED readme_ring_example_runs_under_fmrun: {} not built (cargo test builds it)",
+            ring.display()
+        );
+        return;
+    }
+    let dir = fm_tests::TempDir::for_segments("readme-ring");
+    let (o, _) = fm_tests::succeed(&mut fm_tests::fmrun(
+        env!("CARGO_BIN_EXE_fm-testprog"),
+        &dir,
+        &["-n", "4", "--show-table"],
+        &ring,
+        &[],
+    ));
+    assert_eq!(o.matches("1 MiB from rank").count(), 4, "{o}");
+    assert!(o.contains("shmem"), "no device table: {o}");
+    assert!(dir.segments().is_empty());
+}
