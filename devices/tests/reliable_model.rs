@@ -3,6 +3,11 @@
 //! order, intact — or the sender reports the peer unreachable. Two devices
 //! exchange messages both ways over an in-memory network with a fault
 //! injector on each side; small receive pools and windows bring in STOP/GO.
+//!
+//! This runs the protocol through its driver (`ReliableDevice`: the link,
+//! the wall clock, the background thread). The protocol itself is checked
+//! in virtual time, deterministically and with many more cases, by
+//! `reliable_virtual.rs`.
 
 use fm_devices::reliable::{Faults, FaultyLink, MemLink, MemNet, ReliableConfig, ReliableDevice};
 use fm_devices::{Device, DeviceError, JobKey, Rank};
@@ -181,7 +186,7 @@ fn faults() -> impl Strategy<Value = Faults> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 80, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 16, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// With `reorder`, the receiver of trunking: gaps are held in a reorder
     /// queue instead of being answered with LOSE.

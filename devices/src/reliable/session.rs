@@ -1,0 +1,55 @@
+//! One peer's protocol state: the sender half, the receiver half and the
+//! timers, with no link and no clock (the time comes in as arguments).
+
+use super::recv::RecvState;
+use super::send::SendState;
+use super::timers::{Timer, TimerTable};
+use super::ReliableConfig;
+use std::time::Instant;
+
+pub struct Session {
+    /// The peer's epoch; `None`: not reached through this device.
+    pub epoch: Option<u32>,
+    pub send: SendState,
+    pub recv: RecvState,
+    pub timers: TimerTable,
+}
+
+impl Session {
+    pub fn new(epoch: Option<u32>, slots: usize, cfg: &ReliableConfig, now: Instant) -> Session {
+        Session {
+            epoch,
+            send: SendState::new(if epoch.is_some() { slots } else { 0 }, cfg.rto, now),
+            recv: RecvState::new(now),
+            timers: TimerTable::default(),
+        }
+    }
+
+    /// Packets are outstanding towards a peer still thought reachable.
+    pub fn live(&self) -> bool {
+        self.epoch.is_some() && self.send.outstanding() > 0 && !self.send.unreachable
+    }
+
+    /// Set every timer from the state: what each waits for, if anything.
+    pub fn rearm(&mut self, cfg: &ReliableConfig, now: Instant) {
+        let (send, recv) = (&self.send, &self.recv);
+        let delayed_ack =
+            (recv.ack_owed > 0 && !recv.ack_queued).then(|| recv.owed_since + cfg.ack_delay());
+        let live = self.live();
+        let retransmit = (live && !send.stopped).then(|| match send.oldest_sent_at() {
+            Some(t) => t + send.rto,
+            // Filled but never sent (the link refused it): try again soon,
+            // keeping an earlier deadline so a busy peer cannot postpone it.
+            None => self
+                .timers
+                .get(Timer::Retransmit)
+                .unwrap_or(now + cfg.ack_delay()),
+        });
+        let stop_probe = (live && send.stopped).then(|| send.stopped_at + send.rto * 4);
+        let unreachable = live.then(|| send.progress_at + cfg.dead_after);
+        self.timers.set(Timer::DelayedAck, delayed_ack);
+        self.timers.set(Timer::Retransmit, retransmit);
+        self.timers.set(Timer::StopProbe, stop_probe);
+        self.timers.set(Timer::Unreachable, unreachable);
+    }
+}

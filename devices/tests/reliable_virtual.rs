@@ -1,0 +1,360 @@
+//! The reliable protocol's model test in virtual time: two sans-IO
+//! [`Protocol`]s exchange messages both ways over a simulated network that
+//! drops, duplicates, reorders, delays and corrupts datagrams, with a clock
+//! that only the test moves. Deterministic (the faults come from a seed),
+//! no sleeping, no threads: every message arrives exactly once, in order and
+//! intact, and nothing arrives after the last one. Small receive pools and
+//! windows bring in STOP/GO; `reorder` runs the trunk's reorder queue.
+//!
+//! `devices/tests/reliable_model.rs` runs the same exchange through the
+//! driver (`ReliableDevice`) on the wall clock.
+
+use fm_devices::reliable::{Faults, Protocol, ReliableConfig, ReliableStats};
+use fm_devices::{DeviceError, JobKey, Rank};
+use proptest::prelude::*;
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
+
+/// One network hop.
+const LATENCY: Duration = Duration::from_micros(20);
+/// How often each side's application polls.
+const POLL: Duration = Duration::from_micros(5);
+
+fn config(rank: Rank, window: u32, pool: usize, reorder: bool) -> ReliableConfig {
+    let mut c = ReliableConfig::new("virtual", JobKey(0xAB), rank, 2);
+    c.epoch = 0x1000 + rank;
+    c.mtu = 48 + 256;
+    c.window = window;
+    c.pool = pool;
+    c.rto = Duration::from_micros(300);
+    c.rto_max = Duration::from_millis(5);
+    c.dead_after = Duration::from_secs(3);
+    c.reorder = reorder;
+    c
+}
+
+/// Message `i` from `src`: length from i, bytes from (src, i).
+fn message(src: Rank, i: u32) -> Vec<u8> {
+    let len = (i as usize * 37 + src as usize * 11) % 256;
+    (0..len)
+        .map(|k| (k as u32 ^ i.wrapping_mul(31) ^ src << 7) as u8)
+        .collect()
+}
+
+/// xorshift64*: the network's faults, from the seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && ((self.next() >> 11) as f64) < p * (1u64 << 53) as f64
+    }
+}
+
+/// A datagram in flight, ordered by arrival (then by when it was sent).
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct InFlight {
+    at: std::cmp::Reverse<(Instant, u64)>,
+    dest: Rank,
+    bytes: Vec<u8>,
+}
+
+/// The simulated network: each side's datagrams meet that side's faults.
+struct Net {
+    faults: [Faults; 2],
+    rng: [Rng; 2],
+    flight: BinaryHeap<InFlight>,
+    sent: u64,
+    /// Corrupt payload bytes only (the header stays valid): for the test
+    /// that shows the checker catches what a protocol without a payload
+    /// checksum lets through.
+    corrupt_payload_only: bool,
+}
+
+impl Net {
+    fn send(&mut self, from: usize, dest: Rank, datagram: &[u8], now: Instant) {
+        let f = self.faults[from];
+        let rng = &mut self.rng[from];
+        if rng.chance(f.drop) {
+            return;
+        }
+        let mut d = datagram.to_vec();
+        // Payload-only corruption leaves the header alone.
+        let first = if self.corrupt_payload_only { 48 } else { 0 };
+        if d.len() > first && rng.chance(f.corrupt) {
+            let r = rng.next() as usize;
+            let at = first + r % (d.len() - first);
+            d[at] ^= 1 << (r >> 61);
+        }
+        let copies = if rng.chance(f.dup) { 2 } else { 1 };
+        for _ in 0..copies {
+            let mut at = now + LATENCY;
+            if rng.chance(f.delay) {
+                at += f.delay_for;
+            } else if rng.chance(f.reorder) {
+                // Overtaken by what is sent in the next few microseconds.
+                at += Duration::from_micros(1 + rng.next() % 30);
+            }
+            self.sent += 1;
+            self.flight.push(InFlight {
+                at: std::cmp::Reverse((at, self.sent)),
+                dest,
+                bytes: d.clone(),
+            });
+        }
+    }
+
+    fn next_arrival(&self) -> Option<Instant> {
+        self.flight.peek().map(|d| d.at.0 .0)
+    }
+}
+
+struct Side {
+    p: Protocol,
+    me: Rank,
+    next_send: u32,
+    next_recv: u32,
+    /// Received but not yet released (a slow receiver).
+    held: Vec<u64>,
+}
+
+impl Side {
+    /// The application's poll: send what the window allows, receive and
+    /// check, release some.
+    fn step(&mut self, now: Instant, total: u32, release: bool) -> Result<(), String> {
+        let peer = 1 - self.me;
+        while self.next_send < total {
+            let m = message(self.me, self.next_send);
+            match self.p.send_buffer(peer, m.len()) {
+                Ok(b) => {
+                    // SAFETY: the slot has `cap` ≥ len bytes.
+                    unsafe { std::ptr::copy_nonoverlapping(m.as_ptr(), b.ptr, m.len()) };
+                    self.p.commit(b, m.len(), now);
+                    self.next_send += 1;
+                }
+                Err(DeviceError::NoBuffer { .. }) => break,
+                Err(e) => return Err(format!("rank {}: {e}", self.me)),
+            }
+        }
+        while self.held.len() <= 8 {
+            let Some(r) = self.p.receive() else { break };
+            // SAFETY: valid until released.
+            let got = unsafe { std::slice::from_raw_parts(r.ptr, r.len) };
+            let want = message(peer, self.next_recv);
+            if r.src != peer || got != want.as_slice() {
+                return Err(format!(
+                    "rank {} expected message {} from {peer} ({} bytes), got {} bytes from {}",
+                    self.me,
+                    self.next_recv,
+                    want.len(),
+                    got.len(),
+                    r.src
+                ));
+            }
+            if self.next_recv >= total {
+                return Err(format!("rank {} got an extra packet", self.me));
+            }
+            self.next_recv += 1;
+            self.held.push(r.token);
+        }
+        if release || self.held.len() > 8 {
+            for t in self.held.drain(..) {
+                self.p.release(t);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Two sides exchange `total` messages each; then the network runs on for
+/// 50 ms of virtual time and nothing more may arrive. Returns the virtual
+/// time it took and each side's counters.
+fn run(
+    f: [Faults; 2],
+    window: u32,
+    pool: usize,
+    total: u32,
+    release_every: u32,
+    reorder: bool,
+    payload_crc: bool,
+) -> Result<(Duration, [ReliableStats; 2]), String> {
+    let t0 = Instant::now();
+    let mut now = t0;
+    let mut s = [0, 1].map(|me: Rank| {
+        let mut c = config(me, window, pool, reorder);
+        c.payload_crc = payload_crc;
+        let peer = config(1 - me, window, pool, reorder).epoch;
+        let epochs = if me == 0 {
+            [None, Some(peer)]
+        } else {
+            [Some(peer), None]
+        };
+        Side {
+            p: Protocol::new(c, &epochs, now).expect("valid configuration"),
+            me,
+            next_send: 0,
+            next_recv: 0,
+            held: Vec::new(),
+        }
+    });
+    let mut net = Net {
+        faults: f,
+        rng: f.map(|f| Rng(f.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)),
+        flight: BinaryHeap::new(),
+        sent: 0,
+        corrupt_payload_only: !payload_crc,
+    };
+    let mut done_at = None;
+    for tick in 0u64.. {
+        for (i, side) in s.iter_mut().enumerate() {
+            side.step(now, total, tick.is_multiple_of(release_every as u64))?;
+            side.p.handle_timeout(now);
+            while let Some(t) = side.p.poll_transmit(now) {
+                net.send(i, t.dest, t.datagram, now);
+            }
+        }
+        let finished = s.iter().all(|x| x.next_recv == total);
+        match (finished, done_at) {
+            (true, None) => done_at = Some(now),
+            (true, Some(d)) if now > d + Duration::from_millis(50) => {
+                return Ok((d - t0, s.map(|x| x.p.reliable_stats())))
+            }
+            _ => {}
+        }
+        if now - t0 > Duration::from_secs(60) {
+            return Err(format!(
+                "no completion in 60 s of virtual time: received {} and {} of {total}; {:?} / {:?}",
+                s[0].next_recv,
+                s[1].next_recv,
+                s[0].p.reliable_stats(),
+                s[1].p.reliable_stats()
+            ));
+        }
+        // Idle (nothing in flight, nothing to send, nothing held): jump to
+        // the next event instead of polling through empty time.
+        let idle = net.flight.is_empty() && s.iter().all(|x| x.held.is_empty());
+        now = match (idle, s.iter().filter_map(|x| x.p.poll_timeout()).min()) {
+            (true, Some(t)) if t > now + POLL => t,
+            _ => now + POLL,
+        };
+        while net.next_arrival().is_some_and(|t| t <= now) {
+            let Some(d) = net.flight.pop() else { break };
+            let p = &mut s[d.dest as usize].p;
+            let buf = p.recv_buffer();
+            let n = d.bytes.len().min(buf.len());
+            buf[..n].copy_from_slice(&d.bytes[..n]);
+            p.handle_datagram(now, n);
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+fn faults() -> impl Strategy<Value = Faults> {
+    (
+        0.0..0.3f64,
+        0.0..0.2f64,
+        0.0..0.3f64,
+        0.0..0.1f64,
+        0.0..0.1f64,
+        any::<u64>(),
+    )
+        .prop_map(|(drop, dup, reorder, corrupt, delay, seed)| Faults {
+            drop,
+            dup,
+            reorder,
+            corrupt,
+            delay,
+            delay_for: Duration::from_micros(500),
+            seed,
+        })
+}
+
+proptest! {
+    // Ten times the wall-clock model's 80 cases, in a fraction of its time.
+    #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn exactly_once_in_order_intact_under_any_faults_in_virtual_time(
+        f0 in faults(),
+        f1 in faults(),
+        window in 1u32..24,
+        pool in 2usize..40,
+        release_every in 1u32..6,
+        reorder in any::<bool>(),
+    ) {
+        let r = run([f0, f1], window, pool, 300, release_every, reorder, true);
+        prop_assert!(r.is_ok(), "{:?}", r);
+    }
+}
+
+/// A clean network: no retransmission, no timeout, ACKs coalesced — and
+/// the same run twice takes the same virtual time (deterministic).
+#[test]
+fn a_clean_network_needs_no_retransmission_and_runs_the_same_twice() {
+    let clean = [Faults::default(); 2];
+    let a = run(clean, 16, 64, 1000, 1, false, true);
+    assert_eq!(a, run(clean, 16, 64, 1000, 1, false, true));
+    let (_, [s0, s1]) = a.expect("a clean run completes");
+    for s in [s0, s1] {
+        assert_eq!(
+            (s.retransmits, s.timeouts, s.data_sent),
+            (0, 0, 1000),
+            "{s:?}"
+        );
+        assert!(s.acks_sent < 1000, "ACKs are coalesced: {s:?}");
+    }
+}
+
+/// The checker is not blind: with the payload checksum off, a network
+/// that corrupts payloads (headers intact) gets bad bytes through the
+/// protocol, and the check of the received message says so.
+#[test]
+fn the_checker_catches_a_corrupted_payload() {
+    let f = Faults {
+        corrupt: 0.5,
+        seed: 3,
+        ..Faults::default()
+    };
+    let r = run([f, f], 8, 16, 300, 1, false, false);
+    let e = r.expect_err("corrupted payloads went unnoticed");
+    assert!(e.contains("expected message"), "{e}");
+}
+
+/// Under total loss the protocol declares the peer unreachable after
+/// `dead_after` of virtual time, and sends to it fail.
+#[test]
+fn total_loss_reports_the_peer_unreachable_at_the_deadline() {
+    let t0 = Instant::now();
+    let c = config(0, 4, 8, false);
+    let dead_after = c.dead_after;
+    let mut p = Protocol::new(c, &[None, Some(7)], t0).unwrap();
+    let b = p.send_buffer(1, 10).unwrap();
+    p.commit(b, 10, t0);
+    let mut now = t0;
+    let err = loop {
+        while p.poll_transmit(now).is_some() {} // all lost
+        match p.send_buffer(1, 10) {
+            Ok(b) => p.commit(b, 10, now),
+            Err(DeviceError::NoBuffer { .. }) => {}
+            Err(e) => break e,
+        }
+        now = p
+            .poll_timeout()
+            .expect("a timer runs while packets are outstanding");
+        p.handle_timeout(now);
+    };
+    assert!(
+        matches!(err, DeviceError::Unreachable { dest: 1, .. }),
+        "{err}"
+    );
+    assert!(now - t0 >= dead_after && now - t0 < dead_after + Duration::from_millis(50));
+    let st = p.reliable_stats();
+    assert_eq!(st.unreachable, 1, "{st:?}");
+    // F-RTO: the first timeout resends one packet, the next goes back over all.
+    assert!(st.timeouts >= 2 && st.retransmits >= st.timeouts, "{st:?}");
+}
