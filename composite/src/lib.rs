@@ -11,39 +11,47 @@ use fm_devices::null::NullDevice;
 use fm_devices::reliable::NetDevice;
 use fm_devices::selfloop::SelfDevice;
 use fm_devices::shmem::ShmemDevice;
-use fm_devices::{Device, DeviceError, DeviceInfo, DeviceStats, Options, Rank, RawRecv, RawSend};
+use fm_devices::{
+    Device, DeviceError, DeviceInfo, DeviceKind, DeviceStats, Options, Rank, RawRecv, RawSend,
+};
 use std::fmt;
 
-/// A device given to [`Composite::new`].
+/// A device of the composite. One enum, not `dyn`: dispatch is a jump
+/// table the compiler can inline through. Self and shmem, which every
+/// process has and which carry the hot paths, are fields of the composite
+/// reached without a `match`; the others sit in a list.
 pub enum Member {
     SelfLoop(SelfDevice),
     Shmem(ShmemDevice),
-    /// A network device between hosts (`nic`, `ethernet`: the reliable
-    /// layer over a link), by name.
-    Network(&'static str, Box<NetDevice>),
+    /// A network device between hosts (`Nic`, `Ethernet`): the reliable
+    /// layer over a link.
+    Net(DeviceKind, Box<NetDevice>),
     Null(NullDevice),
 }
 
-/// A member other than self and shmem (which are fields of the composite):
-/// the devices between hosts. An enum, not `dyn`: dispatch is a jump table
-/// the compiler can inline through, and only these devices' code sits
-/// behind the `Other` route, so the hot self and shmem paths stay small.
-enum Network {
-    /// nic or ethernet (named): the reliable layer over a link.
-    Reliable(&'static str, Box<NetDevice>),
-    Null(NullDevice),
+impl Member {
+    pub fn kind(&self) -> DeviceKind {
+        match self {
+            Member::SelfLoop(_) => DeviceKind::SelfLoop,
+            Member::Shmem(_) => DeviceKind::Shmem,
+            Member::Net(k, _) => *k,
+            Member::Null(_) => DeviceKind::Null,
+        }
+    }
 }
 
 macro_rules! each {
     ($m:expr, $d:ident => $e:expr) => {
         match $m {
-            Network::Reliable(_, $d) => $e,
-            Network::Null($d) => $e,
+            Member::SelfLoop($d) => $e,
+            Member::Shmem($d) => $e,
+            Member::Net(_, $d) => $e,
+            Member::Null($d) => $e,
         }
     };
 }
 
-impl Device for Network {
+impl Device for Member {
     #[inline]
     fn info(&self) -> DeviceInfo {
         each!(self, d => d.info())
@@ -106,7 +114,7 @@ pub enum CompositeError {
         tried: String,
     },
     #[error("the composite was given two {0} devices")]
-    Duplicate(&'static str),
+    Duplicate(DeviceKind),
     #[error("the node map has {hosts} entries but the job has {size} ranks")]
     NodeMap { hosts: usize, size: usize },
     #[error("the routes name {routes} devices but the job has {size} ranks")]
@@ -115,7 +123,7 @@ pub enum CompositeError {
     RouteUnusable {
         rank: Rank,
         host: String,
-        device: String,
+        device: DeviceKind,
         why: String,
     },
 }
@@ -155,8 +163,8 @@ pub struct Composite {
     rank: Rank,
     self_loop: SelfDevice,
     shmem: Option<ShmemDevice>,
-    /// Other members (null, networks), in the order given.
-    others: Vec<Network>,
+    /// Other members (networks, null), fastest first.
+    others: Vec<Member>,
     /// Indices into `others` of members that can receive.
     others_polled: Vec<u8>,
     /// rank → route.
@@ -186,28 +194,30 @@ macro_rules! route {
 
 impl Composite {
     /// Build the table for `rank` given every rank's host. Choice per peer, as
-    /// PM/Composite: same process → self; otherwise the first member (in the
-    /// order given: put faster ones first) that reaches it; a rank nobody
-    /// reaches goes to the null transport if there is one (it reports "no
-    /// route"), else it is an error now, not at first send. `members` must
-    /// hold a self device for `rank`.
+    /// PM/Composite: same process → self; otherwise the fastest member
+    /// ([`DeviceKind`]'s order) that reaches it; a rank nobody reaches goes
+    /// to the null transport if there is one (it reports "no route"), else
+    /// it is an error now, not at first send.
     pub fn new(
         rank: Rank,
         hosts: Vec<String>,
         members: Vec<Member>,
     ) -> Result<Self, CompositeError> {
-        Composite::build(rank, hosts, members, None)
+        let mut c = Composite::assemble(rank, hosts, members)?;
+        c.table = (0..c.hosts.len() as Rank)
+            .map(|r| c.fastest_route(r))
+            .collect::<Result<_, _>>()?;
+        Ok(c)
     }
 
-    /// Build the table as a topology says: `routes[r]` names the device
-    /// (`self`, `shmem`, `nic`, `ethernet`, `null`) that carries packets to
-    /// rank r. A device that is not open here or does not reach its rank is
-    /// an error now, naming the rank.
+    /// Build the table as a topology says: `routes[r]` is the device that
+    /// carries packets to rank r. A device that is not open here or does
+    /// not reach its rank is an error now, naming the rank.
     pub fn with_routes(
         rank: Rank,
         hosts: Vec<String>,
         members: Vec<Member>,
-        routes: &[String],
+        routes: &[DeviceKind],
     ) -> Result<Self, CompositeError> {
         if routes.len() != hosts.len() {
             return Err(CompositeError::RouteCount {
@@ -215,116 +225,102 @@ impl Composite {
                 size: hosts.len(),
             });
         }
-        Composite::build(rank, hosts, members, Some(routes))
+        let mut c = Composite::assemble(rank, hosts, members)?;
+        c.table = (0..c.hosts.len() as Rank)
+            .map(|r| c.given_route(r, routes[r as usize]))
+            .collect::<Result<_, _>>()?;
+        Ok(c)
     }
 
-    fn build(
+    /// The members in place, fastest first; the table still empty. A self
+    /// device is opened if none is given.
+    fn assemble(
         rank: Rank,
         hosts: Vec<String>,
-        members: Vec<Member>,
-        routes: Option<&[String]>,
+        mut members: Vec<Member>,
     ) -> Result<Self, CompositeError> {
-        let mut self_loop = None;
-        let mut shmem = None;
-        let mut others = Vec::new();
-        let mut order = Vec::new();
-        for m in members {
-            match m {
-                Member::SelfLoop(d) => {
-                    if self_loop.replace(d).is_some() {
-                        return Err(CompositeError::Duplicate("self"));
-                    }
-                    order.push(Route::SelfLoop);
-                }
-                Member::Shmem(d) => {
-                    if shmem.replace(d).is_some() {
-                        return Err(CompositeError::Duplicate("shmem"));
-                    }
-                    order.push(Route::Shmem);
-                }
-                Member::Network(name, d) => {
-                    order.push(Route::Other(others.len() as u8));
-                    others.push(Network::Reliable(name, d));
-                }
-                Member::Null(d) => {
-                    order.push(Route::Other(others.len() as u8));
-                    others.push(Network::Null(d));
-                }
-            }
+        members.sort_by_key(Member::kind);
+        if let Some(w) = members.windows(2).find(|w| w[0].kind() == w[1].kind()) {
+            return Err(CompositeError::Duplicate(w[0].kind()));
         }
-        let self_loop = self_loop.unwrap_or_else(|| SelfDevice::open(rank));
         let mut c = Composite {
             rank,
-            self_loop,
-            shmem,
+            self_loop: SelfDevice::open(rank),
+            shmem: None,
+            others: Vec::new(),
             others_polled: Vec::new(),
-            others,
             table: Vec::with_capacity(hosts.len()),
             hosts,
         };
-        c.others_polled = (0..c.others.len() as u8)
-            .filter(|&i| {
-                c.others[i as usize]
-                    .info()
-                    .options
-                    .contains(Options::RECEIVES)
-            })
-            .collect();
-        for r in 0..c.hosts.len() as Rank {
-            let reaches = |c: &mut Composite, route: Route| route!(c, route, d => d.reaches(r));
-            if let Some(routes) = routes {
-                let name = routes[r as usize].as_str();
-                let unusable = |c: &Composite, why: String| CompositeError::RouteUnusable {
-                    rank: r,
-                    host: c.hosts[r as usize].clone(),
-                    device: name.to_string(),
-                    why,
-                };
-                let Some(route) = order
-                    .iter()
-                    .copied()
-                    .find(|&route| c.name_of(route) == name)
-                else {
-                    return Err(unusable(
-                        &c,
-                        format!(
-                            "rank {rank} has no {name} device (it has {})",
-                            c.member_names().join(", ")
-                        ),
-                    ));
-                };
-                if !reaches(&mut c, route) && name != "null" {
-                    return Err(unusable(
-                        &c,
-                        format!("rank {rank}'s {name} device does not reach it"),
-                    ));
-                }
-                c.table.push(route);
-                continue;
-            }
-            let pick = order
-                .iter()
-                .copied()
-                .find(|&route| reaches(&mut c, route))
-                .or_else(|| {
-                    c.others
-                        .iter()
-                        .position(|m| matches!(m, Network::Null(_)))
-                        .map(|i| Route::Other(i as u8))
-                });
-            match pick {
-                Some(route) => c.table.push(route),
-                None => {
-                    let tried: Vec<&str> = c.member_names();
-                    return Err(CompositeError::Unreachable {
-                        rank: r,
-                        host: c.hosts[r as usize].clone(),
-                        tried: tried.join(", "),
-                    });
-                }
+        for m in members {
+            match m {
+                Member::SelfLoop(d) => c.self_loop = d,
+                Member::Shmem(d) => c.shmem = Some(d),
+                other => c.others.push(other),
             }
         }
+        c.others_polled = (0..c.others.len() as u8)
+            .filter(|&i| (c.others[i as usize].info().options).contains(Options::RECEIVES))
+            .collect();
         Ok(c)
+    }
+
+    /// Every route, fastest first.
+    fn routes(&self) -> impl Iterator<Item = Route> {
+        let shmem = self.shmem.is_some().then_some(Route::Shmem);
+        let others = (0..self.others.len() as u8).map(Route::Other);
+        [Route::SelfLoop].into_iter().chain(shmem).chain(others)
+    }
+
+    fn route_reaches(&self, route: Route, r: Rank) -> bool {
+        match route {
+            Route::SelfLoop => self.self_loop.reaches(r),
+            Route::Shmem => self.shmem.as_ref().is_some_and(|d| d.reaches(r)),
+            Route::Other(i) => self.others[i as usize].reaches(r),
+        }
+    }
+
+    fn kind_of(&self, route: Route) -> DeviceKind {
+        match route {
+            Route::SelfLoop => DeviceKind::SelfLoop,
+            Route::Shmem => DeviceKind::Shmem,
+            Route::Other(i) => self.others[i as usize].kind(),
+        }
+    }
+
+    /// The fastest member that reaches `r`, else null ("no route").
+    fn fastest_route(&self, r: Rank) -> Result<Route, CompositeError> {
+        let mut routes = self.routes();
+        (routes.find(|&route| self.route_reaches(route, r)))
+            .or_else(|| self.routes().find(|&x| self.kind_of(x) == DeviceKind::Null))
+            .ok_or_else(|| CompositeError::Unreachable {
+                rank: r,
+                host: self.hosts[r as usize].clone(),
+                tried: self.member_names().join(", "),
+            })
+    }
+
+    /// The member of kind `kind`, which must reach `r` (null always may).
+    fn given_route(&self, r: Rank, kind: DeviceKind) -> Result<Route, CompositeError> {
+        let unusable = |why: String| CompositeError::RouteUnusable {
+            rank: r,
+            host: self.hosts[r as usize].clone(),
+            device: kind,
+            why,
+        };
+        let me = self.rank;
+        let Some(route) = self.routes().find(|&x| self.kind_of(x) == kind) else {
+            let has = self.member_names().join(", ");
+            return Err(unusable(format!(
+                "rank {me} has no {kind} device (it has {has})"
+            )));
+        };
+        if !self.route_reaches(route, r) && kind != DeviceKind::Null {
+            return Err(unusable(format!(
+                "rank {me}'s {kind} device does not reach it"
+            )));
+        }
+        Ok(route)
     }
 
     pub fn rank(&self) -> Rank {
@@ -349,14 +345,6 @@ impl Composite {
         v
     }
 
-    fn name_of(&self, route: Route) -> &'static str {
-        match route {
-            Route::SelfLoop => self.self_loop.info().name,
-            Route::Shmem => self.shmem.as_ref().map_or("shmem", |s| s.info().name),
-            Route::Other(i) => self.others[i as usize].info().name,
-        }
-    }
-
     /// Name, option bits and MTU of the device that carries packets to `dest`.
     pub fn info_for(&self, dest: Rank) -> Option<DeviceInfo> {
         Some(match *self.table.get(dest as usize)? {
@@ -368,22 +356,22 @@ impl Composite {
 
     /// Whether `dest` is routed to the null transport (no route).
     pub fn is_null_route(&self, dest: Rank) -> bool {
-        matches!(self.table.get(dest as usize), Some(Route::Other(i)) if matches!(self.others[*i as usize], Network::Null(_)))
+        matches!(self.table.get(dest as usize), Some(Route::Other(i)) if matches!(self.others[*i as usize], Member::Null(_)))
     }
 
-    /// The member network device called `name` (`nic` or `ethernet`): both
-    /// run the reliable layer. For counters and benchmarks.
-    pub fn network_mut(&mut self, name: &str) -> Option<&mut NetDevice> {
+    /// The member network device of kind `kind` (`Nic` or `Ethernet`):
+    /// both run the reliable layer. For counters and benchmarks.
+    pub fn network_mut(&mut self, kind: DeviceKind) -> Option<&mut NetDevice> {
         self.others.iter_mut().find_map(|m| match m {
-            Network::Reliable(n, d) if *n == name => Some(&mut **d),
+            Member::Net(k, d) if *k == kind => Some(&mut **d),
             _ => None,
         })
     }
 
-    /// Counters of the reliable layer of the member network `name`.
-    pub fn network_stats(&self, name: &str) -> Option<fm_devices::reliable::ReliableStats> {
+    /// Counters of the reliable layer of the member network of kind `kind`.
+    pub fn network_stats(&self, kind: DeviceKind) -> Option<fm_devices::reliable::ReliableStats> {
         self.others.iter().find_map(|m| match m {
-            Network::Reliable(n, d) if *n == name => Some(d.reliable_stats()),
+            Member::Net(k, d) if *k == kind => Some(d.reliable_stats()),
             _ => None,
         })
     }
@@ -655,7 +643,11 @@ mod tests {
                 Member::Null(NullDevice::open(hosts.clone())),
             ]
         };
-        let routes = |r: &[&str]| r.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let routes = |r: &[&str]| {
+            r.iter()
+                .map(|s| s.parse().unwrap())
+                .collect::<Vec<DeviceKind>>()
+        };
         let c = Composite::with_routes(
             0,
             hosts.clone(),

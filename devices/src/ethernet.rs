@@ -13,6 +13,8 @@
 //! reliable layer then keeps a per-peer reorder queue instead of treating a
 //! gap as a loss, and discards duplicates.
 
+pub mod settings;
+
 use crate::reliable::{Link, Settings, Trunk};
 use crate::{DeviceError, JobKey, Rank};
 use socket2::{Domain, Protocol, Socket, Type};

@@ -24,7 +24,7 @@ pub mod null;
 pub mod reliable;
 pub mod selfloop;
 pub mod shmem;
-pub mod sys;
+use fm_platform as sys;
 
 pub use error::DeviceError;
 
@@ -104,6 +104,53 @@ impl fmt::Debug for Options {
             .map(|(_, n)| *n)
             .collect();
         write!(f, "{}", set.join("|"))
+    }
+}
+
+/// The kinds of device fm has, fastest first: the order in which the
+/// composite prefers them when several reach a rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DeviceKind {
+    SelfLoop,
+    Shmem,
+    Nic,
+    Ethernet,
+    Null,
+}
+
+impl DeviceKind {
+    pub const ALL: [DeviceKind; 5] = [
+        DeviceKind::SelfLoop,
+        DeviceKind::Shmem,
+        DeviceKind::Nic,
+        DeviceKind::Ethernet,
+        DeviceKind::Null,
+    ];
+
+    /// The name in device tables, `FM_NET` and `FM_ROUTES`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DeviceKind::SelfLoop => "self",
+            DeviceKind::Shmem => "shmem",
+            DeviceKind::Nic => "nic",
+            DeviceKind::Ethernet => "ethernet",
+            DeviceKind::Null => "null",
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for DeviceKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<DeviceKind, String> {
+        (DeviceKind::ALL.into_iter().find(|k| k.name() == s)).ok_or_else(|| {
+            format!("unknown device {s:?} (known: self, shmem, nic, ethernet, null)")
+        })
     }
 }
 

@@ -19,6 +19,8 @@
 //! Needs CAP_NET_RAW: without it opening fails with
 //! [`DeviceError::NotPermitted`], and fm falls back to `ethernet`.
 
+pub mod settings;
+
 use crate::reliable::{ArrivalProbe, Link, Settings, Trunk};
 use crate::{DeviceError, JobKey, Rank};
 use std::io;

@@ -111,7 +111,7 @@ fn an_idle_poll_is_a_load_not_a_system_call() {
         for _ in 0..1000 {
             assert!(b.raw_receive().is_none() && a.raw_receive().is_none());
         }
-        let Some(counter) = fm_devices::sys::SyscallCounter::this_thread() else {
+        let Some(counter) = fm_platform::SyscallCounter::this_thread() else {
             eprintln!("SKIPPED the system call count: no raw_syscalls tracepoint here");
             return;
         };

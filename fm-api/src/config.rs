@@ -2,10 +2,13 @@
 //! built by hand for tests and embedding. Every knob, its variable and its
 //! default is listed in docs/CONFIG.md.
 
-use crate::config_file::{key_of, ConfigFile};
+use crate::config_file::ConfigFile;
 use crate::error::{ErrorKind, FmError, Result};
+use crate::settings;
 use fm_devices::shmem::CmaMode;
-use fm_devices::{sys, JobKey, Rank};
+use fm_devices::{JobKey, Rank};
+use fm_platform as sys;
+use fm_platform::setting::{Scope, Setting};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -101,6 +104,8 @@ pub struct Config {
     pub shm_frames: Option<u32>,
     pub shm_payload: Option<u32>,
     pub cma: CmaMode,
+    /// Packets of ≤ 48 bytes ride in the receive-queue slot (`FM_SHM_INLINE`).
+    pub shm_inline: bool,
     /// Pieces at least this long go by single copy where the device can.
     pub cma_threshold: usize,
     /// Pieces from this long up to `cma_threshold` go by frames or by
@@ -128,7 +133,7 @@ pub struct Config {
     pub nic: NicSettings,
     /// The device for each rank (`FM_ROUTES`, set by `fmrun --topology`);
     /// `None`: the fastest open device that reaches it.
-    pub routes: Option<Vec<String>>,
+    pub routes: Option<Vec<fm_devices::DeviceKind>>,
 }
 
 /// Settings of the nic device.
@@ -202,6 +207,7 @@ impl Config {
             shm_frames: None,
             shm_payload: None,
             cma: CmaMode::Auto,
+            shm_inline: true,
             // Single copy (process_vm_readv) only pays beyond a few MiB on the
             // machines measured: below, the pipelined frame path is faster.
             cma_threshold: 8 << 20,
@@ -223,11 +229,11 @@ impl Config {
     /// From the environment. Without FM_RANK and FM_SIZE this is a singleton
     /// job (rank 0 of 1), as MPI does for a program started by hand.
     pub fn from_env() -> Result<Config> {
-        if let Ok(addr) = std::env::var("FM_GRM") {
+        if let Some(addr) = settings::GRM.env() {
             return Config::from_env_with_grm(addr);
         }
-        let rank: Option<u32> = parse_var("FM_RANK")?;
-        let size: Option<usize> = parse_var("FM_SIZE")?;
+        let rank: Option<u32> = env_only(&settings::RANK)?;
+        let size: Option<usize> = env_only(&settings::SIZE)?;
         let (rank, size) = match (rank, size) {
             (None, None) => (0, 1),
             (Some(r), Some(s)) => (r, s),
@@ -240,20 +246,20 @@ impl Config {
         };
         if size == 0 || rank as usize >= size {
             return Err(ErrorKind::Env {
-                var: "FM_RANK",
+                var: settings::RANK.var,
                 value: rank.to_string(),
                 reason: format!("must be below FM_SIZE={size}"),
             }
             .into());
         }
-        let job_key = match std::env::var("FM_JOB_KEY") {
-            Ok(v) => JobKey(u64::from_str_radix(v.trim(), 16).map_err(|e| ErrorKind::Env {
-                var: "FM_JOB_KEY",
+        let job_key = match settings::JOB_KEY.env() {
+            Some(v) => JobKey(u64::from_str_radix(v.trim(), 16).map_err(|e| ErrorKind::Env {
+                var: settings::JOB_KEY.var,
                 value: v.clone(),
                 reason: format!("not a hexadecimal job key: {e}"),
             })?),
-            Err(_) if size == 1 => JobKey(rand::random()),
-            Err(_) => {
+            None if size == 1 => JobKey(rand::random()),
+            None => {
                 return Err(ErrorKind::Config(
                     "FM_JOB_KEY is not set: every rank of a job must share one key (start the job with fmrun)".into(),
                 ).into())
@@ -261,12 +267,12 @@ impl Config {
         };
         let mut cfg = Config::local(rank, size, job_key);
         cfg.apply_env()?;
-        cfg.hosts = match std::env::var("FM_HOSTS") {
-            Ok(v) => {
+        cfg.hosts = match settings::HOSTS.env() {
+            Some(v) => {
                 let hosts: Vec<String> = v.split(',').map(|s| s.trim().to_string()).collect();
                 if hosts.len() != size || hosts.iter().any(|h| h.is_empty()) {
                     return Err(ErrorKind::Env {
-                        var: "FM_HOSTS",
+                        var: settings::HOSTS.var,
                         value: v,
                         reason: format!("must name one host for each of the {size} ranks"),
                     }
@@ -274,7 +280,7 @@ impl Config {
                 }
                 hosts
             }
-            Err(_) => vec![cfg.host.clone(); size],
+            None => vec![cfg.host.clone(); size],
         };
         if cfg.hosts[rank as usize] != cfg.host {
             return Err(ErrorKind::Config(format!(
@@ -288,15 +294,20 @@ impl Config {
 
     /// Under `fmrun`: the GRM at `addr` gives rank, size, key and node map.
     fn from_env_with_grm(addr: String) -> Result<Config> {
-        let token = std::env::var("FM_JOB_TOKEN").map_err(|_| {
+        let token = settings::JOB_TOKEN.env().ok_or_else(|| {
             ErrorKind::Config(
                 "FM_GRM is set but FM_JOB_TOKEN is not: the job's token comes with the GRM's address (start the job with fmrun)".into(),
             )
         })?;
         // Started by srun (fmrun in a Slurm allocation): Slurm numbers the tasks.
-        let rank: Option<u32> = match parse_var("FM_RANK")? {
+        let rank: Option<u32> = match env_only(&settings::RANK)? {
             Some(r) => Some(r),
-            None => parse_var("SLURM_PROCID")?,
+            None => match std::env::var("SLURM_PROCID") {
+                Ok(v) => Some(v.trim().parse().map_err(|e: std::num::ParseIntError| {
+                    ErrorKind::Config(format!("SLURM_PROCID={v:?}: {e}"))
+                })?),
+                Err(_) => None,
+            },
         };
         let mut cfg = Config::local(0, 1, JobKey(0));
         cfg.grm = Some(GrmJoin { addr, token, rank });
@@ -314,166 +325,160 @@ impl Config {
     }
 
     fn apply(&mut self, vars: &Vars) -> Result<()> {
-        let cfg = self;
-        if let Some(h) = vars.get("FM_HOST")? {
-            cfg.host = h;
+        if let Some(h) = vars.get(&settings::HOST)? {
+            self.host = h;
         } else if let Ok(h) = std::env::var("SLURMD_NODENAME") {
             // A Slurm task: the node's name in the allocation.
-            cfg.host = h;
+            self.host = h;
         }
-        cfg.pacer = vars.pacer()?;
-        if let Some(v) = vars.get("FM_NET")? {
-            cfg.net = Net::parse(&v).map_err(|reason| ErrorKind::Env {
-                var: "FM_NET",
-                value: v.clone(),
-                reason,
-            })?;
+        self.pacer = vars.pacer()?;
+        if let Some(v) = vars.get(&settings::NET)? {
+            self.net = Net::parse(&v).map_err(|reason| env_error(&settings::NET, &v, reason))?;
         }
-        if let Some(d) = vars.get("FM_SHM_DIR")? {
-            cfg.shm_dir = PathBuf::from(d);
+        if let Some(v) = vars.get(&settings::ROUTES)? {
+            let routes =
+                parse_routes(&v).map_err(|reason| env_error(&settings::ROUTES, &v, reason))?;
+            self.routes = Some(routes);
         }
-        cfg.shm_queues = vars.parse("FM_SHM_QUEUES")?;
-        cfg.shm_frames = vars.parse("FM_SHM_FRAMES")?;
-        cfg.shm_payload = vars.parse("FM_SHM_PAYLOAD")?;
-        if let Some(v) = vars.get("FM_SHM_CMA")? {
-            cfg.cma = match v.as_str() {
+        self.max_credits = vars.positive(&settings::CREDITS, "credit")?;
+        if let Some(b) = vars.parse(&settings::STASH_BYTES)? {
+            self.stash_bytes = b;
+        }
+        if let Some(s) = vars.positive::<u64>(&settings::WAIT_TIMEOUT, "second")? {
+            self.wait_timeout = Some(Duration::from_secs(s));
+        }
+        self.cpus = vars.positive(&settings::CPUS, "CPU")?;
+        self.apply_shmem(vars)?;
+        self.apply_ethernet(vars)?;
+        self.apply_nic(vars)
+    }
+
+    /// The shmem device's settings (`fm_devices::shmem::settings`).
+    fn apply_shmem(&mut self, vars: &Vars) -> Result<()> {
+        use fm_devices::shmem::settings as shm;
+        if let Some(d) = vars.get(&shm::SHM_DIR)? {
+            self.shm_dir = PathBuf::from(d);
+        }
+        self.shm_queues = vars.parse(&shm::SHM_QUEUES)?;
+        self.shm_frames = vars.parse(&shm::SHM_FRAMES)?;
+        self.shm_payload = vars.parse(&shm::SHM_PAYLOAD)?;
+        if let Some(v) = vars.get(&shm::SHM_INLINE)? {
+            self.shm_inline = match v.trim() {
+                "1" => true,
+                "0" => false,
+                _ => return Err(env_error(&shm::SHM_INLINE, &v, "known values: 1, 0".into())),
+            };
+        }
+        if let Some(v) = vars.get(&shm::SHM_CMA)? {
+            self.cma = match v.as_str() {
                 "auto" | "on" | "1" => CmaMode::Auto,
                 "off" | "0" => CmaMode::Off,
                 _ => {
-                    return Err(ErrorKind::Env {
-                        var: "FM_SHM_CMA",
-                        value: v,
-                        reason: "known values: auto, off".into(),
-                    }
-                    .into())
+                    return Err(env_error(
+                        &shm::SHM_CMA,
+                        &v,
+                        "known values: auto, off".into(),
+                    ))
                 }
             };
         }
-        if let Some(t) = vars.parse("FM_SHM_CMA_THRESHOLD")? {
-            cfg.cma_threshold = t;
+        if let Some(t) = vars.parse(&shm::SHM_CMA_THRESHOLD)? {
+            self.cma_threshold = t;
         }
-        if let Some(v) = vars.get("FM_SHM_CMA_ADAPT")? {
-            cfg.cma_adapt_from = match v.trim() {
+        if let Some(v) = vars.get(&shm::SHM_CMA_ADAPT)? {
+            self.cma_adapt_from = match v.trim() {
                 "off" => None,
-                n => Some(
-                    n.parse()
-                        .map_err(|e: std::num::ParseIntError| ErrorKind::Env {
-                            var: "FM_SHM_CMA_ADAPT",
-                            value: v.clone(),
-                            reason: format!("a size in bytes, or off ({e})"),
-                        })?,
-                ),
+                n => Some(n.parse().map_err(|e: std::num::ParseIntError| {
+                    env_error(
+                        &shm::SHM_CMA_ADAPT,
+                        &v,
+                        format!("a size in bytes, or off ({e})"),
+                    )
+                })?),
             };
         }
-        cfg.max_credits = vars.positive("FM_CREDITS", "credit")?;
-        if let Some(b) = vars.parse("FM_STASH_BYTES")? {
-            cfg.stash_bytes = b;
+        if let Some(s) = vars.parse::<u64>(&shm::ATTACH_TIMEOUT)? {
+            self.attach_timeout = Duration::from_secs(s);
         }
-        if let Some(s) = vars.positive::<u64>("FM_WAIT_TIMEOUT", "second")? {
-            cfg.wait_timeout = Some(Duration::from_secs(s));
-        }
-        cfg.cpus = vars.positive("FM_CPUS", "CPU")?;
-        if let Some(s) = vars.parse::<u64>("FM_ATTACH_TIMEOUT")? {
-            cfg.attach_timeout = Duration::from_secs(s);
-        }
-        if let Some(v) = vars.get("FM_ETH_ADDR")? {
-            cfg.eth.addrs = v
-                .split(',')
+        Ok(())
+    }
+
+    /// The ethernet device's and the reliable layer's settings.
+    fn apply_ethernet(&mut self, vars: &Vars) -> Result<()> {
+        use fm_devices::ethernet::settings as eth;
+        use fm_devices::reliable::settings as rel;
+        if let Some(v) = vars.get(&eth::ETH_ADDR)? {
+            self.eth.addrs = (v.split(','))
                 .map(|a| a.trim().parse())
                 .collect::<std::result::Result<_, _>>()
-                .map_err(|e: std::net::AddrParseError| ErrorKind::Env {
-                    var: "FM_ETH_ADDR",
-                    value: v.clone(),
-                    reason: e.to_string(),
+                .map_err(|e: std::net::AddrParseError| {
+                    env_error(&eth::ETH_ADDR, &v, e.to_string())
                 })?;
         }
-        if let Some(v) = vars.get("FM_ETH_IFACES")? {
-            cfg.eth.addrs = v
-                .split(',')
+        if let Some(v) = vars.get(&eth::ETH_IFACES)? {
+            self.eth.addrs = (v.split(','))
                 .map(|n| {
-                    fm_devices::ethernet::interface_addr(n.trim()).ok_or_else(|| ErrorKind::Env {
-                        var: "FM_ETH_IFACES",
-                        value: v.clone(),
-                        reason: format!("interface {:?} has no IPv4 address here", n.trim()),
+                    fm_devices::ethernet::interface_addr(n.trim()).ok_or_else(|| {
+                        let why = format!("interface {:?} has no IPv4 address here", n.trim());
+                        env_error(&eth::ETH_IFACES, &v, why)
                     })
                 })
-                .collect::<std::result::Result<_, _>>()?;
+                .collect::<Result<_>>()?;
         }
-        if let Some(v) = vars.get("FM_ETH_RANGE")? {
-            cfg.eth.range = Some(v.parse().map_err(|reason| ErrorKind::Env {
-                var: "FM_ETH_RANGE",
-                value: v.clone(),
-                reason,
-            })?);
+        if let Some(v) = vars.get(&eth::ETH_RANGE)? {
+            let range = v
+                .parse()
+                .map_err(|reason| env_error(&eth::ETH_RANGE, &v, reason))?;
+            self.eth.range = Some(range);
         }
-        if let Some(v) = vars.get("FM_ROUTES")? {
-            cfg.routes = Some(parse_routes(&v).map_err(|reason| ErrorKind::Env {
-                var: "FM_ROUTES",
-                value: v.clone(),
-                reason,
-            })?);
-        }
-        cfg.eth.mtu = vars.parse("FM_ETH_MTU")?;
-        cfg.eth.window = vars.positive("FM_ETH_WINDOW", "packet")?;
-        cfg.eth.rto = vars
-            .parse::<u64>("FM_ETH_RTO_US")?
-            .map(|us| Duration::from_micros(us.max(10)));
-        cfg.eth.dead_after = vars
-            .parse::<u64>("FM_ETH_DEAD_AFTER")?
-            .map(Duration::from_secs);
-        if let Some(v) = vars.get("FM_ETH_CHECKSUM")? {
-            cfg.eth.payload_crc = match v.as_str() {
+        self.eth.mtu = vars.parse(&eth::ETH_MTU)?;
+        self.eth.window = vars.positive(&rel::ETH_WINDOW, "packet")?;
+        self.eth.rto =
+            (vars.parse::<u64>(&rel::ETH_RTO_US)?).map(|us| Duration::from_micros(us.max(10)));
+        self.eth.dead_after = (vars.parse::<u64>(&rel::ETH_DEAD_AFTER)?).map(Duration::from_secs);
+        if let Some(v) = vars.get(&rel::ETH_CHECKSUM)? {
+            self.eth.payload_crc = match v.as_str() {
                 "full" => true,
                 "header" => false,
                 _ => {
-                    return Err(ErrorKind::Env {
-                        var: "FM_ETH_CHECKSUM",
-                        value: v,
-                        reason: "known values: header, full".into(),
-                    }
-                    .into())
+                    let why = "known values: header, full".into();
+                    return Err(env_error(&rel::ETH_CHECKSUM, &v, why));
                 }
             };
         }
-        cfg.eth.pool = vars.positive("FM_ETH_POOL", "packet")?;
-        if let Some(v) = vars.get("FM_NIC_IFACES")? {
-            cfg.nic.ifaces = v
-                .split(',')
+        self.eth.pool = vars.positive(&rel::ETH_POOL, "packet")?;
+        if let Some(v) = vars.get(&rel::FAULTS)? {
+            let f = fm_devices::reliable::Faults::parse(&v)
+                .map_err(|reason| env_error(&rel::FAULTS, &v, reason))?;
+            self.eth.faults = Some(f);
+        }
+        Ok(())
+    }
+
+    /// The nic device's settings.
+    fn apply_nic(&mut self, vars: &Vars) -> Result<()> {
+        use fm_devices::nic::settings as nic;
+        if let Some(v) = vars.get(&nic::NIC_IFACES)? {
+            self.nic.ifaces = (v.split(','))
                 .map(|n| n.trim().to_string())
                 .filter(|n| !n.is_empty())
                 .collect();
         }
-        if let Some(v) = vars.get("FM_NIC_ETHERTYPE")? {
+        if let Some(v) = vars.get(&nic::NIC_ETHERTYPE)? {
             let t = v.trim();
             let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
                 Some(h) => u16::from_str_radix(h, 16).ok(),
                 None => t.parse().ok(),
             };
-            cfg.nic.ethertype =
-                Some(
-                    parsed
-                        .filter(|&e| e >= 0x0600)
-                        .ok_or_else(|| ErrorKind::Env {
-                            var: "FM_NIC_ETHERTYPE",
-                            value: v.clone(),
-                            reason: "an EtherType from 0x0600 to 0xffff (default 0x88b5)".into(),
-                        })?,
-                );
+            let why = || "an EtherType from 0x0600 to 0xffff (default 0x88b5)".into();
+            let ethertype = parsed.filter(|&e| e >= 0x0600);
+            self.nic.ethertype =
+                Some(ethertype.ok_or_else(|| env_error(&nic::NIC_ETHERTYPE, &v, why()))?);
         }
-        cfg.nic.mtu = vars.parse("FM_NIC_MTU")?;
-        cfg.nic.frames = vars.positive("FM_NIC_FRAMES", "frame")?;
-        if let Some(v) = vars.get("FM_NIC_NETWORK")? {
-            cfg.nic.network = Some(v);
-        }
-        if let Some(v) = vars.get("FM_FAULTS")? {
-            cfg.eth.faults =
-                Some(
-                    fm_devices::reliable::Faults::parse(&v).map_err(|reason| ErrorKind::Env {
-                        var: "FM_FAULTS",
-                        value: v.clone(),
-                        reason,
-                    })?,
-                );
+        self.nic.mtu = vars.parse(&nic::NIC_MTU)?;
+        self.nic.frames = vars.positive(&nic::NIC_FRAMES, "frame")?;
+        if let Some(v) = vars.get(&nic::NIC_NETWORK)? {
+            self.nic.network = Some(v);
         }
         Ok(())
     }
@@ -513,7 +518,7 @@ pub fn encode_runs(runs: &[(&str, usize)]) -> String {
 }
 
 /// The devices of [`encode_routes`]'s form, one per rank.
-pub fn parse_routes(v: &str) -> std::result::Result<Vec<String>, String> {
+pub fn parse_routes(v: &str) -> std::result::Result<Vec<fm_devices::DeviceKind>, String> {
     let mut out = Vec::new();
     for part in v.split(',').map(str::trim) {
         let (dev, n) = match part.split_once('*') {
@@ -526,20 +531,29 @@ pub fn parse_routes(v: &str) -> std::result::Result<Vec<String>, String> {
             ),
             None => (part, 1),
         };
-        if !["self", "shmem", "nic", "ethernet", "null"].contains(&dev) {
-            return Err(format!(
-                "unknown device {dev:?} (known: self, shmem, nic, ethernet, null)"
-            ));
-        }
+        let dev: fm_devices::DeviceKind = dev.parse()?;
         if out.len() + n > fm_grm::proto::MAX_JOB as usize {
             return Err(format!(
                 "more than {} ranks",
                 fm_grm::proto::MAX_JOB as usize
             ));
         }
-        out.extend(std::iter::repeat_n(dev.to_string(), n));
+        out.extend(std::iter::repeat_n(dev, n));
     }
     Ok(out)
+}
+
+/// The segment directory (`FM_SHM_DIR`) from the environment or the
+/// settings file, as a rank would find it (for fmrun and the tools, which
+/// clean up and check what ranks create).
+pub fn shm_dir() -> Result<PathBuf> {
+    let file = ConfigFile::load().map_err(ErrorKind::Config)?;
+    let vars = Vars {
+        file: file.as_ref(),
+    };
+    let dir = vars.get(&fm_devices::shmem::settings::SHM_DIR);
+    let dir = dir.map_err(|e| vars.locate(e))?;
+    Ok(dir.map_or_else(|| Config::local(0, 1, JobKey(0)).shm_dir, PathBuf::from))
 }
 
 /// `FM_PACER` from the environment or the settings file (for tools such as
@@ -559,21 +573,23 @@ struct Vars<'a> {
 
 impl Vars<'_> {
     /// `var`'s value, from the environment or else the file.
-    fn get(&self, var: &'static str) -> Result<Option<String>> {
-        match env_var(var)? {
+    fn get(&self, setting: &'static Setting) -> Result<Option<String>> {
+        match env_var(setting.var)? {
             Some(v) => Ok(Some(v)),
             None => Ok(self
                 .file
-                .and_then(|f| f.get(var))
+                .filter(|_| setting.scope == Scope::Setting)
+                .and_then(|f| f.get(setting.var))
                 .map(|(v, _)| v.to_string())),
         }
     }
 
-    fn parse<T: std::str::FromStr>(&self, var: &'static str) -> Result<Option<T>>
+    fn parse<T: std::str::FromStr>(&self, setting: &'static Setting) -> Result<Option<T>>
     where
         T::Err: std::fmt::Display,
     {
-        match self.get(var)? {
+        let var = setting.var;
+        match self.get(setting)? {
             Some(v) => v.trim().parse().map(Some).map_err(|e: T::Err| {
                 ErrorKind::Env {
                     var,
@@ -588,14 +604,14 @@ impl Vars<'_> {
 
     /// Like [`Vars::parse`], for counts that must be at least one.
     /// `unit` names what is counted, for the error.
-    fn positive<T>(&self, var: &'static str, unit: &str) -> Result<Option<T>>
+    fn positive<T>(&self, setting: &'static Setting, unit: &str) -> Result<Option<T>>
     where
         T: std::str::FromStr + Default + PartialEq,
         T::Err: std::fmt::Display,
     {
-        match self.parse::<T>(var)? {
+        match self.parse::<T>(setting)? {
             Some(v) if v == T::default() => Err(ErrorKind::Env {
-                var,
+                var: setting.var,
                 value: "0".into(),
                 reason: format!("at least one {unit} is needed"),
             }
@@ -606,15 +622,10 @@ impl Vars<'_> {
 
     /// `FM_PACER`; unset is `auto`.
     fn pacer(&self) -> Result<fm_pacer::Mode> {
-        match self.get("FM_PACER")? {
-            Some(v) => fm_pacer::Mode::parse(&v).map_err(|reason| {
-                ErrorKind::Env {
-                    var: "FM_PACER",
-                    value: v.clone(),
-                    reason,
-                }
-                .into()
-            }),
+        match self.get(&fm_pacer::PACER)? {
+            Some(v) => {
+                fm_pacer::Mode::parse(&v).map_err(|reason| env_error(&fm_pacer::PACER, &v, reason))
+            }
             None => Ok(fm_pacer::Mode::Auto),
         }
     }
@@ -626,7 +637,7 @@ impl Vars<'_> {
                 return ErrorKind::Config(format!(
                     "{}:{line}: {} = {value:?}: {reason}",
                     f.path.display(),
-                    key_of(var)
+                    fm_platform::setting::file_key(var)
                 ))
                 .into();
             }
@@ -649,11 +660,22 @@ fn env_var(var: &'static str) -> Result<Option<String>> {
     }
 }
 
-fn parse_var<T: std::str::FromStr>(var: &'static str) -> Result<Option<T>>
+/// A job variable: from the environment only.
+fn env_only<T: std::str::FromStr>(setting: &'static Setting) -> Result<Option<T>>
 where
     T::Err: std::fmt::Display,
 {
-    Vars { file: None }.parse(var)
+    Vars { file: None }.parse(setting)
+}
+
+/// A bad value of `setting`.
+fn env_error(setting: &'static Setting, value: &str, reason: String) -> FmError {
+    ErrorKind::Env {
+        var: setting.var,
+        value: value.to_string(),
+        reason,
+    }
+    .into()
 }
 
 #[cfg(test)]
@@ -667,7 +689,8 @@ mod tests {
         ];
         let s = encode_routes(&r);
         assert_eq!(s, "self,shmem,nic*2,ethernet*3,null");
-        assert_eq!(parse_routes(&s).unwrap(), r);
+        let names: Vec<&str> = parse_routes(&s).unwrap().iter().map(|k| k.name()).collect();
+        assert_eq!(names, r);
         for bad in ["self,tcp", "nic*0", "nic*x", "nic*99999999", ""] {
             assert!(parse_routes(bad).is_err(), "{bad}");
         }

@@ -1,53 +1,15 @@
-//! The TOML file of settings: every `FM_X` setting a rank reads (those
-//! listed in [`FILE_KEYS`]) may be written as the key `x` in the file, e.g.
+//! The TOML file of settings: every `FM_X` setting a rank reads (those of
+//! [`Scope::Setting`] in fm's table, `crate::settings`) may be written as
+//! the key `x` in the file, e.g.
 //! `shm_payload = 8192` or `pacer = "off"`. The environment wins over the
 //! file. Where: `FM_CONFIG`, else `$XDG_CONFIG_HOME/fm/fm.toml`, else
 //! `~/.config/fm/fm.toml`; no file is no settings. A broken file, an unknown
 //! key or a value of the wrong kind is an error naming the file and line.
 
+use crate::settings;
+use fm_platform::setting::Scope;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// The variables the file may set (without `FM_`, lower case, as keys).
-/// What fmrun sets for each rank (FM_GRM, FM_JOB_TOKEN, FM_RANK, …) is not
-/// among them.
-pub const FILE_KEYS: &[&str] = &[
-    "FM_HOST",
-    "FM_NET",
-    "FM_PACER",
-    "FM_SHM_DIR",
-    "FM_SHM_QUEUES",
-    "FM_SHM_FRAMES",
-    "FM_SHM_PAYLOAD",
-    "FM_SHM_CMA",
-    "FM_SHM_CMA_THRESHOLD",
-    "FM_SHM_CMA_ADAPT",
-    "FM_CREDITS",
-    "FM_STASH_BYTES",
-    "FM_WAIT_TIMEOUT",
-    "FM_ATTACH_TIMEOUT",
-    "FM_CPUS",
-    "FM_ETH_ADDR",
-    "FM_ETH_IFACES",
-    "FM_ETH_RANGE",
-    "FM_ETH_MTU",
-    "FM_ETH_WINDOW",
-    "FM_ETH_RTO_US",
-    "FM_ETH_DEAD_AFTER",
-    "FM_ETH_CHECKSUM",
-    "FM_ETH_POOL",
-    "FM_NIC_IFACES",
-    "FM_NIC_ETHERTYPE",
-    "FM_NIC_MTU",
-    "FM_NIC_FRAMES",
-    "FM_NIC_NETWORK",
-    "FM_FAULTS",
-];
-
-/// The file's key for a variable: `FM_SHM_PAYLOAD` → `shm_payload`.
-pub fn key_of(var: &str) -> String {
-    var.trim_start_matches("FM_").to_ascii_lowercase()
-}
 
 #[derive(Clone, Debug, Default)]
 pub struct ConfigFile {
@@ -68,7 +30,7 @@ pub fn line_of(text: &str, offset: usize) -> usize {
 impl ConfigFile {
     /// Where the file is looked for, and whether it must exist (`FM_CONFIG`).
     pub fn location() -> Option<(PathBuf, bool)> {
-        if let Some(p) = std::env::var_os("FM_CONFIG").filter(|p| !p.is_empty()) {
+        if let Some(p) = std::env::var_os(settings::CONFIG.var).filter(|p| !p.is_empty()) {
             return Some((PathBuf::from(p), true));
         }
         let base = std::env::var_os("XDG_CONFIG_HOME")
@@ -100,8 +62,9 @@ impl ConfigFile {
         let mut values = BTreeMap::new();
         for (key, v) in table {
             let line = line_of(text, v.span().start);
-            let Some(&var) = FILE_KEYS.iter().find(|v| key_of(v) == key) else {
-                let known: Vec<String> = FILE_KEYS.iter().map(|v| key_of(v)).collect();
+            let mut in_file = settings::all().filter(|s| s.scope == Scope::Setting);
+            let Some(var) = in_file.clone().find(|s| s.file_key() == key).map(|s| s.var) else {
+                let known: Vec<String> = in_file.by_ref().map(|s| s.file_key()).collect();
                 return Err(at(
                     line,
                     format!("unknown key {key:?} (known: {})", known.join(", ")),

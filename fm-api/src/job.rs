@@ -2,6 +2,7 @@
 //! [`crate::Config::from_env`] reads. Used by `fm-bench` in standalone mode and
 //! by the multi-process tests; `fmrun` adds the resource manager on top.
 
+use crate::settings;
 use crate::JobKey;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus};
@@ -62,7 +63,8 @@ impl LocalJob {
         .map_err(|e| std::io::Error::other(e.to_string()))?;
         let mut job = LocalJob::spawn(size, pin, |r| {
             let mut c = make(r);
-            c.env("FM_GRM", &addr).env("FM_JOB_TOKEN", &token);
+            c.env(settings::GRM.var, &addr)
+                .env(settings::JOB_TOKEN.var, &token);
             c
         })?;
         job.job_key = link.job_key;
@@ -78,21 +80,21 @@ impl LocalJob {
         mut make: impl FnMut(usize) -> Command,
     ) -> std::io::Result<LocalJob> {
         let job_key = JobKey(rand::random::<u64>() | 1);
-        let cpus = fm_devices::sys::cpus_allowed();
+        let cpus = fm_platform::cpus_allowed();
         let mut children = Vec::with_capacity(size);
         for rank in 0..size {
             let mut cmd = make(rank);
-            cmd.env("FM_RANK", rank.to_string())
-                .env("FM_SIZE", size.to_string())
-                .env("FM_JOB_KEY", job_key.to_string());
+            cmd.env(settings::RANK.var, rank.to_string())
+                .env(settings::SIZE.var, size.to_string())
+                .env(settings::JOB_KEY.var, job_key.to_string());
             let cpu = pin.then_some(rank % cpus);
             // SAFETY: only async-signal-safe system calls between fork and exec.
             unsafe {
                 cmd.pre_exec(move || {
                     // A rank never outlives its launcher, even one killed by a signal.
-                    fm_devices::sys::die_with_parent();
+                    fm_platform::die_with_parent();
                     if let Some(cpu) = cpu {
-                        let _ = fm_devices::sys::pin_to_cpu(cpu);
+                        let _ = fm_platform::pin_to_cpu(cpu);
                     }
                     Ok(())
                 });

@@ -7,6 +7,25 @@
 
 mod stats;
 
+use fm_platform::setting::{Scope, Setting};
+
+/// The ID of the `raw_syscalls:sys_enter` tracepoint, read outside a
+/// network namespace (where tracefs is not mounted) by scripts/bench-nic.sh.
+const SYS_ENTER_ID: Setting = Setting {
+    var: "FM_BENCH_SYS_ENTER_ID",
+    scope: Scope::Environment,
+    default: "tracefs",
+    doc: "the system call tracepoint's ID, for `pollcost`'s system call count",
+};
+
+/// Set: `overhead` calls the device directly on both sides (should give 0).
+const CALIBRATE: Setting = Setting {
+    var: "FM_BENCH_CALIBRATE",
+    scope: Scope::Environment,
+    default: "unset",
+    doc: "`overhead` compares the device with itself: its result should be 0",
+};
+
 use clap::{Parser, Subcommand, ValueEnum};
 use fm::job::LocalJob;
 use fm::{Config, Fm, Incoming};
@@ -122,13 +141,13 @@ fn main() -> ExitCode {
         | Bench::Pollcost(o)
         | Bench::Overhead(o) => o.clone(),
     };
-    let standalone = std::env::var_os("FM_RANK").is_none();
+    let standalone = !fm::settings::RANK.is_set();
     if let Some(f) = &opts.faults {
         if let Err(e) = fm_devices::reliable::Faults::parse(f) {
             eprintln!("fm-bench: --faults {f}: {e}");
             return ExitCode::FAILURE;
         }
-        std::env::set_var("FM_FAULTS", f);
+        std::env::set_var(fm_devices::reliable::settings::FAULTS.var, f);
     }
     if standalone && opts.device == DeviceArg::Nic {
         eprintln!(
@@ -160,11 +179,13 @@ fn launch_pair(opts: &Opts) -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let make = |r: usize| {
         let mut c = Command::new(&exe);
-        c.args(&args)
-            .env("FM_CPUS", fm_devices::sys::cpus_allowed().to_string());
+        c.args(&args).env(
+            fm::settings::CPUS.var,
+            fm_platform::cpus_allowed().to_string(),
+        );
         if opts.device == DeviceArg::Ethernet {
             // Two hosts as far as fm knows: the composite routes through ethernet.
-            c.env("FM_HOST", format!("fm-bench-host{r}"));
+            c.env(fm::settings::HOST.var, format!("fm-bench-host{r}"));
         }
         c
     };
@@ -207,7 +228,7 @@ struct Flags {
 }
 
 fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
-    let config = if std::env::var_os("FM_RANK").is_none() {
+    let config = if !fm::settings::RANK.is_set() {
         Config::local(0, 1, fm::JobKey(std::process::id() as u64))
     } else {
         Config::from_env().map_err(e)?
@@ -279,10 +300,7 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
     fm.barrier().map_err(e)?;
     if active {
         // Pinned ranks see one CPU in their mask: the launcher says how many the job has.
-        let cpus = std::env::var("FM_CPUS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(fm_devices::sys::cpus_allowed);
+        let cpus = fm.config().cpus.unwrap_or_else(fm_platform::cpus_allowed);
         let oversubscribed = fm.config().local_ranks().len() > cpus;
         let mut ctx = Ctx {
             epoch: 0,
@@ -306,7 +324,10 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
     }
     fm.barrier().map_err(e)?;
     if fm.rank() == 0 {
-        for dev in ["nic", "ethernet"] {
+        for dev in [
+            fm_devices::DeviceKind::Nic,
+            fm_devices::DeviceKind::Ethernet,
+        ] {
             if let Some(st) = fm.composite().network_stats(dev) {
                 eprintln!("fm-bench: {dev} counters of rank 0: {st:?}");
             }
@@ -594,16 +615,13 @@ impl Ctx<'_> {
     /// An idle poll of the nic device alone, and the system calls it made.
     fn nic_pollcost(&mut self, n: u64) -> Res<Sample> {
         let nic = composite_mut(self.fm)
-            .network_mut("nic")
+            .network_mut(fm_devices::DeviceKind::Nic)
             .ok_or("no nic device in this job")?;
         // Inside `ip netns exec` tracefs is not mounted: the ID may come
         // from outside (scripts/bench-nic.sh).
-        let counter = match std::env::var("FM_BENCH_SYS_ENTER_ID")
-            .ok()
-            .and_then(|v| v.parse().ok())
-        {
-            Some(id) => fm_devices::sys::SyscallCounter::with_tracepoint(id),
-            None => fm_devices::sys::SyscallCounter::this_thread(),
+        let counter = match SYS_ENTER_ID.env().and_then(|v| v.parse().ok()) {
+            Some(id) => fm_platform::SyscallCounter::with_tracepoint(id),
+            None => fm_platform::SyscallCounter::this_thread(),
         };
         let before = counter.as_ref().map(|c| c.read());
         let samples = (0..21)
@@ -657,8 +675,7 @@ impl Ctx<'_> {
         let (mut via, mut direct) = (Vec::new(), Vec::new());
         // Alternate which goes first, so that whatever the first run after a
         // barrier pays is paid by both alike.
-        // FM_BENCH_CALIBRATE=1: both sides call the device directly (should give 0).
-        let calibrate = std::env::var_os("FM_BENCH_CALIBRATE").is_some();
+        let calibrate = CALIBRATE.is_set();
         for round in 0..16 {
             for composite_now in [round % 2 == 0, round % 2 == 1] {
                 self.sync()?;

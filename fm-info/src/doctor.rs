@@ -3,7 +3,8 @@
 
 use fm_devices::shmem::segment::scan;
 use fm_devices::shmem::ShmemConfig;
-use fm_devices::{sys, JobKey};
+use fm_devices::JobKey;
+use fm_platform as sys;
 use std::ffi::CString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::ffi::OsStrExt;

@@ -78,7 +78,10 @@ fn main() -> ExitCode {
 }
 
 pub fn shm_dir() -> PathBuf {
-    PathBuf::from(std::env::var("FM_SHM_DIR").unwrap_or_else(|_| "/dev/shm".into()))
+    fm::config::shm_dir().unwrap_or_else(|e| {
+        eprintln!("fm-info: {e}");
+        std::process::exit(2)
+    })
 }
 
 fn print_info(i: &DeviceInfo, note: &str) {
@@ -93,7 +96,7 @@ fn print_info(i: &DeviceInfo, note: &str) {
 fn devices() -> ExitCode {
     println!(
         "devices on {} (option bits as PMv2's get-option-bits):",
-        fm_devices::sys::hostname()
+        fm_platform::hostname()
     );
     print_info(&SelfDevice::open(0).info(), "this process");
     // A real one-process segment, opened and gone again.
@@ -125,7 +128,7 @@ fn devices() -> ExitCode {
         Err(e) => println!("  ethernet  unavailable: {e}"),
     }
     let mut ifaces: Vec<String> = Vec::new();
-    fm_devices::sys::for_each_address(|name, a, _| {
+    fm_platform::for_each_address(|name, a, _| {
         if a.is_ipv4() && !a.is_loopback() && !ifaces.iter().any(|i| i == name) {
             ifaces.push(name.to_string());
         }

@@ -29,7 +29,7 @@ pub fn run(force: bool, svg: &Path) -> ExitCode {
     let shmem = knobs::shmem_frame();
     tuned.push((shmem, knobs::tune_shmem_frame(&pacer, &crate::shm_dir())));
     let mut addrs = vec![std::net::IpAddr::from([127, 0, 0, 1])];
-    fm_devices::sys::for_each_address(|_, a, _| {
+    fm_platform::for_each_address(|_, a, _| {
         if a.is_ipv4() && !a.is_loopback() && !addrs.contains(&a) {
             addrs.push(a);
         }

@@ -15,11 +15,12 @@
 mod output;
 mod plan;
 mod remote;
+mod settings;
 mod signals;
 
 use clap::Parser;
-use fm_devices::sys;
 use fm_grm::{Event, Grm, GrmOptions, LauncherLink};
+use fm_platform as sys;
 use plan::{Mode, Plan};
 use remote::RemoteShell;
 use std::collections::HashMap;
@@ -77,7 +78,7 @@ pub struct Cli {
     /// every rank here as if on its host (testing multi-host jobs on one machine).
     #[arg(
         long,
-        env = "FM_RSH",
+        env = settings::RSH.var,
         default_value = "ssh -o BatchMode=yes {host}",
         value_name = "TEMPLATE"
     )]
@@ -133,7 +134,7 @@ fn run(cli: Cli) -> Result<u8, String> {
     };
     let elsewhere = rsh.is_some() || matches!(plan.mode, Mode::Slurm);
     let program = cli.command[0].clone();
-    let shm_dir = PathBuf::from(std::env::var("FM_SHM_DIR").unwrap_or_else(|_| "/dev/shm".into()));
+    let shm_dir = fm::config::shm_dir().map_err(|e| e.to_string())?;
 
     signals::install();
     // The embedded resource manager lives as long as the job.
@@ -318,24 +319,24 @@ impl Launch<'_> {
         let mut env: Vec<(String, String)> = Vec::new();
         let mut set = |k: &str, v: String| env.push((k.to_string(), v));
         set(
-            "FM_GRM",
+            fm::settings::GRM.var,
             self.grm_at.get(&target).cloned().unwrap_or_default(),
         );
         if !matches!(self.plan.mode, Mode::Slurm) {
-            set("FM_RANK", rank.to_string());
-            set("FM_SIZE", self.plan.n.to_string());
+            set(fm::settings::RANK.var, rank.to_string());
+            set(fm::settings::SIZE.var, self.plan.n.to_string());
         }
         match spot {
             Some(s) => {
-                set("FM_HOST", s.host.clone());
+                set(fm::settings::HOST.var, s.host.clone());
                 for (k, v) in &s.env {
                     set(k, v.clone());
                 }
             }
-            None => set("FM_NET", self.cli.net.clone()),
+            None => set(fm::settings::NET.var, self.cli.net.clone()),
         }
         if self.rsh.is_none() && !matches!(self.plan.mode, Mode::Slurm) {
-            set("FM_CPUS", self.cpus.to_string());
+            set(fm::settings::CPUS.var, self.cpus.to_string());
         }
         let remote = match (self.rsh, spot) {
             (Some(rsh), Some(s)) => Some((rsh, s)),
@@ -345,7 +346,9 @@ impl Launch<'_> {
             (Some((rsh, s)), _) => {
                 // Settings of this shell that ranks read (FM_SHM_DIR, FM_FAULTS, ...).
                 for (k, v) in std::env::vars().filter(|(k, _)| k.starts_with("FM_")) {
-                    if !env.iter().any(|(e, _)| *e == k) && k != "FM_RSH" && k != "FM_SRUN" {
+                    if !env.iter().any(|(e, _)| *e == k)
+                        && !settings::SETTINGS.iter().any(|s| s.var == k)
+                    {
                         env.push((k, v));
                     }
                 }
@@ -353,14 +356,14 @@ impl Launch<'_> {
             }
             (None, Mode::Slurm) => {
                 let mut c = remote::srun(self.plan.n, &self.cli.command);
-                c.envs(env).env("FM_JOB_TOKEN", self.token);
+                c.envs(env).env(fm::settings::JOB_TOKEN.var, self.token);
                 c
             }
             (None, _) => {
                 let mut c = Command::new(&self.cli.command[0]);
                 c.args(&self.cli.command[1..])
                     .envs(env)
-                    .env("FM_JOB_TOKEN", self.token);
+                    .env(fm::settings::JOB_TOKEN.var, self.token);
                 c
             }
         };

@@ -77,7 +77,7 @@ pub fn make(cli: &Cli) -> Result<Plan, String> {
             let env = match &plans {
                 Some(p) if net == fm::Net::NULL => without_networks(&p[r]),
                 Some(p) => p[r].env.clone(),
-                None => vec![("FM_NET", cli.net.clone())],
+                None => vec![(fm::settings::NET.var, cli.net.clone())],
             };
             Spot {
                 host: entries[h].name.clone(),
@@ -105,7 +105,10 @@ fn without_networks(plan: &RankPlan) -> Vec<(&'static str, String)> {
             _ => w.to_string(),
         })
         .collect();
-    vec![("FM_NET", "null".into()), ("FM_ROUTES", words.join(","))]
+    vec![
+        (fm::settings::NET.var, "null".into()),
+        (fm::settings::ROUTES.var, words.join(",")),
+    ]
 }
 
 /// No host list: inside a Slurm allocation through srun, else here.

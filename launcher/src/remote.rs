@@ -83,7 +83,7 @@ pub fn quote(s: &str) -> String {
 /// fmrun's forwarder turns into its own prefix. The token travels in the
 /// environment srun passes on, not on its command line.
 pub fn srun(n: u32, program: &[String]) -> Command {
-    let srun = std::env::var("FM_SRUN").unwrap_or_else(|_| "srun".into());
+    let srun = crate::settings::SRUN.env().unwrap_or_else(|| "srun".into());
     let mut c = Command::new(srun);
     c.arg(format!("--ntasks={n}"))
         .args(["--kill-on-bad-exit=1", "--label", "--export=ALL"])

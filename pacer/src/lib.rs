@@ -12,6 +12,7 @@
 
 pub mod knobs;
 
+use fm_platform::setting::{Scope, Setting};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub const VERSION: u32 = 1;
 /// A cached curve older than this is measured again.
 pub const MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// The setting that says what the pacer may do ([`Mode`]).
+pub const PACER: Setting = Setting {
+    var: "FM_PACER",
+    scope: Scope::Setting,
+    default: r#"`auto`"#,
+    doc: r#"`auto`: the cached choice, measured when missing, older than 30 days, from another fm version's cache layout, host or kernel, or for other candidates. `off`: every knob's fixed default (16 KiB frames; the interface's largest datagram), no cache read or written. `force`: measure again now (once per job and host). A size, e.g. `8192`: that many bytes for every knob (the nearest candidate at or below it). `FM_SHM_PAYLOAD` and `FM_ETH_MTU` win over the pacer."#,
+};
+
+/// The pacer's settings (in fm's table of settings, `fm::settings`).
+pub const SETTINGS: &[Setting] = &[PACER];
 
 /// `FM_PACER`: what the pacer may do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,7 +106,7 @@ impl Profile {
     pub fn empty() -> Profile {
         Profile {
             version: VERSION,
-            host: fm_devices::sys::hostname(),
+            host: fm_platform::hostname(),
             kernel: kernel(),
             curves: BTreeMap::new(),
         }

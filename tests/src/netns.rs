@@ -227,7 +227,7 @@ fn remove_stale() {
             .next()
             .and_then(|p| p.parse().ok())
             .unwrap_or(0);
-        if pid != 0 && !fm_devices::sys::pid_alive(pid) {
+        if pid != 0 && !fm_platform::pid_alive(pid) {
             let _ = ip(&["netns", "del", name]);
             if let Some(tag) = rest.split('-').nth(1) {
                 for k in 0..4 {

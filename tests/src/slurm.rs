@@ -140,7 +140,7 @@ impl Drop for Slurm {
                     libc::kill(pid, libc::SIGTERM);
                 }
                 let until = Instant::now() + Duration::from_secs(5);
-                while fm_devices::sys::pid_alive(pid as u32) && Instant::now() < until {
+                while fm_platform::pid_alive(pid as u32) && Instant::now() < until {
                     std::thread::sleep(Duration::from_millis(50));
                 }
             }

@@ -185,7 +185,7 @@ fn serving_job(dir: &TempDir, n: usize) -> (Child, Vec<u32>, std::thread::JoinHa
 }
 
 fn alive(pid: u32) -> bool {
-    fm_devices::sys::pid_alive(pid)
+    fm_platform::pid_alive(pid)
         && std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .map(|s| !s.contains(") Z "))
             .unwrap_or(false)

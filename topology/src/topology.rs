@@ -8,7 +8,8 @@
 
 use crate::hosts::{check_name, HostEntry, Origin};
 use fm::config_file::line_of;
-use fm_devices::sys::Ipv4Net;
+use fm_devices::nic::settings as nic;
+use fm_platform::Ipv4Net;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -114,7 +115,7 @@ impl RankPlan {
     pub fn routes(&self) -> &str {
         self.env
             .iter()
-            .find(|(k, _)| *k == "FM_ROUTES")
+            .find(|(k, _)| *k == fm::settings::ROUTES.var)
             .map_or("", |(_, v)| v.as_str())
     }
 }
@@ -434,7 +435,10 @@ impl Topology {
             .map(|(r, h)| {
                 let (runs, env) = &per_host[h];
                 let mut env = env.clone();
-                env.push(("FM_ROUTES", fm::config::encode_runs(&with_self(runs, r))));
+                env.push((
+                    fm::settings::ROUTES.var,
+                    fm::config::encode_runs(&with_self(runs, r)),
+                ));
                 RankPlan { env }
             })
             .collect())
@@ -448,8 +452,8 @@ impl Topology {
         for &n in nets {
             match &self.networks[n].link {
                 Link::Nic { interface } => {
-                    env.push(("FM_NIC_IFACES", interface.clone()));
-                    env.push(("FM_NIC_NETWORK", self.networks[n].name.clone()));
+                    env.push((nic::NIC_IFACES.var, interface.clone()));
+                    env.push((nic::NIC_NETWORK.var, self.networks[n].name.clone()));
                     net.push("nic");
                 }
                 // Nested ranges (checked at parse): the narrowest holds the
@@ -463,11 +467,11 @@ impl Topology {
             }
         }
         if let Some(r) = range {
-            env.push(("FM_ETH_RANGE", r.to_string()));
+            env.push((fm_devices::ethernet::settings::ETH_RANGE.var, r.to_string()));
             net.push("ethernet");
         }
         net.push("null");
-        env.insert(0, ("FM_NET", net.join(",")));
+        env.insert(0, (fm::settings::NET.var, net.join(",")));
         env
     }
 }
@@ -488,6 +492,13 @@ fn check_word(w: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The device of each rank in an `FM_ROUTES` value, by name.
+    fn route_names(routes: &str) -> Vec<&'static str> {
+        let kinds = fm::config::parse_routes(routes).unwrap();
+        kinds.iter().map(|k| k.name()).collect()
+    }
+
     use crate::place;
 
     /// Figure 7.2 as the namespace test builds it.
@@ -542,7 +553,7 @@ hosts = [
         let plans = plan(TWO_CLUSTERS).unwrap();
         assert_eq!(plans.len(), 8);
         assert_eq!(
-            fm::config::parse_routes(plans[0].routes()).unwrap(),
+            route_names(plans[0].routes()),
             ["self", "shmem", "nic", "nic", "ethernet", "ethernet", "ethernet", "ethernet"]
         );
         assert_eq!(
@@ -556,7 +567,7 @@ hosts = [
         assert_eq!(env(&plans[0], "FM_NIC_IFACES"), Some("fm0"));
         assert_eq!(env(&plans[0], "FM_ETH_RANGE"), Some("198.18.0.0/15"));
         assert_eq!(
-            fm::config::parse_routes(plans[5].routes()).unwrap(),
+            route_names(plans[5].routes()),
             [
                 "ethernet", "ethernet", "ethernet", "ethernet", "shmem", "self", "ethernet",
                 "ethernet"
@@ -579,7 +590,7 @@ hosts = [
         let mut want = vec!["self", "shmem"];
         want.extend(["nic"; 6]);
         want.extend(["ethernet"; 8]);
-        assert_eq!(fm::config::parse_routes(plans[0].routes()).unwrap(), want);
+        assert_eq!(route_names(plans[0].routes()), want);
         assert_eq!(
             env(&plans[0], "FM_ROUTES"),
             Some("self,shmem,nic*6,ethernet*8")

@@ -51,6 +51,7 @@ pub mod protocol;
 mod recv;
 mod send;
 mod session;
+pub mod settings;
 pub mod stats;
 mod timeouts;
 pub mod timers;

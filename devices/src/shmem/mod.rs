@@ -11,6 +11,7 @@
 pub mod pace;
 pub mod queue;
 pub mod segment;
+pub mod settings;
 
 use self::queue::QueueMemory;
 use self::segment::{
@@ -65,6 +66,9 @@ pub struct ShmemConfig {
     /// [`SEGMENT_BUDGET`]) and the others take the creator's.
     pub paced_payload: Option<u32>,
     pub cma: CmaMode,
+    /// Carry packets of ≤ 48 bytes inside the receive-queue slot
+    /// (`FM_SHM_INLINE`; off only for comparison).
+    pub inline: bool,
     /// How long to wait for the other local processes to attach.
     pub attach_timeout: Duration,
 }
@@ -82,6 +86,7 @@ impl ShmemConfig {
             payload: None,
             paced_payload: None,
             cma: CmaMode::Auto,
+            inline: true,
             attach_timeout: Duration::from_secs(30),
         }
     }
@@ -229,7 +234,7 @@ impl ShmemDevice {
             window: 0,
             payload: g.payload as usize,
             fenced: false,
-            inline: std::env::var("FM_SHM_INLINE").map_or(true, |v| v != "0"),
+            inline: cfg.inline,
             stage: Box::new([[0; INLINE_BYTES]; STAGES]),
             stage_free: (1 << STAGES) - 1,
             held: Box::new([[0; INLINE_BYTES]; HELD_INLINE]),

@@ -26,7 +26,9 @@ fn main() -> ExitCode {
     // other way round.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(
-            std::env::var("FM_LOG").unwrap_or_else(|_| "info".into()),
+            fm_platform::setting::LOG
+                .env()
+                .unwrap_or_else(|| "info".into()),
         ))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

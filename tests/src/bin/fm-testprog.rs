@@ -534,7 +534,10 @@ fn stream(messages: u64, size: usize) -> Res {
 /// One line per network device the tests parse (`fm_tests::network_counter`):
 /// "ethernet rank R: retransmits N timeouts N …", for the devices the job has.
 fn print_network_counters(fm: &Fm) {
-    for dev in ["nic", "ethernet"] {
+    for dev in [
+        fm_devices::DeviceKind::Nic,
+        fm_devices::DeviceKind::Ethernet,
+    ] {
         let Some(e) = fm.composite().network_stats(dev) else {
             continue;
         };
@@ -589,7 +592,7 @@ fn tcp_source(to: String, bytes: u64) -> Res {
 /// Broadcast foreign frames of fm's EtherType on `iface` (needs CAP_NET_RAW).
 fn frames(iface: String, count: u64) -> Res {
     use fm_devices::reliable::header::{Header, Kind, HEADER};
-    let mac = fm_devices::sys::interface_mac(&iface).ok_or(format!("no interface {iface}"))?;
+    let mac = fm_platform::interface_mac(&iface).ok_or(format!("no interface {iface}"))?;
     let name = std::ffi::CString::new(iface.clone()).map_err(|e| e.to_string())?;
     // SAFETY: plain syscalls on a socket this function owns and closes.
     unsafe {

@@ -1,0 +1,135 @@
+//! The API's knobs: the job's variables (set by fmrun for each rank), FM's
+//! own settings, and the knobs of every layer below gathered in [`SETTINGS`].
+
+use fm_platform::setting::{Scope, Setting};
+
+pub const CONFIG: Setting = Setting {
+    var: "FM_CONFIG",
+    scope: Scope::Environment,
+    default: r#"`$XDG_CONFIG_HOME/fm/fm.toml`, else `~/.config/fm/fm.toml` (no file: no settings)"#,
+    doc: r#"the settings file. A file named here must exist."#,
+};
+
+pub const GRM: Setting = Setting {
+    var: "FM_GRM",
+    scope: Scope::Job,
+    default: r#"—"#,
+    doc: r#"`host:port` of the resource manager. When set (fmrun sets it), the process joins its job there: the GRM checks the token and the handler table, and gives the rank (if `FM_RANK` is not set), the size, the job key and every rank's host; `FM_SIZE`, `FM_JOB_KEY` and `FM_HOSTS` are then not read. While the job runs, a heartbeat goes to the GRM every second; if a peer dies, every wait of this process fails with "the job has ended: rank R (pid P on H) …"."#,
+};
+
+pub const JOB_TOKEN: Setting = Setting {
+    var: "FM_JOB_TOKEN",
+    scope: Scope::Job,
+    default: r#"—"#,
+    doc: r#"the job's secret token (128 random bits), required with `FM_GRM`. A token no job was registered under is refused at init with a clear error."#,
+};
+
+pub const RANK: Setting = Setting {
+    var: "FM_RANK",
+    scope: Scope::Job,
+    default: r#"—"#,
+    doc: r#"this process's rank, 0 ≤ rank < `FM_SIZE`. Without `FM_RANK` and `FM_SIZE` the process is a job of one (rank 0 of 1). With `FM_GRM` and without `FM_RANK`, a task started by srun takes `SLURM_PROCID`."#,
+};
+
+pub const SIZE: Setting = Setting {
+    var: "FM_SIZE",
+    scope: Scope::Job,
+    default: r#"—"#,
+    doc: r#"number of ranks in the job."#,
+};
+
+pub const JOB_KEY: Setting = Setting {
+    var: "FM_JOB_KEY",
+    scope: Scope::Job,
+    default: r#"random for a job of one"#,
+    doc: r#"the job key, 16 hex digits: program ID (high 32 bits) and instance (low 32 bits). Every device checks it: a segment or packet of another job is refused. Required when `FM_SIZE` > 1."#,
+};
+
+pub const HOST: Setting = Setting {
+    var: "FM_HOST",
+    scope: Scope::Setting,
+    default: r#"`SLURMD_NODENAME` in a Slurm task, else the host name"#,
+    doc: r#"this process's host."#,
+};
+
+pub const HOSTS: Setting = Setting {
+    var: "FM_HOSTS",
+    scope: Scope::Job,
+    default: r#"every rank on `FM_HOST`"#,
+    doc: r#"the host of each rank, comma separated, `FM_SIZE` entries. Ranks on this host use shared memory; others need a network device."#,
+};
+
+pub const NET: Setting = Setting {
+    var: "FM_NET",
+    scope: Scope::Setting,
+    default: r#"`auto`"#,
+    doc: r#"devices: `auto` (every device available: nic between hosts on one layer-2 network where it can open, ethernet otherwise), `null` (desktop only: a send to another host fails with "no route"), or a comma-separated list of `self`, `shmem`, `nic`, `ethernet`, `null`. A list with `nic` and without `ethernet` requires nic (a process that cannot open it fails); with both, ethernet is the fallback; with neither, hosts are joined by the NULL transport."#,
+};
+
+pub const ROUTES: Setting = Setting {
+    var: "FM_ROUTES",
+    scope: Scope::Job,
+    default: r#"—"#,
+    doc: r#"the device for each rank, in rank order, a run written once with its length: `self,shmem,nic*2,ethernet*4`. The destination device table is then exactly this (a device that is not open or does not reach its rank is an error at init naming the rank) instead of the fastest open device that reaches each rank. `fmrun --topology` sets it."#,
+};
+
+pub const CREDITS: Setting = Setting {
+    var: "FM_CREDITS",
+    scope: Scope::Setting,
+    default: r#"the device's window (60 packets for shmem with few ranks)"#,
+    doc: r#"upper bound on packets in flight to one destination. Lower it to test flow control; 1 works, handlers replying included (a handler's packet is released before it can wait: the credit rule in `fm-api/src/endpoint.rs`)."#,
+};
+
+pub const STASH_BYTES: Setting = Setting {
+    var: "FM_STASH_BYTES",
+    scope: Scope::Setting,
+    default: r#"`16777216` (16 MiB)"#,
+    doc: r#"bound on the bytes a sender out of credit copies aside. At the bound a send outside any handler runs the handlers of set-aside messages first, and new messages' credits are withheld until handled (never more than half a window's), so a rank streaming at a rank streaming back holds at most this plus half a window of messages per peer. A handler that waits withholds nothing (two handlers waiting on each other's credits would wait for ever): send bulk data from main code. `FmStats::stash_peak_bytes` shows what was reached."#,
+};
+
+pub const WAIT_TIMEOUT: Setting = Setting {
+    var: "FM_WAIT_TIMEOUT",
+    scope: Scope::Setting,
+    default: r#"none (wait for ever)"#,
+    doc: r#"seconds any wait inside fm (credit, a single-copy completion, the rest of a message, `barrier`, `extract_wait`) may take before it fails with `ErrorKind::Timeout` naming what it waited for; `Fm::set_wait_timeout` sets it per endpoint."#,
+};
+
+pub const CPUS: Setting = Setting {
+    var: "FM_CPUS",
+    scope: Scope::Setting,
+    default: r#"the CPUs this process may use"#,
+    doc: r#"CPUs the job has on this host. With more local ranks than CPUs, waits yield after a short spin so a descheduled peer can run; otherwise they spin up to 50 µs first. Launchers that pin ranks to single CPUs set it (fmrun does)."#,
+};
+
+/// Every knob of this file, in documentation order.
+pub const SETTINGS: &[Setting] = &[
+    CONFIG,
+    GRM,
+    JOB_TOKEN,
+    RANK,
+    SIZE,
+    JOB_KEY,
+    HOST,
+    HOSTS,
+    NET,
+    ROUTES,
+    CREDITS,
+    STASH_BYTES,
+    WAIT_TIMEOUT,
+    CPUS,
+];
+
+/// fm's whole table of settings: the API's and every layer's below it.
+pub fn all() -> impl Iterator<Item = &'static Setting> + Clone {
+    [
+        SETTINGS,
+        fm_platform::setting::SETTINGS,
+        fm_pacer::SETTINGS,
+        fm_devices::shmem::settings::SETTINGS,
+        fm_devices::ethernet::settings::SETTINGS,
+        fm_devices::reliable::settings::SETTINGS,
+        fm_devices::nic::settings::SETTINGS,
+    ]
+    .into_iter()
+    .flatten()
+}
