@@ -47,7 +47,6 @@ mod endpoint;
 pub mod error;
 mod extract;
 mod incoming;
-pub mod job;
 mod path_choice;
 pub mod settings;
 pub mod wait;

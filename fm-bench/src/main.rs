@@ -27,10 +27,10 @@ const CALIBRATE: Setting = Setting {
 };
 
 use clap::{Parser, Subcommand, ValueEnum};
-use fm::job::LocalJob;
 use fm::{Config, Fm, Incoming};
 use fm_composite::Composite;
 use fm_devices::{Device, Rank};
+use fm_launcher::LocalJob;
 use stats::{Sample, Summary};
 use std::cell::{Cell, RefCell};
 use std::process::{Command, ExitCode};
@@ -274,28 +274,7 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
         .config(config)
         .build()
         .map_err(e)?;
-    let peer: Rank = match opts.device {
-        DeviceArg::SelfLoop => fm.rank(),
-        DeviceArg::Shmem | DeviceArg::Ethernet | DeviceArg::Nic => {
-            if fm.size() < 2 {
-                return Err(format!(
-                    "--device {} needs two ranks",
-                    device_name(opts.device)
-                ));
-            }
-            1 - fm.rank().min(1)
-        }
-    };
-    // Measure the device asked for, not whatever the table chose.
-    let route = fm.composite().info_for(peer).map(|i| i.name);
-    if fm.rank() < 2 && route != Some(device_name(opts.device)) {
-        return Err(format!(
-            "--device {}: rank {} reaches rank {peer} through {} (choose devices with fmrun --net)",
-            device_name(opts.device),
-            fm.rank(),
-            route.unwrap_or("nothing")
-        ));
-    }
+    let peer = peer_of(&fm, opts)?;
     let active = fm.rank() < 2 || opts.device == DeviceArg::SelfLoop && fm.rank() == 0;
     fm.barrier().map_err(e)?;
     if active {
@@ -334,6 +313,33 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
         }
     }
     Ok(())
+}
+
+/// The rank this one measures against, checked to be reached through the
+/// device asked for, not whatever the table chose.
+fn peer_of(fm: &Fm, opts: &Opts) -> Res<Rank> {
+    let peer: Rank = match opts.device {
+        DeviceArg::SelfLoop => fm.rank(),
+        DeviceArg::Shmem | DeviceArg::Ethernet | DeviceArg::Nic => {
+            if fm.size() < 2 {
+                return Err(format!(
+                    "--device {} needs two ranks",
+                    device_name(opts.device)
+                ));
+            }
+            1 - fm.rank().min(1)
+        }
+    };
+    let route = fm.composite().info_for(peer).map(|i| i.name);
+    if fm.rank() < 2 && route != Some(device_name(opts.device)) {
+        return Err(format!(
+            "--device {}: rank {} reaches rank {peer} through {} (choose devices with fmrun --net)",
+            device_name(opts.device),
+            fm.rank(),
+            route.unwrap_or("nothing")
+        ));
+    }
+    Ok(peer)
 }
 
 struct Ctx<'a> {

@@ -387,6 +387,27 @@ fn watch_launcher(shared: &Shared, mut conn: TcpStream, token: &str) {
     }
 }
 
+/// The rank a joining process gets: the one it asks for if that is free,
+/// else the first free one; why not, when there is none.
+fn choose_rank(job: &Job, asked: Option<u32>) -> Result<u32, String> {
+    match asked {
+        Some(r) if r >= job.size => Err(format!(
+            "rank {r} is outside this job of {} processes",
+            job.size
+        )),
+        Some(r) => match &job.members[r as usize] {
+            Some(m) => Err(format!(
+                "rank {r} has already joined (pid {} on {})",
+                m.pid, m.host
+            )),
+            None => Ok(r),
+        },
+        None => (job.members.iter().position(Option::is_none))
+            .map(|r| r as u32)
+            .ok_or_else(|| "every rank of this job has joined".to_string()),
+    }
+}
+
 fn join(shared: &Shared, conn: &TcpStream, j: Join) -> Option<(String, u32)> {
     let mut st = shared.lock();
     let Some(job) = st.jobs.get_mut(&j.token) else {
@@ -405,33 +426,13 @@ fn join(shared: &Shared, conn: &TcpStream, j: Join) -> Option<(String, u32)> {
         refuse(conn, "this job has already started with all its processes");
         return None;
     }
-    let rank = match j.rank {
-        Some(r) if r >= job.size => {
-            let size = job.size;
+    let rank = match choose_rank(job, j.rank) {
+        Ok(r) => r,
+        Err(why) => {
             drop(st);
-            refuse(
-                conn,
-                &format!("rank {r} is outside this job of {size} processes"),
-            );
+            refuse(conn, &why);
             return None;
         }
-        Some(r) => {
-            if let Some(m) = &job.members[r as usize] {
-                let msg = format!("rank {r} has already joined (pid {} on {})", m.pid, m.host);
-                drop(st);
-                refuse(conn, &msg);
-                return None;
-            }
-            r
-        }
-        None => match job.members.iter().position(Option::is_none) {
-            Some(r) => r as u32,
-            None => {
-                drop(st);
-                refuse(conn, "every rank of this job has joined");
-                return None;
-            }
-        },
     };
     match &job.reference {
         None => job.reference = Some((rank, j.fingerprint, j.handlers.clone())),

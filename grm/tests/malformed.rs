@@ -127,6 +127,9 @@ fn malformed(rng: &mut impl Rng) -> Vec<(String, Vec<u8>)> {
 }
 
 #[test]
+// Long because it is one scenario: a job runs while every kind of bad
+// frame arrives, and the job must still finish.
+#[allow(clippy::too_many_lines)]
 fn malformed_frames_and_the_fuzz_corpus_are_refused_while_a_job_runs() {
     let d = Daemon::start();
     let addr = d.1.clone();

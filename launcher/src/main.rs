@@ -119,6 +119,10 @@ fn main() -> ExitCode {
     }
 }
 
+// Long because it is a job's life in order — plan, GRM, registration,
+// start, forward, watch, end, clean up — and each step hands the next the
+// state it made; the steps themselves are the functions it calls.
+#[allow(clippy::too_many_lines)]
 fn run(cli: Cli) -> Result<u8, String> {
     let plan = plan::make(&cli)?;
     let n = plan.n;
@@ -312,8 +316,8 @@ struct Launch<'a> {
 }
 
 impl Launch<'_> {
-    /// Start rank `rank` (or, under Slurm, srun for all of them).
-    fn spawn(&self, rank: u32) -> std::io::Result<Child> {
+    /// The job's variables for rank `rank` (under Slurm, for every rank).
+    fn rank_env(&self, rank: u32) -> Vec<(String, String)> {
         let spot = self.plan.spots.get(rank as usize);
         let target = spot.map(|s| s.target.as_str());
         let mut env: Vec<(String, String)> = Vec::new();
@@ -338,6 +342,13 @@ impl Launch<'_> {
         if self.rsh.is_none() && !matches!(self.plan.mode, Mode::Slurm) {
             set(fm::settings::CPUS.var, self.cpus.to_string());
         }
+        env
+    }
+
+    /// Start rank `rank` (or, under Slurm, srun for all of them).
+    fn spawn(&self, rank: u32) -> std::io::Result<Child> {
+        let spot = self.plan.spots.get(rank as usize);
+        let mut env = self.rank_env(rank);
         let remote = match (self.rsh, spot) {
             (Some(rsh), Some(s)) => Some((rsh, s)),
             _ => None,

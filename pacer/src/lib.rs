@@ -323,27 +323,7 @@ impl Pacer {
             }
         }
         let t = Instant::now();
-        let mut sizes = Vec::with_capacity(PASSES * knob.candidates.len());
-        for pass in 0..PASSES {
-            match pass % 2 {
-                0 => sizes.extend(knob.candidates.iter().copied()),
-                _ => sizes.extend(knob.candidates.iter().rev().copied()),
-            }
-        }
-        let rates = measure(&sizes);
-        let points: Vec<(u64, f64)> = knob
-            .candidates
-            .iter()
-            .filter_map(|&c| {
-                let best = sizes
-                    .iter()
-                    .zip(&rates)
-                    .filter(|(&s, _)| s == c)
-                    .filter_map(|(_, r)| *r)
-                    .fold(None, |b: Option<f64>, r| Some(b.map_or(r, |b| b.max(r))));
-                best.map(|r| (c, r))
-            })
-            .collect();
+        let points = measure_passes(&knob.candidates, measure);
         let Some(chosen) = Curve::best(&points) else {
             tracing::debug!(knob = %knob.key, "pacer: nothing measurable; keeping the default {}", knob.default);
             return default;
@@ -374,6 +354,31 @@ impl Pacer {
             curve: Some(curve),
         }
     }
+}
+
+/// Each candidate's best throughput over [`PASSES`] passes, in
+/// alternating order; a candidate never measured is left out.
+fn measure_passes(
+    candidates: &[u64],
+    measure: impl FnOnce(&[u64]) -> Vec<Option<f64>>,
+) -> Vec<(u64, f64)> {
+    let mut sizes = Vec::with_capacity(PASSES * candidates.len());
+    for pass in 0..PASSES {
+        match pass % 2 {
+            0 => sizes.extend(candidates.iter().copied()),
+            _ => sizes.extend(candidates.iter().rev().copied()),
+        }
+    }
+    let rates = measure(&sizes);
+    (candidates.iter())
+        .filter_map(|&c| {
+            let best = (sizes.iter().zip(&rates))
+                .filter(|(&s, _)| s == c)
+                .filter_map(|(_, r)| *r)
+                .fold(None, |b: Option<f64>, r| Some(b.map_or(r, |b| b.max(r))));
+            best.map(|r| (c, r))
+        })
+        .collect()
 }
 
 /// The running kernel's release and version (`uname -rv`).

@@ -82,6 +82,9 @@ fn command_lines_with(needle: &str) -> Vec<String> {
 }
 
 #[test]
+// Long because it is one scenario: build two clusters of namespace hosts
+// with sshd, run a job across them, check every pair's route.
+#[allow(clippy::too_many_lines)]
 fn two_clusters_through_ssh_route_each_pair_through_its_table() {
     let test = "two_clusters_through_ssh_route_each_pair_through_its_table";
     let Some(c) = Clusters::new(test, &[2, 2]) else {

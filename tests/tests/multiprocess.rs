@@ -1,6 +1,6 @@
 //! Real processes on real shared memory: the one-host spine end to end.
 
-use fm::job::LocalJob;
+use fm_launcher::LocalJob;
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

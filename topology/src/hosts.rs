@@ -232,36 +232,7 @@ pub fn place(hosts: &[HostEntry], n: Option<u32>) -> Result<Vec<usize>, String> 
         0 => 0,
         u => n.saturating_sub(counted).div_ceil(u),
     };
-    let mut placed: Vec<Option<usize>> = vec![None; n as usize];
-    for (i, h) in hosts.iter().enumerate() {
-        if h.slots
-            .is_some_and(|s| !h.ranks.is_empty() && s as usize != h.ranks.len())
-        {
-            return Err(h.origin.error(format!(
-                "host {:?} has slots={} but names {} ranks",
-                h.name,
-                h.slots.unwrap_or(0),
-                h.ranks.len()
-            )));
-        }
-        for &r in &h.ranks {
-            let Some(slot) = placed.get_mut(r as usize) else {
-                return Err(h.origin.error(format!(
-                    "host {:?} names rank {r}, but the job has {n} ranks (0 to {})",
-                    h.name,
-                    n - 1
-                )));
-            };
-            if let Some(other) = *slot {
-                let o = &hosts[other];
-                return Err(h.origin.error(format!(
-                    "rank {r} is placed twice: on host {:?} and on host {:?} ({})",
-                    o.name, h.name, o.origin
-                )));
-            }
-            *slot = Some(i);
-        }
-    }
+    let mut placed = place_named(hosts, n)?;
     let mut free = placed
         .iter()
         .enumerate()
@@ -293,6 +264,42 @@ pub fn place(hosts: &[HostEntry], n: Option<u32>) -> Result<Vec<usize>, String> 
         ));
     }
     Ok(placed.into_iter().map(|p| p.unwrap_or(0)).collect())
+}
+
+/// The ranks hosts name by number (`ranks=`), each on its host; the rest
+/// `None`. A rank named twice or beyond the job is an error.
+fn place_named(hosts: &[HostEntry], n: u64) -> Result<Vec<Option<usize>>, String> {
+    let mut placed: Vec<Option<usize>> = vec![None; n as usize];
+    for (i, h) in hosts.iter().enumerate() {
+        if h.slots
+            .is_some_and(|s| !h.ranks.is_empty() && s as usize != h.ranks.len())
+        {
+            return Err(h.origin.error(format!(
+                "host {:?} has slots={} but names {} ranks",
+                h.name,
+                h.slots.unwrap_or(0),
+                h.ranks.len()
+            )));
+        }
+        for &r in &h.ranks {
+            let Some(slot) = placed.get_mut(r as usize) else {
+                return Err(h.origin.error(format!(
+                    "host {:?} names rank {r}, but the job has {n} ranks (0 to {})",
+                    h.name,
+                    n - 1
+                )));
+            };
+            if let Some(other) = *slot {
+                let o = &hosts[other];
+                return Err(h.origin.error(format!(
+                    "rank {r} is placed twice: on host {:?} and on host {:?} ({})",
+                    o.name, h.name, o.origin
+                )));
+            }
+            *slot = Some(i);
+        }
+    }
+    Ok(placed)
 }
 
 /// The file the hosts came from, or `--hosts`.

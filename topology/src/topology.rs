@@ -149,6 +149,10 @@ impl Topology {
         Topology::parse(path, &text)
     }
 
+    // Long because it checks one file section by section, each error
+    // naming its line from the spans at hand; the sections share those
+    // spans and the maps built so far.
+    #[allow(clippy::too_many_lines)]
     pub fn parse(path: &Path, text: &str) -> Result<Topology, String> {
         let at = |offset: usize, what: String| Origin::at(path, line_of(text, offset)).error(what);
         let spec: FileSpec = toml::from_str(text).map_err(|e| {

@@ -33,6 +33,34 @@ pub fn payload_of_frame(frame_bytes: u64) -> u32 {
 /// keeps the stream pipelined.
 const FRAMES: u32 = 32;
 
+/// The sender of [`stream_rates`]: messages of `src` to rank 0 through
+/// device `phase` (of `payloads` bytes per packet), until `phase` names no
+/// device.
+fn stream_to_rank0(
+    devs: &mut [ShmemDevice],
+    payloads: &[u32],
+    phase: &AtomicUsize,
+    src: &[u8],
+) -> Result<(), DeviceError> {
+    let mut off = 0;
+    loop {
+        let i = phase.load(Ordering::Relaxed);
+        let Some(dev) = devs.get_mut(i) else {
+            return Ok(());
+        };
+        let n = (payloads[i] as usize).min(MESSAGE - off);
+        match dev.get_send_buffer(0, n) {
+            Ok(mut b) => {
+                b.copy_from_slice(&src[off..off + n]);
+                b.send();
+                off = if off + n == MESSAGE { 0 } else { off + n };
+            }
+            Err(DeviceError::NoBuffer { .. }) => std::hint::spin_loop(),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Streaming throughput in MB/s for each payload size in turn, with the
 /// segments in `dir`, each measured for `window` after a warm-up of a third of
 /// that; `None` for a size that could not be measured. Both threads open a
@@ -67,24 +95,7 @@ pub fn stream_rates(payloads: &[u32], dir: &Path, window: Duration) -> Vec<Optio
     let rates = std::thread::scope(|s| {
         let sender = s.spawn(|| -> Result<(), DeviceError> {
             cpus.pin_other();
-            let mut devs = open_all(1)?;
-            let mut off = 0;
-            loop {
-                let i = phase.load(Ordering::Relaxed);
-                let Some(dev) = devs.get_mut(i) else {
-                    return Ok(());
-                };
-                let n = (distinct[i] as usize).min(MESSAGE - off);
-                match dev.get_send_buffer(0, n) {
-                    Ok(mut b) => {
-                        b.copy_from_slice(&src[off..off + n]);
-                        b.send();
-                        off = if off + n == MESSAGE { 0 } else { off + n };
-                    }
-                    Err(DeviceError::NoBuffer { .. }) => std::hint::spin_loop(),
-                    Err(e) => return Err(e),
-                }
-            }
+            stream_to_rank0(&mut open_all(1)?, &distinct, &phase, &src)
         });
         let mut devs = match open_all(0) {
             Ok(d) => d,

@@ -423,6 +423,9 @@ impl Checker {
     }
 }
 
+// Long because the randomized stress is one loop whose checker, handlers
+// and reply patterns share the state they check.
+#[allow(clippy::too_many_lines)]
 fn stress(seed: u64, requests: u64, max_size: u64) -> Res {
     let cfg = fm::Config::from_env().map_err(err)?;
     let cma = cfg.cma_threshold as u64;

@@ -125,6 +125,9 @@ fn check_message(m: &mut Incoming<'_>, seen: &mut Seen, me: u32) -> fm::Result<(
     Ok(())
 }
 
+// Long because the all-to-all test is one exchange whose handlers, sends
+// and checks share the record of what was seen.
+#[allow(clippy::too_many_lines)]
 fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
     let seen = Rc::new(RefCell::new(Seen {
         next: Vec::new(),
@@ -380,7 +383,7 @@ fn noroute() -> Res {
 
 fn launcher(n: usize) -> Res {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let job = fm::job::LocalJob::spawn(n, false, |_| {
+    let job = fm_launcher::LocalJob::spawn(n, false, |_| {
         let mut c = std::process::Command::new(&exe);
         c.args(["headtohead", "1000000000", "64"]);
         c

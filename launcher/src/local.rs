@@ -1,9 +1,10 @@
-//! Start the processes of a job on this host, with the environment
-//! [`crate::Config::from_env`] reads. Used by `fm-bench` in standalone mode and
-//! by the multi-process tests; `fmrun` adds the resource manager on top.
+//! A job of N processes on this host without fmrun: each started with the
+//! environment `fm::Config::from_env` reads, optionally joined through an
+//! embedded resource manager. For `fm-bench`'s standalone runs and the
+//! multi-process tests; fmrun (`main.rs`) is the launcher for users.
 
-use crate::settings;
-use crate::JobKey;
+use fm::settings;
+use fm::JobKey;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
