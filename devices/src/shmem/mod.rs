@@ -15,7 +15,7 @@ pub mod settings;
 
 use self::queue::QueueMemory;
 use self::segment::{
-    Geometry, QueueRef, Segment, FRAME_HEADER_BYTES, INLINE_BYTES, SLOT_HEADER_BYTES,
+    FrameHeader, Geometry, QueueRef, Segment, Slot, FRAME_HEADER_BYTES, INLINE_BYTES,
 };
 use crate::{
     sys, Device, DeviceError, DeviceInfo, DeviceStats, JobKey, Options, Rank, RawRecv, RawSend,
@@ -364,17 +364,11 @@ impl ShmemDevice {
     #[inline(always)]
     fn accept(&mut self, i: usize, q: QueueRef, f: u32, slot: u32) -> Option<RawRecv> {
         if f == queue::INLINE {
-            let sp = q.slot_ptr(slot);
             // SAFETY: the slot was published (Acquire on its tag); its
             // position cannot come round again before we poll the next one
-            // (credits bound the unpolled slots), so it is intact until the
-            // copy below, which happens before anything else is polled.
-            let (len, src) = unsafe {
-                (
-                    (sp.add(8) as *const u32).read(),
-                    (sp.add(12) as *const u32).read(),
-                )
-            };
+            // (credits bound the unpolled slots), so it is intact while it
+            // is read here, before anything else is polled.
+            let (len, src, bytes) = unsafe { Slot::read_inline(q.slot_ptr(slot)) };
             if len as usize > INLINE_BYTES || !self.src_ok(src) {
                 self.stats.dropped_malformed += 1;
                 tracing::warn!(
@@ -388,19 +382,14 @@ impl ShmemDevice {
             let k = self.held_free.trailing_zeros() as usize;
             self.held_free &= !(1 << k);
             let dst = &mut self.held[k];
-            // SAFETY: the inline area follows the slot header inside the
-            // slot. All of it is copied: a fixed size compiles to a few
-            // vector moves, where `len` bytes would call memcpy.
-            *dst = unsafe {
-                (sp.add(SLOT_HEADER_BYTES) as *const [u8; INLINE_BYTES]).read_unaligned()
-            };
+            *dst = bytes;
             self.stats.packets_received += 1;
             self.stats.bytes_received += len as u64;
             return Some(RawRecv {
                 src,
                 ptr: dst.as_ptr(),
                 len: len as usize,
-                token: token(k, queue::INLINE),
+                token: RecvToken::Held(k).encode(),
             });
         }
         if f >= q.frames() {
@@ -414,12 +403,7 @@ impl ShmemDevice {
         }
         let frame = q.frame(f);
         // SAFETY: the published frame is ours to read until released.
-        let (len, src) = unsafe {
-            (
-                (frame.add(4) as *const u32).read(),
-                (frame.add(8) as *const u32).read(),
-            )
-        };
+        let (len, src) = unsafe { FrameHeader::read(frame.cast()) };
         if len as usize > self.payload || !self.src_ok(src) {
             self.stats.dropped_malformed += 1;
             tracing::warn!(
@@ -438,7 +422,7 @@ impl ShmemDevice {
             // SAFETY: payload follows the header inside the frame.
             ptr: unsafe { frame.add(FRAME_HEADER_BYTES) },
             len: len as usize,
-            token: token(i, f),
+            token: RecvToken::Frame { queue: i, frame: f }.encode(),
         })
     }
 
@@ -459,12 +443,8 @@ impl ShmemDevice {
     ) -> Result<(), DeviceError> {
         let q = self.queue_to(dest)?;
         queue::publish_inline(&q, |i| {
-            let sp = q.slot_ptr(i);
             // SAFETY: as in raw_send.
-            unsafe {
-                (sp.add(8) as *mut u32).write(claimed_len);
-                (sp.add(12) as *mut u32).write(claimed_src);
-            }
+            unsafe { Slot::write_inline(q.slot_ptr(i), claimed_len, claimed_src, None) };
         });
         Ok(())
     }
@@ -497,7 +477,7 @@ impl ShmemDevice {
             dest,
         })?;
         // SAFETY: we own frame f until published.
-        unsafe { write_frame_header(q.frame(f), claimed_len, claimed_src) };
+        unsafe { FrameHeader::write(q.frame(f).cast(), claimed_len, claimed_src) };
         queue::publish(&q, f);
         Ok(())
     }
@@ -522,13 +502,6 @@ fn cma_error(source: std::io::Error, op: &str, peer: Rank) -> DeviceError {
     }
 }
 
-/// SAFETY: `frame` points at a frame this process owns (in-use set by it).
-#[inline(always)]
-unsafe fn write_frame_header(frame: *mut u8, len: u32, src: Rank) {
-    (frame.add(4) as *mut u32).write(len);
-    (frame.add(8) as *mut u32).write(src);
-}
-
 /// Inline packets a receiver may hold at once (each copied out of its slot
 /// when polled). FM holds at most two; a PM-level receiver holding this many
 /// receives nothing more until it releases one (back-pressure, as frames
@@ -538,14 +511,61 @@ pub const HELD_INLINE: usize = 64;
 /// Send buffers outstanding at once on the inline path (a data packet being
 /// gathered plus control packets sent meanwhile).
 const STAGES: usize = 4;
-/// Set in a send token: the buffer is inline stage `token & 0xff`.
-const INLINE_TOKEN: u64 = 1 << 48;
+/// What a send token names: a frame of the destination's queue, or an
+/// inline staging buffer (whose bytes go into the slot at send).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SendToken {
+    Frame(u32),
+    Stage(usize),
+}
 
-/// A receive token: (queue index, frame), or (held entry, [`queue::INLINE`])
-/// for an inline packet copied out of its slot.
-#[inline(always)]
-fn token(queue: usize, frame: u32) -> u64 {
-    ((queue as u64) << 32) | frame as u64
+impl SendToken {
+    /// Set in a stage's token, above any frame index.
+    const STAGE: u64 = 1 << 48;
+
+    #[inline(always)]
+    fn encode(self) -> u64 {
+        match self {
+            SendToken::Frame(f) => f as u64,
+            SendToken::Stage(k) => SendToken::STAGE | k as u64,
+        }
+    }
+
+    #[inline(always)]
+    fn decode(t: u64) -> SendToken {
+        match t & SendToken::STAGE {
+            0 => SendToken::Frame(t as u32),
+            _ => SendToken::Stage((t & 0xff) as usize),
+        }
+    }
+}
+
+/// What a receive token names: a frame of one of our queues, or a held
+/// entry (an inline packet copied out of its slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RecvToken {
+    Frame { queue: usize, frame: u32 },
+    Held(usize),
+}
+
+impl RecvToken {
+    /// `queue << 32 | frame`; a held entry has [`queue::INLINE`] for frame.
+    #[inline(always)]
+    fn encode(self) -> u64 {
+        match self {
+            RecvToken::Frame { queue, frame } => (queue as u64) << 32 | frame as u64,
+            RecvToken::Held(k) => (k as u64) << 32 | queue::INLINE as u64,
+        }
+    }
+
+    #[inline(always)]
+    fn decode(t: u64) -> RecvToken {
+        let (i, f) = ((t >> 32) as usize, t as u32);
+        match f {
+            queue::INLINE => RecvToken::Held(i),
+            frame => RecvToken::Frame { queue: i, frame },
+        }
+    }
 }
 
 impl Device for ShmemDevice {
@@ -586,7 +606,7 @@ impl Device for ShmemDevice {
                 ptr: self.stage[k].as_mut_ptr(),
                 cap: INLINE_BYTES,
                 dest,
-                token: INLINE_TOKEN | k as u64,
+                token: SendToken::Stage(k).encode(),
             });
         }
         match queue::acquire_frame(&q) {
@@ -595,7 +615,7 @@ impl Device for ShmemDevice {
                 ptr: unsafe { q.frame(f).add(FRAME_HEADER_BYTES) },
                 cap: self.payload,
                 dest,
-                token: f as u64,
+                token: SendToken::Frame(f).encode(),
             }),
             None => {
                 self.stats.no_buffer += 1;
@@ -612,41 +632,37 @@ impl Device for ShmemDevice {
         let Ok(q) = self.queue_to(buf.dest) else {
             return;
         };
-        if buf.token & INLINE_TOKEN != 0 {
-            let k = (buf.token & 0xff) as usize;
-            let len = len.min(INLINE_BYTES);
-            let (stage, rank) = (&self.stage[k], self.rank);
-            queue::publish_inline(&q, |i| {
-                let sp = q.slot_ptr(i);
-                // SAFETY: the queue position is ours until its tag is stored;
-                // the slot is SLOT_BYTES long.
-                unsafe {
-                    (sp.add(8) as *mut u32).write(len as u32);
-                    (sp.add(12) as *mut u32).write(rank);
-                    // The whole inline area, a fixed size (no memcpy call).
-                    (sp.add(SLOT_HEADER_BYTES) as *mut [u8; INLINE_BYTES]).write_unaligned(*stage);
-                }
-            });
-            self.stage_free |= 1 << k;
-            self.stats.packets_sent += 1;
-            self.stats.bytes_sent += len as u64;
-            return;
-        }
-        let f = buf.token as u32;
+        let f = match SendToken::decode(buf.token) {
+            SendToken::Stage(k) => {
+                let len = len.min(INLINE_BYTES);
+                let (stage, rank) = (&self.stage[k], self.rank);
+                queue::publish_inline(&q, |i| {
+                    // SAFETY: the queue position is ours until its tag is stored.
+                    unsafe { Slot::write_inline(q.slot_ptr(i), len as u32, rank, Some(stage)) };
+                });
+                self.stage_free |= 1 << k;
+                self.stats.packets_sent += 1;
+                self.stats.bytes_sent += len as u64;
+                return;
+            }
+            SendToken::Frame(f) => f,
+        };
+        let len = len.min(self.payload) as u32;
         // SAFETY: we own frame f (acquired in raw_send_buffer).
-        unsafe { write_frame_header(q.frame(f), len.min(self.payload) as u32, self.rank) };
+        unsafe { FrameHeader::write(q.frame(f).cast(), len, self.rank) };
         queue::publish(&q, f);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += len as u64;
     }
 
     fn raw_abort(&mut self, buf: RawSend) {
-        if buf.token & INLINE_TOKEN != 0 {
-            self.stage_free |= 1 << (buf.token & 0xff);
-            return;
-        }
-        if let Ok(q) = self.queue_to(buf.dest) {
-            queue::abandon(&q, buf.token as u32);
+        match SendToken::decode(buf.token) {
+            SendToken::Stage(k) => self.stage_free |= 1 << k,
+            SendToken::Frame(f) => {
+                if let Ok(q) = self.queue_to(buf.dest) {
+                    queue::abandon(&q, f);
+                }
+            }
         }
     }
 
@@ -682,17 +698,16 @@ impl Device for ShmemDevice {
 
     #[inline(always)]
     fn raw_release(&mut self, token: u64) {
-        let (i, f) = ((token >> 32) as usize, token as u32);
-        if f == queue::INLINE {
-            // `i` is the held entry; a second release of it changes nothing.
-            if i < HELD_INLINE {
-                self.held_free |= 1 << i;
-            }
-            return;
-        }
-        if let Some(q) = self.my_queues.get(i) {
-            if f < q.frames() {
-                queue::release(q, f);
+        match RecvToken::decode(token) {
+            // A second release of a held entry changes nothing.
+            RecvToken::Held(k) if k < HELD_INLINE => self.held_free |= 1 << k,
+            RecvToken::Held(_) => {}
+            RecvToken::Frame { queue, frame } => {
+                if let Some(q) = self.my_queues.get(queue) {
+                    if frame < q.frames() {
+                        queue::release(q, frame);
+                    }
+                }
             }
         }
     }
@@ -731,6 +746,37 @@ impl Drop for ShmemDevice {
         // Before the fence nobody else may remove the name; make sure it goes.
         if !self.fenced {
             self.seg.unlink();
+        }
+    }
+}
+
+#[cfg(test)]
+mod token_tests {
+    use super::*;
+
+    #[test]
+    fn tokens_decode_to_what_was_encoded() {
+        for f in [0, 1, 63, 1 << 15, (1 << 16) - 1] {
+            assert_eq!(
+                SendToken::decode(SendToken::Frame(f).encode()),
+                SendToken::Frame(f)
+            );
+            for q in [0, 1, 7, 4095] {
+                let t = RecvToken::Frame { queue: q, frame: f };
+                assert_eq!(RecvToken::decode(t.encode()), t);
+            }
+        }
+        for k in 0..STAGES {
+            assert_eq!(
+                SendToken::decode(SendToken::Stage(k).encode()),
+                SendToken::Stage(k)
+            );
+        }
+        for k in 0..HELD_INLINE {
+            assert_eq!(
+                RecvToken::decode(RecvToken::Held(k).encode()),
+                RecvToken::Held(k)
+            );
         }
     }
 }

@@ -47,6 +47,101 @@ pub const FRAME_HEADER_BYTES: usize = 16;
 pub const SLOT_BYTES: usize = 64;
 pub const SLOT_HEADER_BYTES: usize = 16;
 pub const INLINE_BYTES: usize = SLOT_BYTES - SLOT_HEADER_BYTES;
+
+/// The header of a frame, written by its sender before it publishes the
+/// frame; the payload follows.
+#[repr(C)]
+pub struct FrameHeader {
+    _reserved: u32,
+    pub len: u32,
+    pub src: u32,
+    _pad: u32,
+}
+
+/// A receive-queue slot, one cache line. `tag` (position << 32 | frame,
+/// or [`crate::shmem::queue::INLINE`] for a packet carried in the slot) is
+/// stored last with Release by the queue (`queue.rs`); an inline packet's
+/// length, source and bytes come before it.
+#[repr(C)]
+pub struct Slot {
+    pub tag: AtomicU64,
+    pub len: u32,
+    pub src: u32,
+    pub inline: [u8; INLINE_BYTES],
+}
+
+const _: () = assert!(std::mem::size_of::<FrameHeader>() == FRAME_HEADER_BYTES);
+const _: () = assert!(std::mem::size_of::<Slot>() == SLOT_BYTES);
+const _: () = assert!(std::mem::offset_of!(Slot, inline) == SLOT_HEADER_BYTES);
+
+impl Slot {
+    /// An inline packet's length, source and bytes (all [`INLINE_BYTES`]:
+    /// a fixed size compiles to a few vector moves, where `len` would call
+    /// memcpy).
+    ///
+    /// # Safety
+    /// `slot` is a slot of a mapped queue whose tag this process polled and
+    /// whose position cannot come round again meanwhile.
+    #[inline(always)]
+    pub unsafe fn read_inline(slot: *const Slot) -> (u32, u32, [u8; INLINE_BYTES]) {
+        // SAFETY: forwarded to the caller; the fields lie inside the slot.
+        unsafe {
+            (
+                std::ptr::addr_of!((*slot).len).read(),
+                std::ptr::addr_of!((*slot).src).read(),
+                std::ptr::addr_of!((*slot).inline).read_unaligned(),
+            )
+        }
+    }
+
+    /// Write an inline packet's length and source (and `data`, when given).
+    ///
+    /// # Safety
+    /// `slot` is a slot of a mapped queue at a position this process has
+    /// claimed and not yet published.
+    #[inline(always)]
+    pub unsafe fn write_inline(
+        slot: *mut Slot,
+        len: u32,
+        src: u32,
+        data: Option<&[u8; INLINE_BYTES]>,
+    ) {
+        // SAFETY: forwarded to the caller; the fields lie inside the slot.
+        unsafe {
+            std::ptr::addr_of_mut!((*slot).len).write(len);
+            std::ptr::addr_of_mut!((*slot).src).write(src);
+            if let Some(d) = data {
+                std::ptr::addr_of_mut!((*slot).inline).write_unaligned(*d);
+            }
+        }
+    }
+}
+
+impl FrameHeader {
+    /// # Safety
+    /// `frame` is the header of a frame this process owns or was given.
+    #[inline(always)]
+    pub unsafe fn read(frame: *const FrameHeader) -> (u32, u32) {
+        // SAFETY: forwarded to the caller.
+        unsafe {
+            (
+                std::ptr::addr_of!((*frame).len).read(),
+                std::ptr::addr_of!((*frame).src).read(),
+            )
+        }
+    }
+
+    /// # Safety
+    /// `frame` is the header of a frame this process acquired.
+    #[inline(always)]
+    pub unsafe fn write(frame: *mut FrameHeader, len: u32, src: u32) {
+        // SAFETY: forwarded to the caller.
+        unsafe {
+            std::ptr::addr_of_mut!((*frame).len).write(len);
+            std::ptr::addr_of_mut!((*frame).src).write(src);
+        }
+    }
+}
 /// Largest sane geometry, so that a corrupt header cannot make us map terabytes.
 const MAX_PROCS: u32 = 4096;
 const MAX_FRAMES: u32 = 1 << 16;
@@ -189,11 +284,11 @@ impl QueueRef {
 }
 
 impl QueueRef {
-    /// Pointer to slot `i` (its tag word first, then the inline area).
+    /// Pointer to slot `i`.
     #[inline(always)]
-    pub fn slot_ptr(&self, i: u32) -> *mut u8 {
+    pub fn slot_ptr(&self, i: u32) -> *mut Slot {
         // SAFETY (caller's contract): i < frames, inside the slot array.
-        unsafe { self.base.add(QUEUE_CTL_BYTES + i as usize * SLOT_BYTES) }
+        unsafe { self.base.add(QUEUE_CTL_BYTES + i as usize * SLOT_BYTES) }.cast()
     }
 }
 
