@@ -23,9 +23,9 @@ FLOOR=""
 A=fmab-a B=fmab-b
 NS=0
 if [ "$(id -u)" = 0 ]; then
-    cleanup() { ip netns del $A 2>/dev/null; ip netns del $B 2>/dev/null; rm -rf "$BIN"; }
-    trap cleanup EXIT
-    cleanup
+    drop_netns() { ip netns del $A 2>/dev/null; ip netns del $B 2>/dev/null; }
+    trap 'drop_netns; rm -rf "$BIN"' EXIT
+    drop_netns
     ip netns add $A && ip netns add $B &&
         ip link add fmab0 netns $A type veth peer name fmab0 netns $B && NS=1
     for ns in $A $B; do ip -n $ns link set lo up; ip -n $ns link set fmab0 up; done

@@ -4,6 +4,7 @@
 use super::header::{Header, Kind, Malformed};
 use super::protocol::{Intent, Protocol};
 use super::recv::Arrival;
+use super::timers::earliest;
 use crate::{Rank, CONTROL_RESERVE};
 use std::time::Instant;
 
@@ -31,6 +32,8 @@ impl Protocol {
             if a.ended_stop {
                 self.intents.push_back(Intent::Window(src));
             }
+            let at = s.arm_after_ack(&self.cfg);
+            self.next_timeout = earliest(self.next_timeout, at);
         }
         match h.kind {
             Kind::Data => self.on_data(src, &h, slot, now),
@@ -44,13 +47,14 @@ impl Protocol {
             Kind::Stop => {
                 self.rstats.stops_received += 1;
                 s.send.on_stop(now);
+                let at = s.arm_stop_probe();
+                self.next_timeout = earliest(self.next_timeout, at);
             }
             Kind::Go => {
                 s.send.on_go(now);
                 self.intents.push_back(Intent::Window(src));
             }
         }
-        self.rearm(src, now);
     }
 
     /// The header of a datagram that belongs to this job, this process
@@ -141,7 +145,12 @@ impl Protocol {
     /// The next packet in order from `src`, in pool slot `slot`, is ready.
     fn deliver(&mut self, src: Rank, slot: u32, len: usize, now: Instant) {
         self.ready.push_back((src, slot, len));
-        self.sessions[src as usize].recv.accept(now);
+        let s = &mut self.sessions[src as usize];
+        s.recv.accept(now);
+        if s.recv.ack_owed == 1 {
+            let at = s.arm_delayed_ack(&self.cfg);
+            self.next_timeout = earliest(self.next_timeout, at);
+        }
         self.rstats.data_accepted += 1;
         self.stats.packets_received += 1;
         self.stats.bytes_received += len as u64;

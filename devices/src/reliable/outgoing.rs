@@ -108,8 +108,8 @@ impl Protocol {
             window,
             retransmit,
         });
-        s.rearm(&self.cfg, now);
-        self.next_timeout = earliest(self.next_timeout, s.timers.next());
+        let at = s.arm_after_send(&self.cfg, now);
+        self.next_timeout = earliest(self.next_timeout, at);
         Transmit {
             dest,
             datagram: &s.send.slot(seq).buf[..HEADER + len],

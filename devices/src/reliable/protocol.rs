@@ -212,8 +212,8 @@ impl Protocol {
         s.send.commit(len, now);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += len as u64;
+        // Its timers start when it goes out (`Protocol::data`).
         self.intents.push_back(Intent::Window(buf.dest));
-        self.rearm(buf.dest, now);
     }
 
     /// The next packet accepted, in place in its pool slot until released.

@@ -3,7 +3,7 @@
 
 use super::recv::RecvState;
 use super::send::SendState;
-use super::timers::{Timer, TimerTable};
+use super::timers::{earliest, Timer, TimerTable};
 use super::ReliableConfig;
 use std::time::Instant;
 
@@ -30,7 +30,56 @@ impl Session {
         self.epoch.is_some() && self.send.outstanding() > 0 && !self.send.unreachable
     }
 
-    /// Set every timer from the state: what each waits for, if anything.
+    /// An acknowledgement moved: the retransmission and unreachability
+    /// timers follow the new oldest packet (the timeout may have shrunk).
+    pub fn arm_after_ack(&mut self, cfg: &ReliableConfig) -> Option<Instant> {
+        if self.send.outstanding() == 0 {
+            self.timers.set(Timer::Retransmit, None);
+            self.timers.set(Timer::Unreachable, None);
+            return None;
+        }
+        let retransmit = self.send.oldest_sent_at().map(|t| t + self.send.rto);
+        if retransmit.is_some() {
+            self.timers.set(Timer::Retransmit, retransmit);
+        }
+        let unreachable = Some(self.send.progress_at + cfg.dead_after);
+        self.timers.set(Timer::Unreachable, unreachable);
+        earliest(retransmit, unreachable)
+    }
+
+    /// DATA went out at `now`: the timers that watch outstanding packets
+    /// run, if they did not (a deadline already set is early enough: the
+    /// oldest packet went out no later than this one).
+    pub fn arm_after_send(&mut self, cfg: &ReliableConfig, now: Instant) -> Option<Instant> {
+        let mut armed = None;
+        if self.timers.get(Timer::Retransmit).is_none() {
+            armed = Some(now + self.send.rto);
+            self.timers.set(Timer::Retransmit, armed);
+        }
+        if self.timers.get(Timer::Unreachable).is_none() {
+            let at = Some(self.send.progress_at + cfg.dead_after);
+            self.timers.set(Timer::Unreachable, at);
+            armed = earliest(armed, at);
+        }
+        armed
+    }
+
+    /// The first ACK became owed: the delayed-ACK timer runs.
+    pub fn arm_delayed_ack(&mut self, cfg: &ReliableConfig) -> Option<Instant> {
+        let at = Some(self.recv.owed_since + cfg.ack_delay());
+        self.timers.set(Timer::DelayedAck, at);
+        at
+    }
+
+    /// Stopped by the peer: the probe timer runs.
+    pub fn arm_stop_probe(&mut self) -> Option<Instant> {
+        let at = Some(self.send.stopped_at + self.send.rto * 4);
+        self.timers.set(Timer::StopProbe, at);
+        at
+    }
+
+    /// Set every timer from the state: what each waits for, if anything
+    /// (after a timer fired, or a send failed).
     pub fn rearm(&mut self, cfg: &ReliableConfig, now: Instant) {
         let (send, recv) = (&self.send, &self.recv);
         let delayed_ack =

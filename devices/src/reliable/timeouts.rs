@@ -40,13 +40,6 @@ impl Protocol {
         self.next_timeout = next;
     }
 
-    /// Session `r`'s timers from its state; the earliest joins `next_timeout`.
-    pub(super) fn rearm(&mut self, r: Rank, now: Instant) {
-        let s = &mut self.sessions[r as usize];
-        s.rearm(&self.cfg, now);
-        self.next_timeout = earliest(self.next_timeout, s.timers.next());
-    }
-
     /// Timer `t` of session `r` is due: act if the state still calls for it.
     fn fire(&mut self, r: Rank, t: Timer, now: Instant) {
         let s = &mut self.sessions[r as usize];

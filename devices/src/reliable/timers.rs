@@ -3,7 +3,10 @@
 //! A deadline may be early but never late: when one passes, the protocol
 //! checks the session's state before it acts (`Protocol::fire`) and sets
 //! the deadline again from that state (`Session::rearm`). So an event that
-//! makes a timer unnecessary (an ACK, a GO) need not find and cancel it.
+//! makes a timer unnecessary (an ACK, a GO) need not find and cancel it,
+//! and the hot paths only arm what may now be needed sooner
+//! (`Session::arm_after_ack`, `arm_after_send`, `arm_delayed_ack`,
+//! `arm_stop_probe`).
 
 use std::time::Instant;
 

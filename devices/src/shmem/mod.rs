@@ -364,11 +364,12 @@ impl ShmemDevice {
     #[inline(always)]
     fn accept(&mut self, i: usize, q: QueueRef, f: u32, slot: u32) -> Option<RawRecv> {
         if f == queue::INLINE {
+            let sp = q.slot_ptr(slot);
             // SAFETY: the slot was published (Acquire on its tag); its
             // position cannot come round again before we poll the next one
-            // (credits bound the unpolled slots), so it is intact while it
-            // is read here, before anything else is polled.
-            let (len, src, bytes) = unsafe { Slot::read_inline(q.slot_ptr(slot)) };
+            // (credits bound the unpolled slots), so it is intact until the
+            // copy below, which happens before anything else is polled.
+            let (len, src) = unsafe { Slot::read_header(sp) };
             if len as usize > INLINE_BYTES || !self.src_ok(src) {
                 self.stats.dropped_malformed += 1;
                 tracing::warn!(
@@ -382,7 +383,8 @@ impl ShmemDevice {
             let k = self.held_free.trailing_zeros() as usize;
             self.held_free &= !(1 << k);
             let dst = &mut self.held[k];
-            *dst = bytes;
+            // SAFETY: as above.
+            *dst = unsafe { Slot::read_inline(sp) };
             self.stats.packets_received += 1;
             self.stats.bytes_received += len as u64;
             return Some(RawRecv {

@@ -75,23 +75,31 @@ const _: () = assert!(std::mem::size_of::<Slot>() == SLOT_BYTES);
 const _: () = assert!(std::mem::offset_of!(Slot, inline) == SLOT_HEADER_BYTES);
 
 impl Slot {
-    /// An inline packet's length, source and bytes (all [`INLINE_BYTES`]:
-    /// a fixed size compiles to a few vector moves, where `len` would call
-    /// memcpy).
+    /// An inline packet's length and source.
     ///
     /// # Safety
     /// `slot` is a slot of a mapped queue whose tag this process polled and
     /// whose position cannot come round again meanwhile.
     #[inline(always)]
-    pub unsafe fn read_inline(slot: *const Slot) -> (u32, u32, [u8; INLINE_BYTES]) {
+    pub unsafe fn read_header(slot: *const Slot) -> (u32, u32) {
         // SAFETY: forwarded to the caller; the fields lie inside the slot.
         unsafe {
             (
                 std::ptr::addr_of!((*slot).len).read(),
                 std::ptr::addr_of!((*slot).src).read(),
-                std::ptr::addr_of!((*slot).inline).read_unaligned(),
             )
         }
+    }
+
+    /// An inline packet's bytes, all [`INLINE_BYTES`] of them: a fixed
+    /// size compiles to a few vector moves, where `len` would call memcpy.
+    ///
+    /// # Safety
+    /// As [`Slot::read_header`].
+    #[inline(always)]
+    pub unsafe fn read_inline(slot: *const Slot) -> [u8; INLINE_BYTES] {
+        // SAFETY: forwarded to the caller; the array lies inside the slot.
+        unsafe { std::ptr::addr_of!((*slot).inline).read_unaligned() }
     }
 
     /// Write an inline packet's length and source (and `data`, when given).
