@@ -40,15 +40,25 @@ impl Member {
     }
 }
 
+/// Dispatch over a member. Self and shmem are fields of the composite,
+/// never in its list of other members: their arms run out of line, so that
+/// their (large, always inlined) bodies do not weigh on the composite's
+/// poll loop over the others (measured: one cycle per idle poll).
 macro_rules! each {
     ($m:expr, $d:ident => $e:expr) => {
         match $m {
-            Member::SelfLoop($d) => $e,
-            Member::Shmem($d) => $e,
             Member::Net(_, $d) => $e,
             Member::Null($d) => $e,
+            Member::SelfLoop($d) => out_of_line(move || $e),
+            Member::Shmem($d) => out_of_line(move || $e),
         }
     };
+}
+
+#[cold]
+#[inline(never)]
+fn out_of_line<T>(f: impl FnOnce() -> T) -> T {
+    f()
 }
 
 impl Device for Member {
