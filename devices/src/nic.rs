@@ -311,25 +311,30 @@ fn setsockopt<T>(fd: &OwnedFd, level: i32, name: i32, v: &T) -> io::Result<()> {
     }
 }
 
+/// A packet socket of protocol 0: nothing arrives until `bind`, after the
+/// filter is on.
+fn packet_socket() -> Result<OwnedFd, DeviceError> {
+    // SAFETY: plain syscall; the fd is owned below.
+    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
+    if raw < 0 {
+        let e = io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => DeviceError::NotPermitted {
+                device: "nic",
+                reason: format!(
+                    "a packet socket needs CAP_NET_RAW ({e}); give it with `setcap cap_net_raw+ep <program>`"
+                ),
+            },
+            _ => io_err("creating a packet socket".into())(e),
+        });
+    }
+    // SAFETY: a fresh fd we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
 impl Ring {
     fn open(iface: &str, mtu: usize, rx: usize, tx: usize) -> Result<Ring, DeviceError> {
-        // Protocol 0: nothing arrives until `bind`, after the filter is on.
-        // SAFETY: plain syscall; the fd is owned below.
-        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
-        if raw < 0 {
-            let e = io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::EACCES) => DeviceError::NotPermitted {
-                    device: "nic",
-                    reason: format!(
-                        "a packet socket needs CAP_NET_RAW ({e}); give it with `setcap cap_net_raw+ep <program>`"
-                    ),
-                },
-                _ => io_err("creating a packet socket".into())(e),
-            });
-        }
-        // SAFETY: a fresh fd we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = packet_socket()?;
         let what = |w: &str| format!("{w} on {iface}");
         setsockopt(
             &fd,

@@ -227,12 +227,13 @@ struct Flags {
     syncs: Cell<u64>,
 }
 
-fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
-    let config = if !fm::settings::RANK.is_set() {
-        Config::local(0, 1, fm::JobKey(std::process::id() as u64))
-    } else {
-        Config::from_env().map_err(e)?
-    };
+/// Bytes shared by the benchmark and its handlers.
+type SharedBytes = Rc<RefCell<Vec<u8>>>;
+
+/// The benchmark's endpoint: its handlers answer pings (at once in
+/// ping-pong mode, once per window when streaming) and count acks and
+/// synchronisations in the returned flags; `reply` is the responder's data.
+fn open_endpoint(config: Config, opts: &Opts) -> Res<(Fm, Rc<Flags>, SharedBytes)> {
     let flags = Rc::new(Flags::default());
     // Reply buffer of the responder and receive buffer, shared with the handlers.
     let reply = Rc::new(RefCell::new(Vec::<u8>::new()));
@@ -246,7 +247,7 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
         rbuf.clone(),
         rbuf.clone(),
     );
-    let mut fm = Fm::builder()
+    let fm = Fm::builder()
         // PING: read the data; in ping-pong mode (reply non-empty or zero-size echo) answer at once.
         .handler(H_PING, "ping", move |m: &mut Incoming<'_>| {
             let n = receive_into(m, &b1)?;
@@ -274,6 +275,16 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
         .config(config)
         .build()
         .map_err(e)?;
+    Ok((fm, flags, reply))
+}
+
+fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
+    let config = if !fm::settings::RANK.is_set() {
+        Config::local(0, 1, fm::JobKey(std::process::id() as u64))
+    } else {
+        Config::from_env().map_err(e)?
+    };
+    let (mut fm, flags, reply) = open_endpoint(config, opts)?;
     let peer = peer_of(&fm, opts)?;
     let active = fm.rank() < 2 || opts.device == DeviceArg::SelfLoop && fm.rank() == 0;
     fm.barrier().map_err(e)?;

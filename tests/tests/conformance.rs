@@ -96,6 +96,16 @@ fn receive_checked(p: &mut Pair, side: usize, want: &[u8]) {
 }
 
 fn conformance(mut p: Pair) {
+    let (mtu, window) = says_what_it_is(&mut p);
+    refuses_what_it_cannot_carry(&mut p, mtu);
+    every_size_both_ways(&mut p, mtu);
+    a_window_in_flight_and_a_held_packet(&mut p, mtu, window);
+    an_aborted_buffer_is_forgotten(&mut p, mtu);
+    nothing_more_arrives(&mut p);
+}
+
+/// Name, option bits, MTU, reach and window; the MTU and the window.
+fn says_what_it_is(p: &mut Pair) -> (usize, u32) {
     let kind = p.kind;
     let info = p.dev(0).info();
     assert_eq!(info.name, kind);
@@ -105,8 +115,7 @@ fn conformance(mut p: Pair) {
         "{kind}: {:?}",
         info.options
     );
-    let mtu = info.mtu;
-    assert!(mtu >= 48, "{kind}: mtu {mtu}");
+    assert!(info.mtu >= 48, "{kind}: mtu {}", info.mtu);
     let (r0, r1) = (p.ranks[0], p.ranks[1]);
     assert!(
         p.dev(0).reaches(r1) && p.dev(1).reaches(r0),
@@ -115,18 +124,24 @@ fn conformance(mut p: Pair) {
     assert!(!p.dev(0).reaches(4096), "{kind}: a rank beyond the job");
     let window = p.dev(0).window(r1);
     assert!(window >= 1, "{kind}: window {window}");
+    (info.mtu, window)
+}
 
-    // What it cannot carry: a clear error, nothing sent.
+/// Over the MTU, or to no such rank: a clear error, nothing sent.
+fn refuses_what_it_cannot_carry(p: &mut Pair, mtu: usize) {
+    let (kind, r1) = (p.kind, p.ranks[1]);
     match p.dev(0).raw_send_buffer(r1, mtu + 1) {
         Err(DeviceError::TooLarge { len, .. }) => assert_eq!(len, mtu + 1),
-        other => panic!("{kind}: {} bytes over the MTU gave {other:?}", 1),
+        other => panic!("{kind}: one byte over the MTU gave {other:?}"),
     }
     assert!(
         p.dev(0).raw_send_buffer(4096, 8).is_err(),
         "{kind}: no such rank"
     );
+}
 
-    // Every size at every boundary, both ways, each answered before the next.
+/// Every size at every boundary, both ways, each answered before the next.
+fn every_size_both_ways(p: &mut Pair, mtu: usize) {
     let sizes = [
         0,
         1,
@@ -146,44 +161,56 @@ fn conformance(mut p: Pair) {
     for (i, &len) in sizes.iter().enumerate() {
         for side in [0, 1] {
             let m = packet(side, i as u32, len);
-            send(&mut p, side, &m);
-            receive_checked(&mut p, 1 - side, &m);
+            send(p, side, &m);
+            receive_checked(p, 1 - side, &m);
         }
     }
+}
 
-    // A window of packets in flight, then all received in order; the first
-    // is held while the others arrive and must still read the same.
+/// A window of packets in flight, then all received in order; the first
+/// is held while the others arrive and must still read the same; a second
+/// release of its token changes nothing.
+fn a_window_in_flight_and_a_held_packet(p: &mut Pair, mtu: usize, window: u32) {
+    let kind = p.kind;
     let n = window.min(32) as usize;
     let msgs: Vec<Vec<u8>> = (0..n)
         .map(|i| packet(0, 100 + i as u32, (i * 97) % (mtu + 1)))
         .collect();
     for m in &msgs {
-        send(&mut p, 0, m);
+        send(p, 0, m);
     }
-    let first = receive(&mut p, 1);
+    let first = receive(p, 1);
     for m in &msgs[1..] {
-        receive_checked(&mut p, 1, m);
+        receive_checked(p, 1, m);
     }
-    let held = check(&p, 1, &first, &msgs[0]);
+    let held = check(p, 1, &first, &msgs[0]);
     held.unwrap_or_else(|e| panic!("{kind}: a held packet changed: {e}"));
-    // A second release of the same token changes nothing.
     p.dev(1).raw_release(first.token);
     p.dev(1).raw_release(first.token);
+}
 
-    // An aborted buffer is forgotten: the next packet is the one that arrives.
+/// An aborted buffer is forgotten: the next packets are the ones that arrive.
+fn an_aborted_buffer_is_forgotten(p: &mut Pair, mtu: usize) {
+    let r1 = p.ranks[1];
     let b = p.dev(0).raw_send_buffer(r1, 16).expect("a buffer");
     p.dev(0).raw_abort(b);
     for i in 0..3 {
         let m = packet(0, 200 + i, 40 + i as usize * 500 % mtu);
-        send(&mut p, 0, &m);
-        receive_checked(&mut p, 1, &m);
+        send(p, 0, &m);
+        receive_checked(p, 1, &m);
     }
-    // Nothing more arrives.
+}
+
+/// After all that, nothing more arrives on either side.
+fn nothing_more_arrives(p: &mut Pair) {
     let until = Instant::now() + Duration::from_millis(50);
     while Instant::now() < until {
         for side in [0, 1] {
             if let Some(r) = p.dev(side).raw_receive() {
-                panic!("{kind}: side {side} got an extra packet of {} bytes", r.len);
+                panic!(
+                    "{}: side {side} got an extra packet of {} bytes",
+                    p.kind, r.len
+                );
             }
         }
     }
