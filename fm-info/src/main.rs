@@ -6,7 +6,9 @@
 //!   jobs, ptrace rules that forbid single-copy transfers, missing
 //!   CAP_NET_RAW, a low memlock limit — each with the exact fix;
 //! - `fm-info pacer`: the pacer's curve per device knob, table and SVG;
-//! - `fm-info cleanup`: remove the segments of dead jobs, and nothing else.
+//! - `fm-info cleanup`: remove the segments of dead jobs, and nothing else;
+//! - `fm-info config`: every setting, its value here and where that came
+//!   from (`--markdown`: docs/CONFIG.md's rows, from the same table).
 
 mod doctor;
 mod pacer;
@@ -60,6 +62,13 @@ enum Cmd {
         #[arg(long, default_value = "pacer.svg")]
         svg: PathBuf,
     },
+    /// Every setting of fm: its value for a rank started here now, and
+    /// where that comes from (environment, settings file, default).
+    Config {
+        /// Print the table's rows as docs/CONFIG.md has them instead.
+        #[arg(long)]
+        markdown: bool,
+    },
     /// (internal) The peer of the single-copy probe.
     #[command(hide = true, name = "__cma-peer")]
     CmaPeer,
@@ -73,8 +82,44 @@ fn main() -> ExitCode {
         Cmd::Doctor { n, dir } => doctor::run(n, &dir.unwrap_or_else(shm_dir)),
         Cmd::Cleanup { dir, dry_run } => cleanup(&dir.unwrap_or_else(shm_dir), dry_run),
         Cmd::Pacer { force, svg } => pacer::run(force, &svg),
+        Cmd::Config { markdown } => config(markdown),
         Cmd::CmaPeer => doctor::cma_peer(),
     }
+}
+
+/// `fm-info config`: each setting's value and its source, from fm's table.
+fn config(markdown: bool) -> ExitCode {
+    use fm_platform::setting::Scope;
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    if markdown {
+        for s in fm::settings::all() {
+            let _ = writeln!(out, "{}", s.markdown_row());
+        }
+    } else {
+        let file = match fm::config_file::ConfigFile::load() {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("fm-info: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let width = fm::settings::all().map(|s| s.var.len()).max().unwrap_or(0);
+        for s in fm::settings::all() {
+            let from_file = (file.as_ref())
+                .filter(|_| s.scope == Scope::Setting)
+                .and_then(|f| f.get(s.var).map(|(v, line)| (v, f.path.display(), line)));
+            let (value, source) = match (s.env(), from_file) {
+                (Some(v), _) => (v, "environment".to_string()),
+                (None, Some((v, path, line))) => (v.to_string(), format!("{path}:{line}")),
+                (None, None) => ("-".into(), format!("default: {}", s.default)),
+            };
+            let _ = writeln!(out, "{:width$}  {value}  ({source})", s.var);
+        }
+    }
+    // A closed pipe (`| head`) ends the output, not the program with a panic.
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
+    ExitCode::SUCCESS
 }
 
 pub fn shm_dir() -> PathBuf {

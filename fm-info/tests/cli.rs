@@ -171,3 +171,50 @@ fn pacer_measures_then_shows_the_cache_as_table_and_plot() {
     assert!(warn.contains("ignoring a corrupt cache"), "{warn}");
     assert!(again.contains("measured now"), "{again}");
 }
+
+/// `fm-info config` shows each setting's value and where it came from: the
+/// environment over the settings file over the default; `--markdown` gives
+/// exactly docs/CONFIG.md's rows.
+#[test]
+fn config_shows_values_and_their_sources() {
+    let home = TempDir::new("fm-info-config");
+    let file = home.0.join("fm.toml");
+    std::fs::write(&file, "credits = 7\nstash_bytes = 1024\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_fm-info"))
+        .arg("config")
+        .env("FM_CONFIG", &file)
+        .env("FM_CREDITS", "3")
+        .env_remove("FM_STASH_BYTES")
+        .output()
+        .expect("fm-info config");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = |var: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(var))
+            .unwrap_or_else(|| panic!("no {var} in\n{text}"))
+            .to_string()
+    };
+    assert!(line("FM_CREDITS").contains(" 3  (environment)"), "{text}");
+    let stash = line("FM_STASH_BYTES");
+    assert!(
+        stash.contains(" 1024  (") && stash.contains("fm.toml:2)"),
+        "{stash}"
+    );
+    assert!(line("FM_PACER").contains("(default: `auto`)"), "{text}");
+    let md = Command::new(env!("CARGO_BIN_EXE_fm-info"))
+        .args(["config", "--markdown"])
+        .output()
+        .expect("fm-info config --markdown");
+    let docs =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/CONFIG.md"))
+            .unwrap();
+    let rows: Vec<String> = String::from_utf8_lossy(&md.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(rows.len(), fm::settings::all().count());
+    for r in rows {
+        assert!(docs.lines().any(|l| l == r), "not in docs/CONFIG.md: {r}");
+    }
+}
