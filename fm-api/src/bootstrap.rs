@@ -125,7 +125,7 @@ impl Provider for ShmemProvider {
         DeviceKind::Shmem
     }
     fn bind(&mut self, c: &Config, _: &GrmJoin, _: &mut Context) -> Result<Option<Vec<u8>>> {
-        Ok(Some(c.shm_dir.to_string_lossy().into_owned().into_bytes()))
+        Ok(Some(c.shm.dir.to_string_lossy().into_owned().into_bytes()))
     }
     fn associate(
         self: Box<Self>,
@@ -137,18 +137,12 @@ impl Provider for ShmemProvider {
         let local = c.local_ranks();
         if local.len() > 1 {
             let mut s = ShmemConfig::new(c.job_key, c.rank, local);
-            s.dir = c.shm_dir.clone();
             s.host = c.host.clone();
-            s.queues = c.shm_queues;
-            s.frames = c.shm_frames;
-            s.payload = c.shm_payload;
-            if c.shm_payload.is_none() {
-                let frame = fm_pacer::knobs::tune_shmem_frame(pacer, &c.shm_dir).size;
+            s.settings = c.shm.clone();
+            if c.shm.payload.is_none() {
+                let frame = fm_pacer::knobs::tune_shmem_frame(pacer, &c.shm.dir).size;
                 s.paced_payload = Some(fm_devices::shmem::pace::payload_of_frame(frame));
             }
-            s.cma = c.cma;
-            s.inline = c.shm_inline;
-            s.attach_timeout = c.attach_timeout;
             return Ok(Some(Member::Shmem(ShmemDevice::open(&s)?)));
         }
         Ok(None)
@@ -308,7 +302,7 @@ fn bind_ethernet(g: &GrmJoin, c: &Config, pacer: &fm_pacer::Pacer) -> Result<Eth
     }
     e.addrs = addrs;
     e.mtu = c.eth.mtu;
-    e.reliable = c.eth.reliable();
+    e.reliable = c.reliable.clone();
     Ok(EthernetSocket::bind(e)?)
 }
 
@@ -384,7 +378,7 @@ fn open_nic(
         n.tx_frames = f;
     }
     n.network = c.nic.network.clone();
-    n.reliable = c.eth.reliable();
+    n.reliable = c.reliable.clone();
     match NicSocket::open(n) {
         Ok(s) => Ok((Some(s), None)),
         Err(e) if c.net.nic == Want::IfAvailable => Ok((None, Some(e.to_string()))),
@@ -410,7 +404,7 @@ fn join_job(
         handlers: names.to_vec(),
         endpoints,
     };
-    let m = Membership::join(&g.addr, join, config.attach_timeout, |reason| {
+    let m = Membership::join(&g.addr, join, config.shm.attach_timeout, |reason| {
         tracing::error!("fm: the job has ended: {reason}");
         wait::end_job(reason);
     })?;

@@ -5,7 +5,7 @@
 use crate::config_file::ConfigFile;
 use crate::error::{ErrorKind, FmError, Result};
 use crate::settings;
-use fm_devices::shmem::CmaMode;
+use fm_devices::shmem::{CmaMode, ShmemSettings};
 use fm_devices::{JobKey, Rank};
 use fm_platform as sys;
 use fm_platform::setting::{Scope, Setting};
@@ -99,13 +99,9 @@ pub struct Config {
     /// Host of every rank; ranks on `host` talk over shared memory.
     pub hosts: Vec<String>,
     pub net: Net,
-    pub shm_dir: PathBuf,
-    pub shm_queues: Option<u32>,
-    pub shm_frames: Option<u32>,
-    pub shm_payload: Option<u32>,
-    pub cma: CmaMode,
-    /// Packets of ≤ 48 bytes ride in the receive-queue slot (`FM_SHM_INLINE`).
-    pub shm_inline: bool,
+    /// The shmem device (`FM_SHM_*`, `FM_ATTACH_TIMEOUT`), as it takes
+    /// them; `attach_timeout` also bounds the wait for the GRM's node map.
+    pub shm: ShmemSettings,
     /// Pieces at least this long go by single copy where the device can.
     pub cma_threshold: usize,
     /// Pieces from this long up to `cma_threshold` go by frames or by
@@ -120,15 +116,18 @@ pub struct Config {
     /// Limit on fm's internal waits (`FM_WAIT_TIMEOUT`, seconds); `None`:
     /// wait for ever.
     pub wait_timeout: Option<Duration>,
-    pub attach_timeout: Duration,
     /// What the pacer may do (`FM_PACER`).
     pub pacer: fm_pacer::Mode,
     /// CPUs this host gives the job (`FM_CPUS`); default: those this
     /// process may run on. More local ranks than that: waits yield.
     pub cpus: Option<usize>,
-    /// The ethernet device (`FM_ETH_*`, `FM_FAULTS`); its reliable-layer
-    /// settings apply to nic too.
+    /// The ethernet device's addresses and datagram size (`FM_ETH_ADDR`,
+    /// `FM_ETH_IFACES`, `FM_ETH_RANGE`, `FM_ETH_MTU`).
     pub eth: EthSettings,
+    /// The reliable layer under ethernet and nic (`FM_ETH_WINDOW`, `_POOL`,
+    /// `_RTO_US`, `_DEAD_AFTER`, `_CHECKSUM`, `FM_FAULTS`), as the devices
+    /// take it.
+    pub reliable: fm_devices::reliable::Settings,
     /// The nic device (`FM_NIC_*`).
     pub nic: NicSettings,
     /// The device for each rank (`FM_ROUTES`, set by `fmrun --topology`);
@@ -158,36 +157,9 @@ pub struct EthSettings {
     /// Several = trunking.
     pub addrs: Vec<std::net::IpAddr>,
     pub mtu: Option<usize>,
-    pub window: Option<u32>,
-    pub pool: Option<usize>,
-    pub rto: Option<Duration>,
-    pub dead_after: Option<Duration>,
-    pub faults: Option<fm_devices::reliable::Faults>,
-    /// `FM_ETH_CHECKSUM=full`: the CRC covers payloads too.
-    pub payload_crc: bool,
     /// Bind this host's address in this network (`FM_ETH_RANGE`), when no
     /// address or interface is given.
     pub range: Option<sys::Ipv4Net>,
-}
-
-impl EthSettings {
-    /// The reliable layer's settings (ethernet and nic share them).
-    pub fn reliable(&self) -> fm_devices::reliable::Settings {
-        let mut r = fm_devices::reliable::Settings::default();
-        if let Some(w) = self.window {
-            r.window = w;
-        }
-        r.pool = self.pool;
-        if let Some(t) = self.rto {
-            r.rto = t;
-        }
-        if let Some(d) = self.dead_after {
-            r.dead_after = d;
-        }
-        r.faults = self.faults;
-        r.payload_crc = self.payload_crc;
-        r
-    }
 }
 
 impl Config {
@@ -202,12 +174,7 @@ impl Config {
             hosts: vec![host.clone(); size],
             host,
             net: Net::AUTO,
-            shm_dir: PathBuf::from("/dev/shm"),
-            shm_queues: None,
-            shm_frames: None,
-            shm_payload: None,
-            cma: CmaMode::Auto,
-            shm_inline: true,
+            shm: ShmemSettings::default(),
             // Single copy (process_vm_readv) only pays beyond a few MiB on the
             // machines measured: below, the pipelined frame path is faster.
             cma_threshold: 8 << 20,
@@ -217,10 +184,10 @@ impl Config {
             max_credits: None,
             stash_bytes: 16 << 20,
             wait_timeout: None,
-            attach_timeout: Duration::from_secs(30),
             pacer: fm_pacer::Mode::Auto,
             cpus: None,
             eth: EthSettings::default(),
+            reliable: fm_devices::reliable::Settings::default(),
             nic: NicSettings::default(),
             routes: None,
         }
@@ -357,20 +324,20 @@ impl Config {
     fn apply_shmem(&mut self, vars: &Vars) -> Result<()> {
         use fm_devices::shmem::settings as shm;
         if let Some(d) = vars.get(&shm::SHM_DIR)? {
-            self.shm_dir = PathBuf::from(d);
+            self.shm.dir = PathBuf::from(d);
         }
-        self.shm_queues = vars.parse(&shm::SHM_QUEUES)?;
-        self.shm_frames = vars.parse(&shm::SHM_FRAMES)?;
-        self.shm_payload = vars.parse(&shm::SHM_PAYLOAD)?;
+        self.shm.queues = vars.parse(&shm::SHM_QUEUES)?;
+        self.shm.frames = vars.parse(&shm::SHM_FRAMES)?;
+        self.shm.payload = vars.parse(&shm::SHM_PAYLOAD)?;
         if let Some(v) = vars.get(&shm::SHM_INLINE)? {
-            self.shm_inline = match v.trim() {
+            self.shm.inline = match v.trim() {
                 "1" => true,
                 "0" => false,
                 _ => return Err(env_error(&shm::SHM_INLINE, &v, "known values: 1, 0".into())),
             };
         }
         if let Some(v) = vars.get(&shm::SHM_CMA)? {
-            self.cma = match v.as_str() {
+            self.shm.cma = match v.as_str() {
                 "auto" | "on" | "1" => CmaMode::Auto,
                 "off" | "0" => CmaMode::Off,
                 _ => {
@@ -398,7 +365,7 @@ impl Config {
             };
         }
         if let Some(s) = vars.parse::<u64>(&shm::ATTACH_TIMEOUT)? {
-            self.attach_timeout = Duration::from_secs(s);
+            self.shm.attach_timeout = Duration::from_secs(s);
         }
         Ok(())
     }
@@ -432,12 +399,18 @@ impl Config {
             self.eth.range = Some(range);
         }
         self.eth.mtu = vars.parse(&eth::ETH_MTU)?;
-        self.eth.window = vars.positive(&rel::ETH_WINDOW, "packet")?;
-        self.eth.rto =
-            (vars.parse::<u64>(&rel::ETH_RTO_US)?).map(|us| Duration::from_micros(us.max(10)));
-        self.eth.dead_after = (vars.parse::<u64>(&rel::ETH_DEAD_AFTER)?).map(Duration::from_secs);
+        let r = &mut self.reliable;
+        if let Some(w) = vars.positive(&rel::ETH_WINDOW, "packet")? {
+            r.window = w;
+        }
+        if let Some(us) = vars.parse::<u64>(&rel::ETH_RTO_US)? {
+            r.rto = Duration::from_micros(us.max(10));
+        }
+        if let Some(s) = vars.parse::<u64>(&rel::ETH_DEAD_AFTER)? {
+            r.dead_after = Duration::from_secs(s);
+        }
         if let Some(v) = vars.get(&rel::ETH_CHECKSUM)? {
-            self.eth.payload_crc = match v.as_str() {
+            r.payload_crc = match v.as_str() {
                 "full" => true,
                 "header" => false,
                 _ => {
@@ -446,11 +419,11 @@ impl Config {
                 }
             };
         }
-        self.eth.pool = vars.positive(&rel::ETH_POOL, "packet")?;
+        r.pool = vars.positive(&rel::ETH_POOL, "packet")?;
         if let Some(v) = vars.get(&rel::FAULTS)? {
             let f = fm_devices::reliable::Faults::parse(&v)
                 .map_err(|reason| env_error(&rel::FAULTS, &v, reason))?;
-            self.eth.faults = Some(f);
+            r.faults = Some(f);
         }
         Ok(())
     }
@@ -553,7 +526,7 @@ pub fn shm_dir() -> Result<PathBuf> {
     };
     let dir = vars.get(&fm_devices::shmem::settings::SHM_DIR);
     let dir = dir.map_err(|e| vars.locate(e))?;
-    Ok(dir.map_or_else(|| Config::local(0, 1, JobKey(0)).shm_dir, PathBuf::from))
+    Ok(dir.map_or_else(|| ShmemSettings::default().dir, PathBuf::from))
 }
 
 /// `FM_PACER` from the environment or the settings file (for tools such as

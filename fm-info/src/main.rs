@@ -147,7 +147,7 @@ fn devices() -> ExitCode {
     // A real one-process segment, opened and gone again.
     let dir = shm_dir();
     let mut c = ShmemConfig::new(JobKey(rand_key()), 0, vec![0]);
-    c.dir = dir.clone();
+    c.settings.dir = dir.clone();
     match ShmemDevice::open(&c) {
         Ok(d) => {
             let single = match doctor::probe_single_copy() {

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 fn config(dir: &TempDir, key: u64, rank: u32, n: u32) -> ShmemConfig {
     let mut c = ShmemConfig::new(JobKey(key), rank, (0..n).collect());
-    c.dir = dir.0.clone();
-    c.attach_timeout = Duration::from_secs(10);
+    c.settings.dir = dir.0.clone();
+    c.settings.attach_timeout = Duration::from_secs(10);
     c
 }
 
@@ -125,7 +125,7 @@ fn truncated_segment_is_refused() {
 fn missing_peer_times_out_with_a_clear_error_and_no_segment() {
     let dir = TempDir::new("alone");
     let mut c = config(&dir, 0x16, 0, 2);
-    c.attach_timeout = Duration::from_secs(1);
+    c.settings.attach_timeout = Duration::from_secs(1);
     let e = open_err(&c);
     assert!(e.contains("timed out") && e.contains("1 did"), "{e}");
     assert!(!c.segment_path().exists(), "segment left behind");
@@ -174,7 +174,7 @@ fn message_for_unregistered_handler_is_dropped_and_counted() {
     let key = JobKey(0x31);
     let mk = |rank: u32| {
         let mut c = Config::local(rank, 2, key);
-        c.shm_dir = dir.0.clone();
+        c.shm.dir = dir.0.clone();
         c
     };
     let c0 = mk(0);

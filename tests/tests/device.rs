@@ -11,8 +11,8 @@ fn pair(key: u64) -> (TempDir, ShmemDevice, ShmemDevice) {
     let dir = TempDir::new("device");
     let mk = |r: u32| {
         let mut c = ShmemConfig::new(JobKey(key), r, vec![0, 1]);
-        c.dir = dir.0.clone();
-        c.attach_timeout = Duration::from_secs(10);
+        c.settings.dir = dir.0.clone();
+        c.settings.attach_timeout = Duration::from_secs(10);
         c
     };
     let c1 = mk(1);

@@ -44,50 +44,67 @@ pub enum CmaMode {
     Off,
 }
 
-/// How to open the shmem device.
+/// What a user sets of the shmem device (its `settings.rs`); fm's
+/// `Config` holds one and hands it over as it is.
 #[derive(Clone, Debug)]
-pub struct ShmemConfig {
+pub struct ShmemSettings {
     /// Directory for the segment (`FM_SHM_DIR`, default /dev/shm).
     pub dir: PathBuf,
-    pub job_key: JobKey,
-    /// This host's name, part of the segment name.
-    pub host: String,
-    pub rank: Rank,
-    /// Every rank on this host, this one included.
-    pub local_ranks: Vec<Rank>,
     /// M (`FM_SHM_QUEUES`); default N up to 8 processes, else 8.
     pub queues: Option<u32>,
     /// F (`FM_SHM_FRAMES`); default from N and M.
     pub frames: Option<u32>,
     /// Payload bytes per frame (`FM_SHM_PAYLOAD`); every rank must agree.
     pub payload: Option<u32>,
-    /// Payload bytes per frame the pacer chose, when `payload` is not set:
-    /// the creator of the segment uses it (halved until the segment fits
-    /// [`SEGMENT_BUDGET`]) and the others take the creator's.
-    pub paced_payload: Option<u32>,
+    /// Single copy (`FM_SHM_CMA`).
     pub cma: CmaMode,
     /// Carry packets of ≤ 48 bytes inside the receive-queue slot
     /// (`FM_SHM_INLINE`; off only for comparison).
     pub inline: bool,
-    /// How long to wait for the other local processes to attach.
+    /// How long to wait for the other local processes to attach
+    /// (`FM_ATTACH_TIMEOUT`).
     pub attach_timeout: Duration,
+}
+
+impl Default for ShmemSettings {
+    fn default() -> Self {
+        ShmemSettings {
+            dir: PathBuf::from("/dev/shm"),
+            queues: None,
+            frames: None,
+            payload: None,
+            cma: CmaMode::Auto,
+            inline: true,
+            attach_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// How to open the shmem device: the job's part and the user's settings.
+#[derive(Clone, Debug)]
+pub struct ShmemConfig {
+    pub job_key: JobKey,
+    /// This host's name, part of the segment name.
+    pub host: String,
+    pub rank: Rank,
+    /// Every rank on this host, this one included.
+    pub local_ranks: Vec<Rank>,
+    /// Payload bytes per frame the pacer chose, when `settings.payload` is
+    /// not set: the creator of the segment uses it (halved until the
+    /// segment fits [`SEGMENT_BUDGET`]) and the others take the creator's.
+    pub paced_payload: Option<u32>,
+    pub settings: ShmemSettings,
 }
 
 impl ShmemConfig {
     pub fn new(job_key: JobKey, rank: Rank, local_ranks: Vec<Rank>) -> Self {
         ShmemConfig {
-            dir: PathBuf::from("/dev/shm"),
             job_key,
             host: sys::hostname(),
             rank,
             local_ranks,
-            queues: None,
-            frames: None,
-            payload: None,
             paced_payload: None,
-            cma: CmaMode::Auto,
-            inline: true,
-            attach_timeout: Duration::from_secs(30),
+            settings: ShmemSettings::default(),
         }
     }
 
@@ -95,13 +112,14 @@ impl ShmemConfig {
     pub fn geometry(&self) -> Geometry {
         let n = self.local_ranks.len().max(1) as u32;
         let m = self
+            .settings
             .queues
             .unwrap_or(if n <= 8 { n } else { 8 })
             .clamp(1, n);
         let senders = n.div_ceil(m);
         // Window per sender: generous for few senders, smaller for many.
         let window = (256 / senders).clamp(4, 60);
-        let frames = self.frames.unwrap_or_else(|| {
+        let frames = self.settings.frames.unwrap_or_else(|| {
             (senders * (window + CONTROL_RESERVE))
                 .next_power_of_two()
                 .max(64)
@@ -111,11 +129,12 @@ impl ShmemConfig {
             queues: m,
             frames,
             payload: self
+                .settings
                 .payload
                 .or(self.paced_payload)
                 .unwrap_or(DEFAULT_PAYLOAD),
         };
-        if self.payload.is_none() {
+        if self.settings.payload.is_none() {
             // Halve the frames (header included) until the segment fits.
             while g.total_bytes() > SEGMENT_BUDGET && g.payload > SMALL_PAYLOAD {
                 let frame = (g.payload as usize + FRAME_HEADER_BYTES) / 2;
@@ -138,7 +157,9 @@ impl ShmemConfig {
                 }
             })
             .collect();
-        self.dir.join(format!("fm-{}-{}", self.job_key, host))
+        self.settings
+            .dir
+            .join(format!("fm-{}-{}", self.job_key, host))
     }
 }
 
@@ -195,13 +216,18 @@ impl ShmemDevice {
                 ),
             });
         };
-        if cfg.cma == CmaMode::Auto {
+        if cfg.settings.cma == CmaMode::Auto {
             sys::allow_any_ptracer();
         }
         let path = cfg.segment_path();
-        let adopt_payload = cfg.payload.is_none();
-        let seg =
-            Segment::create_or_open(&path, cfg.job_key, g, adopt_payload, cfg.attach_timeout)?;
+        let adopt_payload = cfg.settings.payload.is_none();
+        let seg = Segment::create_or_open(
+            &path,
+            cfg.job_key,
+            g,
+            adopt_payload,
+            cfg.settings.attach_timeout,
+        )?;
         let g = seg.geometry;
         tracing::debug!(path = %path.display(), created = seg.created, geometry = ?g, "shmem segment mapped");
 
@@ -234,7 +260,7 @@ impl ShmemDevice {
             window: 0,
             payload: g.payload as usize,
             fenced: false,
-            inline: cfg.inline,
+            inline: cfg.settings.inline,
             stage: Box::new([[0; INLINE_BYTES]; STAGES]),
             stage_free: (1 << STAGES) - 1,
             held: Box::new([[0; INLINE_BYTES]; HELD_INLINE]),
@@ -253,7 +279,7 @@ impl ShmemDevice {
     fn fence(&mut self, cfg: &ShmemConfig) -> Result<(), DeviceError> {
         let g = self.seg.geometry;
         let n = g.procs;
-        let deadline = Instant::now() + cfg.attach_timeout;
+        let deadline = Instant::now() + cfg.settings.attach_timeout;
         let mut spins = 0u32;
         while self.seg.attached().load(Ordering::Acquire) < n {
             if Instant::now() > deadline {
@@ -262,7 +288,7 @@ impl ShmemDevice {
                 return Err(DeviceError::Timeout {
                     device: "shmem",
                     what: format!("{} local processes to attach ({here} did)", n),
-                    secs: cfg.attach_timeout.as_secs(),
+                    secs: cfg.settings.attach_timeout.as_secs(),
                 });
             }
             spins += 1;
@@ -311,7 +337,7 @@ impl ShmemDevice {
         self.window = (g.frames / g.senders_per_queue())
             .saturating_sub(CONTROL_RESERVE)
             .max(1);
-        if cfg.cma == CmaMode::Auto {
+        if cfg.settings.cma == CmaMode::Auto {
             self.probe_cma(&smt_of);
         }
         Ok(())

@@ -73,13 +73,13 @@ pub fn stream_rates(payloads: &[u32], dir: &Path, window: Duration) -> Vec<Optio
     let seed = crate::reliable::new_epoch() as u64;
     let config = |i: usize, rank| {
         let mut c = ShmemConfig::new(JobKey(seed << 32 | 0xfa_0000 | i as u64), rank, vec![0, 1]);
-        c.dir = dir.to_path_buf();
+        c.settings.dir = dir.to_path_buf();
         // Named fm-KEY-pacer: the pacer's, not a job's.
         c.host = "pacer".into();
-        c.payload = Some(distinct[i]);
-        c.frames = Some(FRAMES);
-        c.cma = CmaMode::Off;
-        c.attach_timeout = Duration::from_secs(2);
+        c.settings.payload = Some(distinct[i]);
+        c.settings.frames = Some(FRAMES);
+        c.settings.cma = CmaMode::Off;
+        c.settings.attach_timeout = Duration::from_secs(2);
         c
     };
     let open_all = |rank| -> Result<Vec<ShmemDevice>, DeviceError> {
