@@ -74,6 +74,14 @@ impl<L: Link> Driven<L> {
             .store(self.protocol.ready_len(), Ordering::Release);
     }
 
+    /// The next accepted packet, for the application.
+    fn receive(&mut self) -> Option<RawRecv> {
+        let r = self.protocol.receive()?;
+        self.ready_hint
+            .store(self.protocol.ready_len(), Ordering::Relaxed);
+        Some(r)
+    }
+
     /// Everything the protocol has to send, then one kick of the link.
     fn transmit(&mut self, clock: Option<Instant>) {
         if !self.protocol.has_transmits() {
@@ -273,14 +281,5 @@ impl<L: Link + 'static> Device for ReliableDevice<L> {
     }
     fn stats(&self) -> DeviceStats {
         self.lock().protocol.stats()
-    }
-}
-
-impl<L: Link> Driven<L> {
-    fn receive(&mut self) -> Option<RawRecv> {
-        let r = self.protocol.receive()?;
-        self.ready_hint
-            .store(self.protocol.ready_len(), Ordering::Relaxed);
-        Some(r)
     }
 }

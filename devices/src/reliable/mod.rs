@@ -35,6 +35,7 @@
 //! |---|---|
 //! | `header.rs` | the 48-byte packet header, its checksum, serial arithmetic |
 //! | `config.rs` | [`ReliableConfig`], the user's [`Settings`], the advertised endpoint |
+//! | `settings.rs` | the `FM_ETH_*` window, pool and timers, `FM_ETH_CHECKSUM`, `FM_FAULTS` in fm's table of settings |
 //! | `send.rs`, `recv.rs`, `timers.rs`, `session.rs` | one peer's protocol state |
 //! | `protocol.rs` | all sessions, the receive pool, the transmit queue, the device-facing calls: [`Protocol`]; its datagrams in (`incoming.rs`), out (`outgoing.rs`) and timeouts (`timeouts.rs`) |
 //! | `driver.rs` | [`ReliableDevice`]: the protocol over a link and the clock |
