@@ -132,6 +132,7 @@ const H_ACK: u16 = 2;
 const H_SYNC: u16 = 3;
 
 fn main() -> ExitCode {
+    fm_platform::die_quietly_on_closed_pipe();
     fm::init_logging();
     let cli = Cli::parse();
     let opts = match &cli.bench {

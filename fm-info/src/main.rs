@@ -25,7 +25,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(about = "fm's devices on this host, a doctor, and cleanup of dead jobs' segments")]
+#[command(
+    version,
+    about = "fm's devices on this host, a doctor, and cleanup of dead jobs' segments"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Option<Cmd>,
@@ -75,6 +78,7 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    fm_platform::die_quietly_on_closed_pipe();
     fm::init_logging();
     let cli = Cli::parse();
     match cli.cmd.unwrap_or(Cmd::Devices) {

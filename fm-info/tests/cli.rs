@@ -218,3 +218,27 @@ fn config_shows_values_and_their_sources() {
         assert!(docs.lines().any(|l| l == r), "not in docs/CONFIG.md: {r}");
     }
 }
+
+/// A reader that stops early (`fm-info doctor | head -1`) ends fm-info
+/// quietly, as it ends a C tool: no panic, no message.
+#[test]
+fn a_closed_pipe_ends_fm_info_quietly() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    for args in [&["doctor"][..], &["devices"][..], &["config"][..]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fm-info"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("fm-info");
+        let mut first = String::new();
+        let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        out.read_line(&mut first).expect("a first line");
+        drop(out);
+        let o = child.wait_with_output().expect("fm-info ends");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_ne!(o.status.code(), Some(101), "{args:?}: {err}");
+    }
+}

@@ -34,7 +34,9 @@ use std::time::{Duration, Instant};
 
 #[derive(Parser)]
 #[command(
+    name = "fmrun",
     about = "Run an fm job: N processes of PROGRAM on this host, on other hosts, or across clusters",
+    version,
     trailing_var_arg = true
 )]
 pub struct Cli {
@@ -109,7 +111,7 @@ const TICK: Duration = Duration::from_millis(10);
 fn main() -> ExitCode {
     // The embedded GRM's own account of a death repeats fmrun's.
     fm::init_logging_or("warn,fm_grm=error");
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(mpirun_spelling(std::env::args_os()));
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(msg) => {
@@ -117,6 +119,48 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// mpirun's `-np N` (and `-np=N`) is fmrun's `--np N`. clap takes `-np`
+/// as `-n p`, so it is rewritten before parsing — among fmrun's own
+/// options only: from the program on, arguments are the program's.
+fn mpirun_spelling(args: impl IntoIterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let takes_value = |a: &str| {
+        cmd.get_arguments().any(|arg| {
+            arg.get_action().takes_values()
+                && !arg.is_positional()
+                && (arg.get_long().is_some_and(|l| a == format!("--{l}"))
+                    || arg.get_short().is_some_and(|s| a == format!("-{s}")))
+        })
+    };
+    let mut out = Vec::new();
+    let mut options = true;
+    let mut value_next = false;
+    for (i, a) in args.into_iter().enumerate() {
+        let s = a.to_string_lossy().into_owned();
+        if i == 0 || !options {
+            out.push(a);
+            continue;
+        }
+        if value_next {
+            value_next = false;
+        } else if s == "-np" {
+            value_next = true;
+            out.push("--np".into());
+            continue;
+        } else if let Some(v) = s.strip_prefix("-np=") {
+            out.push(format!("--np={v}").into());
+            continue;
+        } else if s == "--" || !s.starts_with('-') {
+            options = false;
+        } else {
+            value_next = takes_value(&s);
+        }
+        out.push(a);
+    }
+    out
 }
 
 // Long because it is a job's life in order — plan, GRM, registration,

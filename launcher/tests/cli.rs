@@ -233,3 +233,46 @@ fn a_topology_runs_ranks_with_its_tables_and_net_null_replaces_the_networks() {
     let o = fmrun(&["--topology", &path, "--net", "nic", "true"]);
     assert!(text(&o).1.contains("the topology names the networks"));
 }
+
+/// mpirun's spellings: `-np N` and `-np=N` are `--np`; after the program,
+/// `-np` is the program's own argument.
+#[test]
+fn np_as_mpirun_spells_it() {
+    for args in [&["-np", "2"][..], &["-np=2"][..]] {
+        let mut a = args.to_vec();
+        a.extend(["echo", "hi", "-np", "3"]);
+        let o = fmrun(&a);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{args:?}: {err}");
+        let mut lines: Vec<&str> = out.lines().collect();
+        lines.sort();
+        assert_eq!(lines, ["[0] hi -np 3", "[1] hi -np 3"], "{args:?}");
+    }
+}
+
+#[test]
+fn every_tool_says_its_version() {
+    let v = env!("CARGO_PKG_VERSION");
+    let o = fmrun(&["--version"]);
+    assert_eq!(text(&o).0.trim(), format!("fmrun {v}"));
+    for tool in ["fm-info", "fm-grm", "fm-bench"] {
+        let bin = std::path::Path::new(env!("CARGO_BIN_EXE_fmrun")).with_file_name(tool);
+        if !bin.exists() {
+            // Built by the workspace's `cargo test`, not by this package's alone.
+            eprintln!("SKIPPED {tool} --version: {} not built", bin.display());
+            continue;
+        }
+        let o = Command::new(&bin).arg("--version").output().expect(tool);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(out.trim(), format!("{tool} {v}"));
+    }
+}
+
+/// A rank killed by a signal is named with the signal's name.
+#[test]
+fn a_signal_is_named() {
+    let o = fmrun(&["-n", "1", "sh", "-c", "kill -USR1 $$"]);
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("signal 10 (SIGUSR1)"), "{err}");
+}

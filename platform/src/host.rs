@@ -1,5 +1,6 @@
 //! This process and its host: the host name, whether a pid lives, and the
-//! process-level settings fm asks of the kernel.
+//! process-level settings fm asks of the kernel (rustix, and libc for
+//! `signal`, which rustix does not wrap).
 
 use rustix::process::{Pid, Signal};
 
@@ -36,6 +37,15 @@ pub fn die_with_parent() {
 /// where Yama is absent.
 pub fn allow_any_ptracer() {
     let _ = rustix::process::set_ptracer(rustix::process::PTracer::Any);
+}
+
+/// Let a closed standard output end this process quietly, as it ends a C
+/// tool (`fm-info doctor | head -1`), instead of a panic at the next print.
+/// For the tools; not for fmrun, which must outlive its output to stop its
+/// ranks.
+pub fn die_quietly_on_closed_pipe() {
+    // SAFETY: restores SIGPIPE's default action; no handler of ours runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
 #[cfg(test)]

@@ -13,7 +13,9 @@ pub mod setting;
 pub mod syscalls;
 
 pub use cpu::{cpus_allowed, pin_to_cpu, CpuPair, RateWindow};
-pub use host::{allow_any_ptracer, die_with_parent, hostname, pid_alive};
+pub use host::{
+    allow_any_ptracer, die_quietly_on_closed_pipe, die_with_parent, hostname, pid_alive,
+};
 pub use memory::{fallocate, process_read, process_write};
 pub use net::{find_address, for_each_address, interface_mac, interface_mtu, Ipv4Net};
 pub use setting::Setting;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(about = "fm's global resource manager (daemon)")]
+#[command(version, about = "fm's global resource manager (daemon)")]
 struct Cli {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:7420")]
