@@ -89,6 +89,14 @@ pub(crate) fn open(
             None => Composite::new(config.rank, config.hosts.clone(), members)?,
         })
     })();
+    if config.rank == 0 {
+        // Once per job: a misspelt setting is otherwise silently ignored.
+        for var in crate::settings::unknown_in_env() {
+            tracing::warn!(
+                "fm: {var} is not a setting of fm and is ignored (misspelt? `fm-info config` lists them)"
+            );
+        }
+    }
     match composite {
         Ok(c) => Ok((c, grm, cx.eth_endpoint)),
         Err(e) => {

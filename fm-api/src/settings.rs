@@ -133,3 +133,20 @@ pub fn all() -> impl Iterator<Item = &'static Setting> + Clone {
     .into_iter()
     .flatten()
 }
+
+/// Prefixes of variables that belong to fm's tools and test programs, not
+/// to ranks (`fm-bench`'s `FM_BENCH_*`, the test programs' `FM_TEST_*`);
+/// a rank may see them and says nothing.
+pub const TOOL_PREFIXES: &[&str] = &["FM_BENCH_", "FM_TEST_"];
+
+/// `FM_*` variables of this process's environment that no setting of
+/// fm's table declares: most likely misspelt, and ignored.
+pub fn unknown_in_env() -> Vec<String> {
+    let mut unknown: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| k.starts_with("FM_") && !TOOL_PREFIXES.iter().any(|p| k.starts_with(p)))
+        .filter(|k| !all().any(|s| s.var == k))
+        .collect();
+    unknown.sort();
+    unknown
+}

@@ -65,8 +65,9 @@ fn literals(text: &str) -> Vec<(String, bool)> {
             let end = tail
                 .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
                 .unwrap_or(tail.len());
-            // (`"FM_"` alone is the prefix, not a variable.)
-            if tail[end..].starts_with('"') && end > 3 {
+            // A name ending in `_` (`"FM_"`, `"FM_TEST_"`) is a prefix,
+            // not a variable.
+            if tail[end..].starts_with('"') && !tail[..end].ends_with('_') {
                 out.push((
                     tail[..end].to_string(),
                     line.trim_start().starts_with("var: "),

@@ -121,6 +121,14 @@ fn main() -> ExitCode {
     }
 }
 
+/// fmrun's own settings (`FM_RSH`, `FM_SRUN`) are not the ranks': they
+/// would read them as unknown settings.
+fn without_fmrun_settings(c: &mut Command) {
+    for s in settings::SETTINGS {
+        c.env_remove(s.var);
+    }
+}
+
 /// mpirun's `-np N` (and `-np=N`) is fmrun's `--np N`. clap takes `-np`
 /// as `-n p`, so it is rewritten before parsing — among fmrun's own
 /// options only: from the program on, arguments are the program's.
@@ -412,6 +420,7 @@ impl Launch<'_> {
             (None, Mode::Slurm) => {
                 let mut c = remote::srun(self.plan.n, &self.cli.command);
                 c.envs(env).env(fm::settings::JOB_TOKEN.var, self.token);
+                without_fmrun_settings(&mut c);
                 c
             }
             (None, _) => {
@@ -419,6 +428,7 @@ impl Launch<'_> {
                 c.args(&self.cli.command[1..])
                     .envs(env)
                     .env(fm::settings::JOB_TOKEN.var, self.token);
+                without_fmrun_settings(&mut c);
                 c
             }
         };

@@ -298,3 +298,26 @@ fn a_segment_directory_too_small_is_a_clean_error_before_any_message() {
     );
     assert!(tiny.0.segments().is_empty(), "{:?}", tiny.0.segments());
 }
+
+/// A misspelt setting is reported once per job (by rank 0), naming it;
+/// fmrun's own settings and the tools' variables are not reported.
+#[test]
+fn an_unknown_fm_variable_is_reported_once_per_job() {
+    let dir = TempDir::for_segments("unknown-var");
+    let f = finish(
+        job(&dir, &["-n", "3"], &["alltoall", "10", "100", "1"])
+            .env("FM_CREDITZ", "3")
+            .env("FM_RSH", "local")
+            .env("FM_TEST_NOTHING", "1")
+            .spawn()
+            .expect("fmrun"),
+        Duration::from_secs(60),
+    );
+    assert!(f.status.success(), "{}", f.stderr);
+    let warnings: Vec<&str> = (f.stderr.lines())
+        .filter(|l| l.contains("is not a setting of fm"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", f.stderr);
+    assert!(warnings[0].starts_with("[0] ") && warnings[0].contains("FM_CREDITZ"));
+    assert!(!f.stderr.contains("FM_RSH is not") && !f.stderr.contains("FM_TEST_NOTHING"));
+}
