@@ -59,9 +59,10 @@ pub struct Cli {
     /// processes fit on the CPUs, none when oversubscribed.
     #[arg(long)]
     bind: Option<Bind>,
-    /// Stop the job after this many seconds.
-    #[arg(long, value_name = "SECONDS")]
-    timeout: Option<u64>,
+    /// Stop the job after this long: `90` or `90s`, `500ms`, `2m`, `1h`;
+    /// the ranks still running are named.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<Duration>,
     /// Hosts and their process counts: `a:2,b:2`, or `a,b` to share -n
     /// evenly. Ranks go to hosts in order (block distribution); each rank's
     /// FM_HOST is its host.
@@ -119,6 +120,29 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `90`, `90s`, `1.5s`, `500ms`, `2m`, `1h`: a duration for `--timeout`.
+fn parse_duration(v: &str) -> Result<Duration, String> {
+    let v = v.trim();
+    let split = v
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{v:?} is not a duration such as 90s, 500ms, 2m"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "ms" => n / 1e3,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{v:?}: unknown unit {unit:?} (ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{v:?} is not a positive duration"))
 }
 
 /// fmrun's own settings (`FM_RSH`, `FM_SRUN`) are not the ranks': they
@@ -281,7 +305,7 @@ fn run(cli: Cli) -> Result<u8, String> {
     }
     let mut job = Job::new(procs, out, n, cli.show_table);
     job.per_rank = !matches!(plan.mode, Mode::Slurm);
-    let deadline = cli.timeout.map(|s| Instant::now() + Duration::from_secs(s));
+    let deadline = cli.timeout.map(|t| Instant::now() + t);
     while !job.all_exited() {
         // Everything the GRM said first: it names the rank that died.
         if let Ok(e) = rx.recv_timeout(TICK) {
@@ -302,8 +326,10 @@ fn run(cli: Cli) -> Result<u8, String> {
             );
         }
         if deadline.is_some_and(|d| Instant::now() > d) && job.stopping.is_none() {
+            let limit = cli.timeout.unwrap_or_default();
+            let running = job.still_running();
             job.fail(
-                format!("the job ran past --timeout {} s", cli.timeout.unwrap_or(0)),
+                format!("the job ran past --timeout {limit:?}; still running: {running}"),
                 124,
             );
         }
@@ -524,6 +550,25 @@ impl Job {
 
     fn all_exited(&self) -> bool {
         self.procs.iter().all(|r| r.status.is_some())
+    }
+
+    /// The processes not yet exited, by label: `rank 1, rank 3` (the first
+    /// ten, and how many more).
+    fn still_running(&self) -> String {
+        let running: Vec<&str> = (self.procs.iter())
+            .filter(|p| p.status.is_none())
+            .map(|p| p.label.as_str())
+            .collect();
+        let mut s = running
+            .iter()
+            .take(10)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if running.len() > 10 {
+            s += &format!(" and {} more", running.len() - 10);
+        }
+        s
     }
 
     /// Collect exit statuses; the first failing rank fails the job. Of ranks

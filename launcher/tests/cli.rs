@@ -105,6 +105,21 @@ fn a_timeout_stops_the_job() {
     assert!(err.contains("--timeout"), "{err}");
 }
 
+/// `--timeout` takes units, and names the ranks it stopped (only those).
+#[test]
+fn a_timeout_in_units_names_the_ranks_still_running() {
+    let stuck = "if [ $FM_RANK = 1 ]; then sleep 30; fi";
+    let o = fmrun(&["-n", "3", "--timeout", "800ms", "sh", "-c", stuck]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(124), "{err}");
+    assert!(err.contains("still running: rank 1;"), "{err}");
+    for bad in ["5x", "0s", "1.5.2", "s"] {
+        let o = fmrun(&["-n", "1", "--timeout", bad, "true"]);
+        assert_eq!(o.status.code(), Some(2), "--timeout {bad}");
+        assert!(text(&o).1.contains("--timeout"), "--timeout {bad}");
+    }
+}
+
 #[test]
 fn hosts_place_ranks_in_blocks_and_rsh_templates_start_them() {
     let show = "echo \"$FM_RANK $FM_HOST $VIA\"";
