@@ -52,6 +52,14 @@ pub struct Cli {
     /// Print each rank's destination device table once the job has started.
     #[arg(long)]
     show_table: bool,
+    /// Forward the ranks' lines as they are, without the `[rank] ` prefix
+    /// (for output another program parses, such as `fm-bench --json`).
+    #[arg(long)]
+    no_prefix: bool,
+    /// Write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr
+    /// instead of the terminal.
+    #[arg(long, value_name = "DIR")]
+    output_filename: Option<PathBuf>,
     /// Use the resource manager at this address instead of starting one.
     #[arg(long, value_name = "HOST:PORT")]
     grm: Option<String>,
@@ -274,7 +282,7 @@ fn run(cli: Cli) -> Result<u8, String> {
         cpus,
         bind,
     };
-    let mut out = output::Forwarder::new(n);
+    let mut out = output::Forwarder::new(n, !cli.no_prefix, cli.output_filename.clone());
     let mut procs: Vec<Proc> = Vec::new();
     let count = match plan.mode {
         Mode::Slurm => 1,

@@ -291,3 +291,38 @@ fn a_signal_is_named() {
     assert!(!o.status.success());
     assert!(err.contains("signal 10 (SIGUSR1)"), "{err}");
 }
+
+/// `--no-prefix`: the ranks' lines as they are (JSON stays JSON).
+#[test]
+fn no_prefix_forwards_lines_as_they_are() {
+    let o = fmrun(&["-n", "2", "--no-prefix", "echo", "{\"rank\": 0}"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(out, "{\"rank\": 0}\n{\"rank\": 0}\n");
+}
+
+/// `--output-filename DIR`: each rank's streams in DIR/rank.N/, none on
+/// the terminal.
+#[test]
+fn output_filename_writes_a_file_per_rank_and_stream() {
+    let dir = std::env::temp_dir().join(format!("fmrun-out-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_string_lossy().into_owned();
+    let both = "echo out $FM_RANK; echo err $FM_RANK >&2";
+    let o = fmrun(&["-n", "3", "--output-filename", &d, "sh", "-c", both]);
+    let (out, err) = text(&o);
+    let read = |r: u32, s: &str| std::fs::read_to_string(dir.join(format!("rank.{r}/{s}")));
+    let got: Vec<_> = (0..3)
+        .map(|r| (read(r, "stdout"), read(r, "stderr")))
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        out.is_empty() && !err.contains("out ") && !err.contains("err "),
+        "{out}{err}"
+    );
+    for (r, (so, se)) in got.into_iter().enumerate() {
+        assert_eq!(so.expect("stdout file"), format!("out {r}\n"));
+        assert_eq!(se.expect("stderr file"), format!("err {r}\n"));
+    }
+}
