@@ -436,7 +436,9 @@ impl Launch<'_> {
         let spot = self.plan.spots.get(rank as usize);
         let mut env = self.rank_env(rank);
         let remote = match (self.rsh, spot) {
-            (Some(rsh), Some(s)) => Some((rsh, s)),
+            // A host that is this machine (localhost, its name, one of its
+            // addresses) starts its ranks here, as mpirun does: no shell.
+            (Some(rsh), Some(s)) if !remote::is_this_machine(&s.target) => Some((rsh, s)),
             _ => None,
         };
         let mut cmd = match (remote, &self.plan.mode) {

@@ -78,6 +78,23 @@ pub fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
+/// Whether a host list's name or address is this machine: `localhost`,
+/// its host name (full or up to the first dot), a loopback address or one
+/// of its interfaces' addresses.
+pub fn is_this_machine(target: &str) -> bool {
+    let t = target.trim().trim_start_matches('[').trim_end_matches(']');
+    if t.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    if let Ok(ip) = t.parse::<std::net::IpAddr>() {
+        return ip.is_loopback()
+            || fm_platform::find_address(|_, a, _| (a == ip).then_some(())).is_some();
+    }
+    let me = fm_platform::hostname();
+    let short = |n: &str| n.split('.').next().unwrap_or(n).to_ascii_lowercase();
+    t.eq_ignore_ascii_case(&me) || (!t.contains('.') && short(t) == short(&me))
+}
+
 /// srun for all `n` ranks: Slurm numbers them (SLURM_PROCID) and names
 /// their nodes; `--label` prefixes each line with the task's number, which
 /// fmrun's forwarder turns into its own prefix. The token travels in the

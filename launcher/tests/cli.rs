@@ -326,3 +326,25 @@ fn output_filename_writes_a_file_per_rank_and_stream() {
         assert_eq!(se.expect("stderr file"), format!("err {r}\n"));
     }
 }
+
+/// A host list naming this machine (localhost, a loopback address, its
+/// host name) starts those ranks here, as mpirun does: the remote shell is
+/// not used (here it would fail).
+#[test]
+fn this_machine_in_a_host_list_starts_ranks_directly() {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let hosts = format!("localhost:2,127.0.0.1:1,{}:1", name.trim());
+    let show = "echo \"$FM_RANK $FM_HOST\"";
+    let o = fmrun(&["--hosts", &hosts, "--rsh", "false {host}", "sh", "-c", show]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort();
+    let want = [
+        "[0] 0 localhost".to_string(),
+        "[1] 1 localhost".to_string(),
+        "[2] 2 127.0.0.1".to_string(),
+        format!("[3] 3 {}", name.trim()),
+    ];
+    assert_eq!(lines, want);
+}
