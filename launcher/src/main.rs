@@ -52,6 +52,11 @@ pub struct Cli {
     /// Print each rank's destination device table once the job has started.
     #[arg(long)]
     show_table: bool,
+    /// Give every rank this variable, as mpirun's `-x`: `-x VAR=VALUE`, or
+    /// `-x VAR` for fmrun's own value. Reaches ranks on other hosts too
+    /// (which otherwise get only the job's and the `FM_*` variables).
+    #[arg(short = 'x', value_name = "VAR[=VALUE]", value_parser = parse_export)]
+    export: Vec<(String, String)>,
     /// Forward the ranks' lines as they are, without the `[rank] ` prefix
     /// (for output another program parses, such as `fm-bench --json`).
     #[arg(long)]
@@ -128,6 +133,25 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `-x VAR=VALUE`, or `-x VAR` for fmrun's own value of VAR.
+fn parse_export(v: &str) -> Result<(String, String), String> {
+    let (name, value) = match v.split_once('=') {
+        Some((n, val)) => (n, Some(val.to_string())),
+        None => (v, None),
+    };
+    let valid = (name.chars().next()).is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(format!("{name:?} is not a variable name"));
+    }
+    let value = match value {
+        Some(v) => v,
+        None => std::env::var(name)
+            .map_err(|_| format!("{name} is not set here (-x {name}=VALUE gives it a value)"))?,
+    };
+    Ok((name.to_string(), value))
 }
 
 /// `90`, `90s`, `1.5s`, `500ms`, `2m`, `1h`: a duration for `--timeout`.
@@ -427,6 +451,9 @@ impl Launch<'_> {
         }
         if self.rsh.is_none() && !matches!(self.plan.mode, Mode::Slurm) {
             set(fm::settings::CPUS.var, self.cpus.to_string());
+        }
+        for (k, v) in &self.cli.export {
+            set(k, v.clone());
         }
         env
     }

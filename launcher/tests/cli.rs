@@ -348,3 +348,30 @@ fn this_machine_in_a_host_list_starts_ranks_directly() {
     ];
     assert_eq!(lines, want);
 }
+
+/// `-x VAR=VALUE` and `-x VAR` reach ranks started through a remote shell,
+/// which (as `env -i` here) passes nothing else of fmrun's environment.
+#[test]
+fn export_reaches_ranks_through_a_remote_shell() {
+    let show = "echo \"${FOO:-unset} ${MINE:-unset} ${OTHER:-unset}\"";
+    let o = Command::new(env!("CARGO_BIN_EXE_fmrun"))
+        .args(["-n", "2", "--hosts", "a,b", "--rsh", "env -i X{host}=1"])
+        .args(["-x", "FOO=bar", "-x", "MINE", "sh", "-c", show])
+        .env("MINE", "from fmrun")
+        .env("OTHER", "not exported")
+        .env_remove("FM_LOG")
+        .output()
+        .expect("fmrun");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        ["[0] bar from fmrun unset", "[1] bar from fmrun unset"]
+    );
+    for bad in ["1BAD=2", "A-B=1", "SURELY_NOT_SET_HERE_42"] {
+        let o = fmrun(&["-n", "1", "-x", bad, "true"]);
+        assert_eq!(o.status.code(), Some(2), "-x {bad}");
+    }
+}
