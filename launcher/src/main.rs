@@ -52,6 +52,9 @@ pub struct Cli {
     /// Print each rank's destination device table once the job has started.
     #[arg(long)]
     show_table: bool,
+    /// More ranks than this host's CPUs is meant: no warning.
+    #[arg(long)]
+    oversubscribe: bool,
     /// Give every rank this variable, as mpirun's `-x`: `-x VAR=VALUE`, or
     /// `-x VAR` for fmrun's own value. Reaches ranks on other hosts too
     /// (which otherwise get only the job's and the `FM_*` variables).
@@ -279,6 +282,13 @@ fn run(cli: Cli) -> Result<u8, String> {
     tracing::debug!(key = %link.job_key, grm = %grm.for_launcher(), "fmrun: job registered");
 
     let cpus = sys::cpus_allowed();
+    if matches!(plan.mode, Mode::Here) && n as usize > cpus && !cli.oversubscribe {
+        eprintln!(
+            "fmrun: {n} ranks on the {cpus} CPUs this host gives the job: oversubscribed, \
+             so waiting ranks yield their CPU and messages are slower \
+             (--oversubscribe says this is meant)"
+        );
+    }
     let bind = match plan.mode {
         Mode::Here => cli.bind.unwrap_or(if n as usize <= cpus {
             Bind::Core

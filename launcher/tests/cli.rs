@@ -375,3 +375,18 @@ fn export_reaches_ranks_through_a_remote_shell() {
         assert_eq!(o.status.code(), Some(2), "-x {bad}");
     }
 }
+
+/// More ranks than CPUs here: fmrun says so once, unless told it is meant.
+#[test]
+fn oversubscription_is_said_unless_meant() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = (cpus + 1).to_string();
+    let o = fmrun(&["-n", &n, "true"]);
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(err.matches("oversubscribed").count(), 1, "{err}");
+    let o = fmrun(&["-n", &n, "--oversubscribe", "true"]);
+    assert!(!text(&o).1.contains("oversubscribed"));
+    let o = fmrun(&["-n", "1", "true"]);
+    assert!(!text(&o).1.contains("oversubscribed"));
+}
