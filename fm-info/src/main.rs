@@ -61,9 +61,10 @@ enum Cmd {
         /// Measure again, whatever the cache holds.
         #[arg(long)]
         force: bool,
-        /// Where to write the plot.
-        #[arg(long, default_value = "pacer.svg")]
-        svg: PathBuf,
+        /// Also draw the curves into this SVG file (nothing is written
+        /// unless asked).
+        #[arg(long, value_name = "FILE.svg")]
+        svg: Option<PathBuf>,
     },
     /// Every setting of fm: its value for a rank started here now, and
     /// where that comes from (environment, settings file, default).
@@ -85,7 +86,7 @@ fn main() -> ExitCode {
         Cmd::Devices => devices(),
         Cmd::Doctor { n, dir } => doctor::run(n, &dir.unwrap_or_else(shm_dir)),
         Cmd::Cleanup { dir, dry_run } => cleanup(&dir.unwrap_or_else(shm_dir), dry_run),
-        Cmd::Pacer { force, svg } => pacer::run(force, &svg),
+        Cmd::Pacer { force, svg } => pacer::run(force, svg.as_deref()),
         Cmd::Config { markdown } => config(markdown),
         Cmd::CmaPeer => doctor::cma_peer(),
     }

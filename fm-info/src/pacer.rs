@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
-pub fn run(force: bool, svg: &Path) -> ExitCode {
+pub fn run(force: bool, svg: Option<&Path>) -> ExitCode {
     let mode = match fm::config::pacer_mode() {
         Ok(m) if force => match m {
             Mode::Off | Mode::Fixed(_) => m,
@@ -21,7 +21,7 @@ pub fn run(force: bool, svg: &Path) -> ExitCode {
     let cache = fm_pacer::Cache::default_location();
     let pacer = Pacer::new(mode, cache.clone());
     match &cache {
-        Some(c) => println!("pacer cache: {} (FM_PACER: {mode:?})", c.path.display()),
+        Some(c) => println!("pacer cache: {} (FM_PACER: {mode})", c.path.display()),
         None => println!("pacer cache: none (neither XDG_CACHE_HOME nor HOME is set)"),
     }
     let t = std::time::Instant::now();
@@ -47,6 +47,9 @@ pub fn run(force: bool, svg: &Path) -> ExitCode {
         print_curve(k, c);
     }
     println!("\nall knobs in {:.1} ms", took.as_secs_f64() * 1e3);
+    let Some(svg) = svg else {
+        return ExitCode::SUCCESS;
+    };
     match std::fs::write(svg, plot(&tuned)) {
         Ok(()) => println!("\nplot: {}", svg.display()),
         Err(e) => {

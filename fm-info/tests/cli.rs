@@ -138,7 +138,8 @@ fn pacer(home: &TempDir, args: &[&str], env: &[(&str, &str)]) -> (String, String
 #[test]
 fn pacer_measures_then_shows_the_cache_as_table_and_plot() {
     let home = TempDir::new("info-pacer");
-    let (first, _) = pacer(&home, &[], &[]);
+    let (first, _) = pacer(&home, &["--svg", "pacer.svg"], &[]);
+    assert!(first.contains("(FM_PACER: auto)"), "{first}");
     assert!(
         first.contains("shmem.frame: chosen") && first.contains("measured now"),
         "{first}"
@@ -158,7 +159,13 @@ fn pacer_measures_then_shows_the_cache_as_table_and_plot() {
     assert_eq!(chosen(&first), chosen(&second));
     assert!(home.0.join("again.svg").exists());
     // --force measures again; FM_PACER=<size> shows the override.
+    // Without --svg nothing is written.
+    std::fs::remove_file(home.0.join("pacer.svg")).unwrap();
     let (forced, _) = pacer(&home, &["--force"], &[]);
+    assert!(
+        !home.0.join("pacer.svg").exists(),
+        "a plot nobody asked for"
+    );
     assert!(!forced.contains("(cached;"), "{forced}");
     let (fixed, _) = pacer(&home, &[], &[("FM_PACER", "8192")]);
     assert!(

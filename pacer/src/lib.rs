@@ -47,6 +47,18 @@ pub enum Mode {
     Fixed(u64),
 }
 
+impl std::fmt::Display for Mode {
+    /// As `FM_PACER` is written: `auto`, `off`, `force`, or the size.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mode::Auto => f.write_str("auto"),
+            Mode::Off => f.write_str("off"),
+            Mode::Force => f.write_str("force"),
+            Mode::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
 impl Mode {
     /// `auto` (or empty), `off`, `force`, or a size in bytes.
     pub fn parse(v: &str) -> Result<Mode, String> {
