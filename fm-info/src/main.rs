@@ -5,7 +5,8 @@
 //!   trackers — a /dev/shm too small for the job, stale segments of dead
 //!   jobs, ptrace rules that forbid single-copy transfers, missing
 //!   CAP_NET_RAW, a low memlock limit — each with the exact fix;
-//! - `fm-info pacer`: the pacer's curve per device knob, table and SVG;
+//! - `fm-info pacer`: the pacer's curve per device knob, a table (and an
+//!   SVG plot with `--svg FILE`);
 //! - `fm-info cleanup`: remove the segments of dead jobs, and nothing else;
 //! - `fm-info config`: every setting, its value here and where that came
 //!   from (`--markdown`: docs/CONFIG.md's rows, from the same table).
@@ -55,7 +56,7 @@ enum Cmd {
         #[arg(long)]
         dry_run: bool,
     },
-    /// The pacer's measured curve per device knob (table and SVG plot) and
+    /// The pacer's measured curve per device knob (a table, and a plot with --svg) and
     /// the chosen size; measures now if nothing is cached.
     Pacer {
         /// Measure again, whatever the cache holds.
