@@ -133,6 +133,7 @@ const H_SYNC: u16 = 3;
 
 fn main() -> ExitCode {
     fm_platform::die_quietly_on_closed_pipe();
+    fm_clidocs::generate_if_asked(<Cli as clap::CommandFactory>::command);
     fm::init_logging();
     let cli = Cli::parse();
     let opts = match &cli.bench {

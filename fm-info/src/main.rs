@@ -81,6 +81,7 @@ enum Cmd {
 
 fn main() -> ExitCode {
     fm_platform::die_quietly_on_closed_pipe();
+    fm_clidocs::generate_if_asked(<Cli as clap::CommandFactory>::command);
     fm::init_logging();
     let cli = Cli::parse();
     match cli.cmd.unwrap_or(Cmd::Devices) {

@@ -127,6 +127,7 @@ const TICK: Duration = Duration::from_millis(10);
 
 fn main() -> ExitCode {
     // The embedded GRM's own account of a death repeats fmrun's.
+    fm_clidocs::generate_if_asked(<Cli as clap::CommandFactory>::command);
     fm::init_logging_or("warn,fm_grm=error");
     let cli = Cli::parse_from(mpirun_spelling(std::env::args_os()));
     match run(cli) {

@@ -390,3 +390,51 @@ fn oversubscription_is_said_unless_meant() {
     let o = fmrun(&["-n", "1", "true"]);
     assert!(!text(&o).1.contains("oversubscribed"));
 }
+
+/// Every tool writes its man page and completions from its own option
+/// definitions (`TOOL --generate-docs DIR`, scripts/gen-docs.sh).
+#[test]
+fn every_tool_generates_its_man_page_and_completions() {
+    let dir = std::env::temp_dir().join(format!("fm-docs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut checked = 0;
+    for (tool, option) in [
+        ("fmrun", "--np"),
+        ("fm-info", "doctor"),
+        ("fm-grm", "--listen"),
+        ("fm-bench", "pingpong"),
+    ] {
+        let bin = std::path::Path::new(env!("CARGO_BIN_EXE_fmrun")).with_file_name(tool);
+        if !bin.exists() {
+            eprintln!(
+                "SKIPPED {tool} --generate-docs: {} not built",
+                bin.display()
+            );
+            continue;
+        }
+        let o = Command::new(&bin)
+            .arg("--generate-docs")
+            .arg(&dir)
+            .output()
+            .expect(tool);
+        assert!(o.status.success(), "{tool}: {o:?}");
+        let page = std::fs::read_to_string(dir.join(format!("man1/{tool}.1"))).expect("man page");
+        assert!(page.contains(&format!(".TH {tool} 1")), "{tool}: {page}");
+        let escaped = option.replace('-', "\\-");
+        assert!(
+            page.contains(&escaped) || page.contains(option),
+            "{tool}: no {option}"
+        );
+        for f in [
+            format!("{tool}.bash"),
+            format!("_{tool}"),
+            format!("{tool}.fish"),
+        ] {
+            let c = std::fs::read_to_string(dir.join("completions").join(&f)).expect(&f);
+            assert!(c.contains(tool), "{f}");
+        }
+        checked += 1;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(checked >= 1);
+}

@@ -22,6 +22,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    fm_clidocs::generate_if_asked(<Cli as clap::CommandFactory>::command);
     // fm::init_logging_or with "info": fm depends on this crate, not the
     // other way round.
     let _ = tracing_subscriber::fmt()
