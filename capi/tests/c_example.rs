@@ -1,0 +1,102 @@
+//! The C example (`examples/ring.c`) compiled with the system's C compiler
+//! against `fm.h` and the library this build made, statically and as a
+//! shared library, and run under fmrun on 1, 2 and 4 ranks. Built with
+//! `-DSABOTAGE`, one byte of the big message is wrong and the receiver's
+//! check must fail the job.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// This build's target directory (`target/debug`).
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/PROFILE")
+        .to_path_buf()
+}
+
+fn compile(out: &Path, extra: &[&str], shared: bool) {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let t = target_dir();
+    let mut c = Command::new("cc");
+    c.args(["-O1", "-Wall", "-Wextra", "-Werror", "-std=c11"])
+        .arg(format!("-I{dir}/include"))
+        .args(extra)
+        .arg(format!("{dir}/examples/ring.c"));
+    if shared {
+        c.arg(format!("-L{}", t.display()))
+            .arg(format!("-Wl,-rpath,{}", t.display()))
+            .arg("-lfm_c");
+    } else {
+        c.arg(t.join("libfm_c.a")).args([
+            "-lgcc_s",
+            "-lutil",
+            "-lrt",
+            "-lpthread",
+            "-lm",
+            "-ldl",
+            "-lc",
+        ]);
+    }
+    let o = c.arg("-o").arg(out).output().expect("a C compiler (cc)");
+    assert!(
+        o.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn fmrun(n: u32, program: &Path) -> Output {
+    let fmrun = target_dir().join("fmrun");
+    assert!(
+        fmrun.exists(),
+        "{} is not built: run the workspace's tests",
+        fmrun.display()
+    );
+    Command::new(fmrun)
+        .args(["-n", &n.to_string(), "--oversubscribe", "--timeout", "60s"])
+        .arg(program)
+        .env_remove("FM_LOG")
+        .output()
+        .expect("fmrun")
+}
+
+#[test]
+fn the_c_example_runs_under_fmrun_static_and_shared() {
+    let tmp = fm_tests::TempDir::new("capi");
+    for shared in [false, true] {
+        let exe = tmp
+            .0
+            .join(if shared { "ring-shared" } else { "ring-static" });
+        compile(&exe, &[], shared);
+        for n in [1u32, 2, 4] {
+            let o = fmrun(n, &exe);
+            let (out, err) = (
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr),
+            );
+            assert!(o.status.success(), "{} ranks: {out}{err}", n);
+            for r in 0..n {
+                let want = format!("[{r}] rank {r} of {n}: token seen 3 times");
+                assert!(out.contains(&want), "{want:?} in\n{out}");
+            }
+            assert_eq!(
+                out.matches("big message checked").count(),
+                n as usize,
+                "{out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_wrong_byte_fails_the_c_example() {
+    let tmp = fm_tests::TempDir::new("capi-sabotage");
+    let exe = tmp.0.join("ring-sabotaged");
+    compile(&exe, &["-DSABOTAGE"], false);
+    let o = fmrun(2, &exe);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("is wrong"), "{err}");
+}

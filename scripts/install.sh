@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# install.sh — build and install fm's tools, the C library and header, its
+# pkg-config file, man pages and shell completions under PREFIX.
+#
+# Usage: scripts/install.sh [PREFIX]      (default /usr/local)
+#   PROFILE=release (default) or debug: which build to install
+#   PREFIX/bin/{fmrun,fm-info,fm-grm,fm-bench}, PREFIX/lib/libfm_c.{so,a},
+#   PREFIX/include/fm.h, PREFIX/lib/pkgconfig/fm.pc,
+#   PREFIX/share/man/man1/*.1, PREFIX/share/bash-completion/completions/*,
+#   PREFIX/share/zsh/site-functions/_*, PREFIX/share/fish/vendor_completions.d/*
+set -eu
+cd "$(dirname "$0")/.."
+PREFIX=${1:-/usr/local}
+PROFILE=${PROFILE:-release}
+flag=$([ "$PROFILE" = release ] && echo --release || true)
+cargo build $flag -q -p fm-launcher -p fm-info -p fm-grm -p fm-bench -p fm-capi
+T=target/$PROFILE
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+install -d "$PREFIX/bin" "$PREFIX/lib/pkgconfig" "$PREFIX/include" "$PREFIX/share/man/man1" \
+    "$PREFIX/share/bash-completion/completions" "$PREFIX/share/zsh/site-functions" \
+    "$PREFIX/share/fish/vendor_completions.d"
+for tool in fmrun fm-info fm-grm fm-bench; do
+    install -m 755 "$T/$tool" "$PREFIX/bin/"
+done
+install -m 755 "$T/libfm_c.so" "$PREFIX/lib/"
+install -m 644 "$T/libfm_c.a" "$PREFIX/lib/"
+install -m 644 capi/include/fm.h "$PREFIX/include/"
+sed -e "s|@PREFIX@|$PREFIX|" -e "s|@VERSION@|$version|" capi/fm.pc.in > "$PREFIX/lib/pkgconfig/fm.pc"
+docs=$(mktemp -d)
+trap 'rm -rf "$docs"' EXIT
+for tool in fmrun fm-info fm-grm fm-bench; do
+    "$T/$tool" --generate-docs "$docs"
+done
+install -m 644 "$docs"/man1/*.1 "$PREFIX/share/man/man1/"
+for tool in fmrun fm-info fm-grm fm-bench; do
+    install -m 644 "$docs/completions/$tool.bash" "$PREFIX/share/bash-completion/completions/$tool"
+    install -m 644 "$docs/completions/_$tool" "$PREFIX/share/zsh/site-functions/"
+    install -m 644 "$docs/completions/$tool.fish" "$PREFIX/share/fish/vendor_completions.d/"
+done
+echo "installed fm $version ($PROFILE) under $PREFIX"
