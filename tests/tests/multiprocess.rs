@@ -251,3 +251,54 @@ fn readme_ring_example_runs_under_fmrun() {
     assert!(o.contains("shmem"), "no device table: {o}");
     assert!(dir.segments().is_empty());
 }
+
+/// The README's "Using it" example is `fm-api/examples/hello.rs` exactly,
+/// and ends correctly alone and on 2 and 4 ranks.
+#[test]
+fn readme_hello_example_is_the_example_and_runs_on_any_number_of_ranks() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let shown = readme
+        .split("```rust\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a rust block in the README");
+    let file = std::fs::read_to_string(root.join("fm-api/examples/hello.rs")).expect("hello.rs");
+    let code: String = file
+        .lines()
+        .skip_while(|l| l.starts_with("//!") || l.is_empty())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(shown, code, "README.md and fm-api/examples/hello.rs differ");
+    let hello = std::path::Path::new(env!("CARGO_BIN_EXE_fm-testprog"))
+        .with_file_name("examples")
+        .join("hello");
+    if !hello.exists() {
+        eprintln!(
+            "SKIPPED the runs of hello: {} not built (cargo test builds it)",
+            hello.display()
+        );
+        return;
+    }
+    let alone = std::process::Command::new(&hello).output().expect("hello");
+    assert!(alone.status.success(), "{alone:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&alone.stdout),
+        "rank 0 of 1: greeted and thanked\n"
+    );
+    for n in [2u32, 4] {
+        let dir = fm_tests::TempDir::for_segments("readme-hello");
+        let (o, _) = fm_tests::succeed(&mut fm_tests::fmrun(
+            env!("CARGO_BIN_EXE_fm-testprog"),
+            &dir,
+            &["-n", &n.to_string(), "--oversubscribe"],
+            &hello,
+            &[],
+        ));
+        for r in 0..n {
+            let want = format!("[{r}] rank {r} of {n}: greeted and thanked");
+            assert!(o.contains(&want), "{want:?} in {o}");
+        }
+        assert!(dir.segments().is_empty());
+    }
+}
