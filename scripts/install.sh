@@ -4,6 +4,7 @@
 #
 # Usage: scripts/install.sh [PREFIX]      (default /usr/local)
 #   PROFILE=release (default) or debug: which build to install
+#   NO_BUILD=1: install what target/PROFILE holds (the tests use this)
 #   PREFIX/bin/{fmrun,fm-info,fm-grm,fm-bench}, PREFIX/lib/libfm_c.{so,a},
 #   PREFIX/include/fm.h, PREFIX/lib/pkgconfig/fm.pc,
 #   PREFIX/share/man/man1/*.1, PREFIX/share/bash-completion/completions/*,
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/.."
 PREFIX=${1:-/usr/local}
 PROFILE=${PROFILE:-release}
 flag=$([ "$PROFILE" = release ] && echo --release || true)
-cargo build $flag -q -p fm-launcher -p fm-info -p fm-grm -p fm-bench -p fm-capi
+[ -n "${NO_BUILD:-}" ] || cargo build $flag -q -p fm-launcher -p fm-info -p fm-grm -p fm-bench -p fm-capi
 T=target/$PROFILE
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 install -d "$PREFIX/bin" "$PREFIX/lib/pkgconfig" "$PREFIX/include" "$PREFIX/share/man/man1" \
