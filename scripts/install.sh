@@ -5,6 +5,7 @@
 # Usage: scripts/install.sh [PREFIX]      (default /usr/local)
 #   PROFILE=release (default) or debug: which build to install
 #   NO_BUILD=1: install what target/PROFILE holds (the tests use this)
+#   LIB_DIR=DIR: take libfm_c.{so,a} from DIR instead of target/PROFILE
 #   PREFIX/bin/{fmrun,fm-info,fm-grm,fm-bench}, PREFIX/lib/libfm_c.{so,a},
 #   PREFIX/include/fm.h, PREFIX/lib/pkgconfig/fm.pc,
 #   PREFIX/share/man/man1/*.1, PREFIX/share/bash-completion/completions/*,
@@ -23,8 +24,9 @@ install -d "$PREFIX/bin" "$PREFIX/lib/pkgconfig" "$PREFIX/include" "$PREFIX/shar
 for tool in fmrun fm-info fm-grm fm-bench; do
     install -m 755 "$T/$tool" "$PREFIX/bin/"
 done
-install -m 755 "$T/libfm_c.so" "$PREFIX/lib/"
-install -m 644 "$T/libfm_c.a" "$PREFIX/lib/"
+L=${LIB_DIR:-$T}
+install -m 755 "$L/libfm_c.so" "$PREFIX/lib/"
+install -m 644 "$L/libfm_c.a" "$PREFIX/lib/"
 install -m 644 capi/include/fm.h "$PREFIX/include/"
 sed -e "s|@PREFIX@|$PREFIX|" -e "s|@VERSION@|$version|" capi/fm.pc.in > "$PREFIX/lib/pkgconfig/fm.pc"
 docs=$(mktemp -d)

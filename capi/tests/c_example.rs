@@ -4,21 +4,15 @@
 //! `-DSABOTAGE`, one byte of the big message is wrong and the receiver's
 //! check must fail the job.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-/// This build's target directory (`target/debug`).
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's path");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target/PROFILE")
-        .to_path_buf()
-}
+use common::{c_library_dir, target_dir};
+use std::path::Path;
+use std::process::{Command, Output};
 
 fn compile(out: &Path, extra: &[&str], shared: bool) {
     let dir = env!("CARGO_MANIFEST_DIR");
-    let t = target_dir();
+    let t = c_library_dir();
     let mut c = Command::new("cc");
     c.args(["-O1", "-Wall", "-Wextra", "-Werror", "-std=c11"])
         .arg(format!("-I{dir}/include"))

@@ -3,6 +3,8 @@
 //! `fm.pc`: a C program built with pkg-config's flags runs under the
 //! installed fmrun.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -26,6 +28,7 @@ fn the_install_script_gives_tools_docs_library_and_header() {
         .arg(&prefix.0)
         .env("PROFILE", profile)
         .env("NO_BUILD", "1")
+        .env("LIB_DIR", common::c_library_dir())
         .output()
         .expect("install.sh");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
