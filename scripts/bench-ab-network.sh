@@ -56,7 +56,7 @@ done
 
 python3 - "$OUT/results.jsonl" <<'EOF' | tee "$OUT/summary.md"
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.strip()) if r.get("bench") != "meta"]
 probes = {r["round"]: r["probe_us"] for r in rows if "probe_us" in r}
 def vals(build, bench, dev, size, key):
     return [r[key] for r in rows if r.get("build") == build and r["bench"] == bench

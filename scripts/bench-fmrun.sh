@@ -25,7 +25,7 @@ for rep in $(seq 1 "$REPS"); do
 done
 python3 - "$OUT/results.jsonl" <<'PY'
 import json, sys, statistics
-rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in map(json.loads, open(sys.argv[1])) if r.get("bench") != "meta"]
 sizes = sorted({r["size"] for r in rows})
 launchers = ["standalone", "fmrun-n2", "fmrun-n8"]
 print("one-way latency, µs: median over repetitions of each run's median (min–max of those)")

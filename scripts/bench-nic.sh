@@ -52,7 +52,7 @@ bench nic pollcost --iters 2100000 | sed 's/^{/{"rep":0,/' >> "$OUT/results.json
 
 python3 - "$OUT/results.jsonl" <<'EOF' | tee "$OUT/summary.md"
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.strip()) if r.get("bench") != "meta"]
 def med(bench, dev, size, key):
     v = [r[key] for r in rows if r["bench"] == bench and r["device"] == dev and r["size"] == size and key in r]
     return statistics.median(v) if v else None

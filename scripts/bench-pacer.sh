@@ -97,7 +97,7 @@ fi
 
 python3 - "$OUT/results.jsonl" <<'EOF' | tee "$OUT/summary.md"
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.strip()) if r.get("bench") != "meta"]
 def med(knob, variant, size):
     v = [r["mb_s"] for r in rows if r["knob"] == knob and r["variant"] == variant and r["size"] == size]
     return statistics.median(v) if v else None

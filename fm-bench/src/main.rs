@@ -31,7 +31,7 @@ use fm::{Config, Fm, Incoming};
 use fm_composite::Composite;
 use fm_devices::{Device, Rank};
 use fm_launcher::LocalJob;
-use stats::{Sample, Summary};
+use stats::{Format, Printer, Sample, Summary};
 use std::cell::{Cell, RefCell};
 use std::process::{Command, ExitCode};
 use std::rc::Rc;
@@ -84,9 +84,14 @@ struct Opts {
     /// Messages per window for bw and rate.
     #[arg(long, default_value_t = 64)]
     window: u64,
-    /// One JSON object per line instead of a table.
-    #[arg(long)]
+    /// One JSON object per line instead of a table (the first: the run's
+    /// metadata).
+    #[arg(long, conflicts_with = "csv")]
     json: bool,
+    /// Comma-separated values instead of a table (after a `#` line of
+    /// metadata).
+    #[arg(long)]
+    csv: bool,
     /// Do not pin the standalone rank processes to CPUs.
     #[arg(long)]
     no_pin: bool,
@@ -294,6 +299,12 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
         // Pinned ranks see one CPU in their mask: the launcher says how many the job has.
         let cpus = fm.config().cpus.unwrap_or_else(fm_platform::cpus_allowed);
         let oversubscribed = fm.config().local_ranks().len() > cpus;
+        let format = match (opts.json, opts.csv) {
+            (true, _) => Format::Json,
+            (_, true) => Format::Csv,
+            _ => Format::Table,
+        };
+        let meta = run_metadata(&fm, opts, cpus);
         let mut ctx = Ctx {
             epoch: 0,
             oversubscribed,
@@ -302,6 +313,7 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
             reply: &reply,
             peer,
             opts,
+            printer: Printer::new(format, meta),
         };
         match bench {
             Bench::Pingpong(_) => match opts.layer {
@@ -355,6 +367,29 @@ fn peer_of(fm: &Fm, opts: &Opts) -> Res<Rank> {
     Ok(peer)
 }
 
+/// What a run was, printed once before its rows.
+fn run_metadata(fm: &Fm, opts: &Opts, cpus: usize) -> Vec<(&'static str, serde_json::Value)> {
+    let devices = fm.composite().member_names().join("+");
+    vec![
+        ("fm_bench", env!("CARGO_PKG_VERSION").into()),
+        ("ranks", fm.size().into()),
+        ("cpus", cpus.into()),
+        (
+            "pinned",
+            (!opts.no_pin && fm.config().cpus.is_some()).into(),
+        ),
+        ("devices", devices.into()),
+        ("pacer", fm.config().pacer.to_string().into()),
+        (
+            "timing",
+            "latency: median, min, p99 and max over timed batches of 20 \
+             round trips (1 above 4 KiB), halved; bandwidth and rate: over \
+             windows of --window messages"
+                .into(),
+        ),
+    ]
+}
+
 struct Ctx<'a> {
     fm: &'a mut Fm,
     /// Pair synchronisations done.
@@ -365,6 +400,8 @@ struct Ctx<'a> {
     reply: &'a RefCell<Vec<u8>>,
     peer: Rank,
     opts: &'a Opts,
+    /// Rows go out as each size finishes.
+    printer: Printer,
 }
 
 fn default_iters(size: usize) -> u64 {
@@ -473,7 +510,6 @@ impl Ctx<'_> {
     /// FM ping-pong: rank 0 sends, the peer's handler echoes from inside the handler.
     fn pingpong(&mut self) -> Res<()> {
         let sizes = self.sizes(&[8, 1024, 65536, 1 << 20]);
-        let mut out = Vec::new();
         self.flags.echo.set(true);
         for &size in &sizes {
             let iters = self.opts.iters.unwrap_or(default_iters(size));
@@ -500,7 +536,8 @@ impl Ctx<'_> {
                         samples.push(t.elapsed().as_secs_f64() * 1e6 / batch as f64 / 2.0);
                     }
                 }
-                out.push(self.pingpong_row(size, rounds * batch, &samples));
+                self.printer
+                    .row(&self.pingpong_row(size, rounds * batch, &samples));
             } else {
                 let want = pings0 + (warm_rounds + rounds) * batch;
                 self.wait_pings(want)?;
@@ -508,7 +545,6 @@ impl Ctx<'_> {
             self.sync()?;
         }
         self.flags.echo.set(false);
-        self.print(&out);
         Ok(())
     }
 
@@ -520,7 +556,6 @@ impl Ctx<'_> {
             &[8, 1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20]
         });
         let window = self.opts.window;
-        let mut out = Vec::new();
         for &size in &sizes {
             let iters = self
                 .opts
@@ -554,7 +589,7 @@ impl Ctx<'_> {
                         samples.push(t.elapsed().as_secs_f64() * 1e6);
                     }
                 }
-                out.push(Sample::stream(
+                self.printer.row(&Sample::stream(
                     if rate { "rate" } else { "bw" },
                     self.device_name(),
                     size,
@@ -567,13 +602,11 @@ impl Ctx<'_> {
             }
             self.sync()?;
         }
-        self.print(&out);
         Ok(())
     }
 
     /// Idle poll cost: the composite's raw receive and FM's extract, nothing arriving.
     fn pollcost(&mut self) -> Res<()> {
-        let mut out = Vec::new();
         if !self.leader() {
             // Stay quiet until the leader has measured: wait for its one ping.
             let pings0 = self.flags.pings.get();
@@ -597,14 +630,14 @@ impl Ctx<'_> {
                     shm_samples.push(idle_poll_ns(shm, n / 21)?);
                 }
             }
-            out.push(Sample::nanos(
+            self.printer.row(&Sample::nanos(
                 "pollcost",
                 &label,
                 "composite",
                 n,
                 &Summary::of(&comp_samples),
             ));
-            out.push(Sample::nanos(
+            self.printer.row(&Sample::nanos(
                 "pollcost",
                 &label,
                 "fm-extract",
@@ -612,7 +645,7 @@ impl Ctx<'_> {
                 &Summary::of(&fm_samples),
             ));
             if !shm_samples.is_empty() {
-                out.push(Sample::nanos(
+                self.printer.row(&Sample::nanos(
                     "pollcost",
                     "shmem",
                     "device",
@@ -621,13 +654,13 @@ impl Ctx<'_> {
                 ));
             }
             if self.opts.device == DeviceArg::Nic {
-                out.push(self.nic_pollcost(n)?);
+                let row = self.nic_pollcost(n)?;
+                self.printer.row(&row);
             }
             if self.peer != self.fm.rank() {
                 self.fm.send(self.peer, H_PING, &[]).map_err(e)?;
             }
         }
-        self.print(&out);
         Ok(())
     }
 
@@ -663,7 +696,6 @@ impl Ctx<'_> {
     /// Raw PM-level ping-pong over the composite or directly over its shmem member.
     fn raw_pingpong(&mut self, layer: Layer) -> Res<()> {
         let sizes = self.sizes(&[8, 1024]);
-        let mut out = Vec::new();
         for &size in &sizes {
             let iters = self.opts.iters.unwrap_or(default_iters(size));
             let warmup = self.opts.warmup.unwrap_or(iters / 10 + 10);
@@ -677,11 +709,10 @@ impl Ctx<'_> {
                 _ => raw_pp(shmem_mut(self.fm)?, peer, leader, size, warmup, iters)?,
             };
             if leader {
-                out.push(self.pingpong_row(size, iters, &samples));
+                self.printer.row(&self.pingpong_row(size, iters, &samples));
             }
             self.sync()?;
         }
-        self.print(&out);
         Ok(())
     }
 
@@ -719,11 +750,12 @@ impl Ctx<'_> {
         }
         if leader {
             let (a, b) = (Summary::of(&via), Summary::of(&direct));
-            let out = vec![
+            for r in [
                 Sample::latency("overhead", "shmem", "composite", size, iters * 16, &a),
                 Sample::latency("overhead", "shmem", "device", size, iters * 16, &b),
-            ];
-            self.print(&out);
+            ] {
+                self.printer.row(&r);
+            }
             let diff_ns = (a.median - b.median) * 1000.0;
             if self.opts.json {
                 println!(
@@ -735,19 +767,6 @@ impl Ctx<'_> {
             }
         }
         Ok(())
-    }
-
-    fn print(&self, rows: &[Sample]) {
-        if rows.is_empty() {
-            return;
-        }
-        if self.opts.json {
-            for r in rows {
-                println!("{}", r.json());
-            }
-        } else {
-            println!("{}", Sample::table(rows));
-        }
     }
 }
 

@@ -146,16 +146,36 @@ impl Sample {
         o.to_string()
     }
 
-    /// An OSU-style table.
-    pub fn table(rows: &[Sample]) -> String {
-        let r0 = &rows[0];
-        let mut t = format!(
-            "# fm-bench {} — device {}, layer {}\n",
-            r0.bench, r0.device, r0.layer
-        );
-        let u = r0.unit;
-        t += &format!(
-            "{:>10} {:>12} {:>12} {:>12} {:>12} {:>11} {:>9} {:>10}\n",
+    /// The row in an OSU-style table under [`Sample::table_header`]'s
+    /// columns; `first_layer` is the header's layer (a row of another layer
+    /// says so).
+    fn table_row(&self, first_layer: &str) -> String {
+        let opt = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |v| format!("{v:.p$}"));
+        format!(
+            "{:>10} {:>12.3} {:>12.3} {:>12.3} {:>12.3} {:>11} {:>9} {:>10}{}",
+            self.size,
+            self.s.median,
+            self.s.min,
+            self.s.p99,
+            self.s.max,
+            opt(self.mb_s, 1),
+            opt(self.mmsg_s, 2),
+            self.iters,
+            match (self.layer != first_layer, self.syscalls) {
+                (true, Some(n)) => format!("  ({} {}, {n} system calls)", self.device, self.layer),
+                (true, None) => format!("  ({})", self.layer),
+                (false, _) => String::new(),
+            }
+        )
+    }
+
+    fn table_header(&self) -> String {
+        let u = self.unit;
+        format!(
+            "# fm-bench {} — device {}, layer {}\n{:>10} {:>12} {:>12} {:>12} {:>12} {:>11} {:>9} {:>10}",
+            self.bench,
+            self.device,
+            self.layer,
             "size",
             format!("median {u}"),
             format!("min {u}"),
@@ -164,26 +184,105 @@ impl Sample {
             "MB/s",
             "Mmsg/s",
             "iters"
-        );
-        for r in rows {
-            let opt = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |v| format!("{v:.p$}"));
-            t += &format!(
-                "{:>10} {:>12.3} {:>12.3} {:>12.3} {:>12.3} {:>11} {:>9} {:>10}{}\n",
-                r.size,
-                r.s.median,
-                r.s.min,
-                r.s.p99,
-                r.s.max,
-                opt(r.mb_s, 1),
-                opt(r.mmsg_s, 2),
-                r.iters,
-                match (r.layer != r0.layer, r.syscalls) {
-                    (true, Some(n)) => format!("  ({} {}, {n} system calls)", r.device, r.layer),
-                    (true, None) => format!("  ({})", r.layer),
-                    (false, _) => String::new(),
-                }
-            );
+        )
+    }
+
+    const CSV_HEADER: &'static str =
+        "bench,device,layer,size,iters,unit,median,min,p99,max,mb_s,mmsg_s,syscalls";
+
+    fn csv_row(&self) -> String {
+        let opt = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
+        format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            self.bench,
+            self.device,
+            self.layer,
+            self.size,
+            self.iters,
+            self.unit,
+            self.s.median,
+            self.s.min,
+            self.s.p99,
+            self.s.max,
+            opt(self.mb_s),
+            opt(self.mmsg_s),
+            self.syscalls.map_or(String::new(), |n| n.to_string())
+        )
+    }
+}
+
+/// How rows are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+    Csv,
+}
+
+/// Prints each row as its size finishes: first a line of metadata, then
+/// (for a table or CSV) the columns.
+pub struct Printer {
+    format: Format,
+    /// What the run was, said once before the first row.
+    meta: Vec<(&'static str, serde_json::Value)>,
+    /// The (bench, layer) of the table's header now.
+    header: Option<(&'static str, &'static str)>,
+}
+
+impl Printer {
+    pub fn new(format: Format, meta: Vec<(&'static str, serde_json::Value)>) -> Printer {
+        Printer {
+            format,
+            meta,
+            header: None,
         }
-        t
+    }
+
+    pub fn row(&mut self, r: &Sample) {
+        use std::io::Write;
+        let mut out = String::new();
+        if !self.meta.is_empty() {
+            let meta = std::mem::take(&mut self.meta);
+            out += &match self.format {
+                Format::Json => {
+                    let mut o = serde_json::json!({ "bench": "meta" });
+                    for (k, v) in meta {
+                        o[k] = v;
+                    }
+                    format!("{o}\n")
+                }
+                _ => {
+                    let text: Vec<String> = (meta.into_iter())
+                        .map(|(k, v)| match v {
+                            serde_json::Value::String(s) => format!("{k}: {s}"),
+                            v => format!("{k}: {v}"),
+                        })
+                        .collect();
+                    format!("# {}\n", text.join("; "))
+                }
+            };
+            if self.format == Format::Csv {
+                out += Sample::CSV_HEADER;
+                out.push('\n');
+            }
+        }
+        match self.format {
+            Format::Json => out += &r.json(),
+            Format::Csv => out += &r.csv_row(),
+            Format::Table => {
+                // A header for each benchmark's rows.
+                if self.header.map(|h| h.0) != Some(r.bench) {
+                    out += &r.table_header();
+                    out.push('\n');
+                    self.header = Some((r.bench, r.layer));
+                }
+                out += &r.table_row(self.header.map_or(r.layer, |h| h.1));
+            }
+        }
+        out.push('\n');
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout
+            .write_all(out.as_bytes())
+            .and_then(|()| stdout.flush());
     }
 }

@@ -5,12 +5,21 @@ use std::process::Command;
 
 const BENCH: &str = env!("CARGO_BIN_EXE_fm-bench");
 
+/// The result rows (the run's metadata line, which comes first, checked
+/// and left out).
 fn json_rows(out: &[u8]) -> Vec<serde_json::Value> {
-    String::from_utf8_lossy(out)
+    let all: Vec<serde_json::Value> = String::from_utf8_lossy(out)
         .lines()
         .filter_map(|l| l.split_once('{').map(|(_, rest)| format!("{{{rest}")))
         .filter_map(|l| serde_json::from_str(&l).ok())
-        .collect()
+        .collect();
+    let meta = all.first().expect("a metadata line first");
+    assert_eq!(meta["bench"], "meta", "{meta}");
+    assert!(
+        meta["cpus"].as_u64().is_some() && meta["timing"].is_string(),
+        "{meta}"
+    );
+    all.into_iter().filter(|r| r["bench"] != "meta").collect()
 }
 
 fn check_pingpong_rows(rows: &[serde_json::Value], sizes: &[u64]) {
@@ -56,4 +65,41 @@ fn eight_ranks_under_fmrun_on_this_machine() {
         .args(PINGPONG)
         .args(["--device", "shmem"]);
     check_run(c);
+}
+
+/// `--csv`: a `#` line of metadata, the columns, one row per size, each
+/// with every column.
+#[test]
+fn csv_rows_have_every_column() {
+    let out = Command::new(BENCH)
+        .args([
+            "pingpong", "--sizes", "8,1024", "--iters", "400", "--warmup", "40", "--csv",
+        ])
+        .output()
+        .expect("fm-bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("# fm_bench: ") && lines[0].contains("timing: "),
+        "{text}"
+    );
+    let header: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!(header[..4], ["bench", "device", "layer", "size"], "{text}");
+    assert_eq!(lines.len(), 4, "{text}");
+    for (row, size) in lines[2..].iter().zip(["8", "1024"]) {
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells.len(), header.len(), "{row}");
+        assert_eq!(
+            (cells[0], cells[1], cells[3]),
+            ("pingpong", "shmem", size),
+            "{row}"
+        );
+        let median: f64 = cells[6].parse().expect("a median");
+        assert!(median > 0.0, "{row}");
+    }
 }
