@@ -333,7 +333,7 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
             fm_devices::DeviceKind::Ethernet,
         ] {
             if let Some(st) = fm.composite().network_stats(dev) {
-                eprintln!("fm-bench: {dev} counters of rank 0: {st:?}");
+                eprintln!("fm-bench: {dev} counters of rank 0: {st}");
             }
         }
     }

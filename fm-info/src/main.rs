@@ -173,7 +173,13 @@ fn devices() -> ExitCode {
     // on each interface with an IPv4 address.
     let lo = std::net::IpAddr::from([127, 0, 0, 1]);
     match EthernetSocket::bind(EthernetConfig::new(lo)).and_then(|s| {
-        let note = format!("UDP; on loopback {}", s.endpoint()?.encode());
+        let ep = s.endpoint()?;
+        let addrs: Vec<String> = ep.addrs.iter().map(|a| a.to_string()).collect();
+        let note = format!(
+            "UDP; on loopback at {}, datagrams of up to {} bytes",
+            addrs.join(", "),
+            ep.mtu
+        );
         Ok((s.associate(JobKey(rand_key()), 0, &[None])?, note))
     }) {
         Ok((d, note)) => print_info(&d.info(), &note),
