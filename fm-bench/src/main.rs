@@ -92,6 +92,9 @@ struct Opts {
     /// metadata).
     #[arg(long)]
     csv: bool,
+    /// Also draw the results against message size into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<std::path::PathBuf>,
     /// Do not pin the standalone rank processes to CPUs.
     #[arg(long)]
     no_pin: bool,
@@ -313,7 +316,7 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
             reply: &reply,
             peer,
             opts,
-            printer: Printer::new(format, meta),
+            printer: Printer::new(format, meta, opts.plot.clone()),
         };
         match bench {
             Bench::Pingpong(_) => match opts.layer {
@@ -325,6 +328,7 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
             Bench::Pollcost(_) => ctx.pollcost()?,
             Bench::Overhead(_) => ctx.overhead()?,
         }
+        ctx.printer.finish()?;
     }
     fm.barrier().map_err(e)?;
     if fm.rank() == 0 {

@@ -223,6 +223,8 @@ pub enum Format {
 /// (for a table or CSV) the columns.
 pub struct Printer {
     format: Format,
+    /// `--plot FILE.svg`: the rows' points, drawn at the end.
+    plot: Option<(std::path::PathBuf, Vec<Point>, String, String)>,
     /// What the run was, said once before the first row.
     meta: Vec<(&'static str, serde_json::Value)>,
     /// The (bench, layer) of the table's header now.
@@ -230,16 +232,39 @@ pub struct Printer {
 }
 
 impl Printer {
-    pub fn new(format: Format, meta: Vec<(&'static str, serde_json::Value)>) -> Printer {
+    pub fn new(
+        format: Format,
+        meta: Vec<(&'static str, serde_json::Value)>,
+        plot: Option<std::path::PathBuf>,
+    ) -> Printer {
         Printer {
             format,
+            plot: plot.map(|p| (p, Vec::new(), String::new(), String::new())),
             meta,
             header: None,
         }
     }
 
+    /// After the last row: draw the plot, if one was asked for.
+    pub fn finish(&mut self) -> Result<(), String> {
+        match self.plot.take() {
+            // Only the rank that measured has rows (and draws).
+            Some((path, points, title, y)) if !points.is_empty() => {
+                plot(&path, &title, &y, &points)
+            }
+            _ => Ok(()),
+        }
+    }
+
     pub fn row(&mut self, r: &Sample) {
         use std::io::Write;
+        if let Some((_, points, title, y)) = &mut self.plot {
+            if points.is_empty() {
+                *title = format!("fm-bench {}", r.bench);
+                *y = r.y_label();
+            }
+            points.push(r.point());
+        }
         let mut out = String::new();
         if !self.meta.is_empty() {
             let meta = std::mem::take(&mut self.meta);
@@ -285,4 +310,106 @@ impl Printer {
             .write_all(out.as_bytes())
             .and_then(|()| stdout.flush());
     }
+}
+
+/// One point of the plot: its line (device and layer), size and value.
+pub struct Point {
+    pub line: String,
+    pub size: usize,
+    pub value: f64,
+}
+
+impl Sample {
+    /// The point this row adds to a plot of `what` (the first row's
+    /// measure: latency, or bandwidth for streams).
+    pub fn point(&self) -> Point {
+        Point {
+            line: format!("{} ({})", self.device, self.layer),
+            size: self.size,
+            value: match (self.bench, self.mb_s) {
+                ("bw" | "rate", Some(mb_s)) => mb_s,
+                _ => self.s.median,
+            },
+        }
+    }
+
+    /// What the plot's y axis shows for this kind of row.
+    pub fn y_label(&self) -> String {
+        match self.bench {
+            "bw" | "rate" => "bandwidth, MB/s".into(),
+            _ => format!("median one-way time, {}", self.unit),
+        }
+    }
+}
+
+/// An SVG plot of `points` against message size (both axes logarithmic),
+/// one line per device and layer, drawn with plotters.
+pub fn plot(
+    path: &std::path::Path,
+    title: &str,
+    y_label: &str,
+    points: &[Point],
+) -> Result<(), String> {
+    use plotters::prelude::*;
+    let err = |e: &dyn std::fmt::Display| format!("plot {}: {e}", path.display());
+    let xs = || points.iter().map(|p| p.size.max(1) as f64);
+    let ys = || {
+        points
+            .iter()
+            .map(|p| p.value)
+            .filter(|v| v.is_finite() && *v > 0.0)
+    };
+    let (Some(x0), Some(x1)) = (xs().reduce(f64::min), xs().reduce(f64::max)) else {
+        return Err(format!("plot {}: no rows to plot", path.display()));
+    };
+    let (y0, y1) = (
+        ys().reduce(f64::min).unwrap_or(1.0),
+        ys().reduce(f64::max).unwrap_or(1.0),
+    );
+    let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(
+            (x0 * 0.8..x1 * 1.25).log_scale(),
+            (y0 * 0.8..y1 * 1.25).log_scale(),
+        )
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("message size, bytes")
+        .y_desc(y_label)
+        .draw()
+        .map_err(|e| err(&e))?;
+    let mut lines: Vec<&str> = points.iter().map(|p| p.line.as_str()).collect();
+    lines.dedup();
+    for (i, line) in lines.into_iter().enumerate() {
+        let colour = Palette99::pick(i).to_rgba();
+        let series: Vec<(f64, f64)> = (points.iter())
+            .filter(|p| p.line == line && p.value.is_finite() && p.value > 0.0)
+            .map(|p| (p.size.max(1) as f64, p.value))
+            .collect();
+        chart
+            .draw_series(LineSeries::new(series.clone(), colour.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label(line)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+        chart
+            .draw_series(
+                series
+                    .into_iter()
+                    .map(|p| Circle::new(p, 3, colour.filled())),
+            )
+            .map_err(|e| err(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
 }

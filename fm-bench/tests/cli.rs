@@ -103,3 +103,40 @@ fn csv_rows_have_every_column() {
         assert!(median > 0.0, "{row}");
     }
 }
+
+/// `--plot FILE.svg`: the results against message size, axes labelled, a
+/// point per size on a line named for the device and layer.
+#[test]
+fn plot_writes_an_svg_with_labelled_axes() {
+    let dir = fm_tests::TempDir::new("bench-plot");
+    let svg = dir.0.join("pingpong.svg");
+    let out = Command::new(BENCH)
+        .args([
+            "pingpong",
+            "--sizes",
+            "8,1024,65536",
+            "--iters",
+            "300",
+            "--warmup",
+            "30",
+        ])
+        .arg("--plot")
+        .arg(&svg)
+        .output()
+        .expect("fm-bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&svg).expect("the plot");
+    assert!(text.starts_with("<svg"), "not an SVG");
+    for label in [
+        "message size, bytes",
+        "median one-way time, us",
+        "shmem (fm)",
+    ] {
+        assert!(text.contains(label), "no {label:?} in the plot");
+    }
+    assert_eq!(text.matches("<circle").count(), 3, "a point per size");
+}
