@@ -516,6 +516,13 @@ pub fn parse_routes(v: &str) -> std::result::Result<Vec<fm_devices::DeviceKind>,
     Ok(out)
 }
 
+/// Check the settings a rank started here now would read (the environment
+/// and the settings file) without joining a job: the error a rank would
+/// fail with, if any. For `fm-info doctor`.
+pub fn check_settings() -> Result<()> {
+    Config::local(0, 1, JobKey(0)).apply_env()
+}
+
 /// The segment directory (`FM_SHM_DIR`) from the environment or the
 /// settings file, as a rank would find it (for fmrun and the tools, which
 /// clean up and check what ranks create).

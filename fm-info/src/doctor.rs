@@ -19,18 +19,51 @@ const MEMLOCK_WANTED: u64 = 64 << 20;
 #[derive(Default)]
 struct Report {
     failed: bool,
+    /// One JSON object per check instead of text.
+    json: bool,
 }
 
 impl Report {
+    fn say(&self, status: &str, what: &str, fix: Option<&str>) {
+        if self.json {
+            let mut o = serde_json::json!({ "check": status, "what": what });
+            if let Some(f) = fix {
+                o["fix"] = f.into();
+            }
+            println!("{o}");
+            return;
+        }
+        match fix {
+            Some(fix) => println!("{status:5} {what}\n      fix: {fix}"),
+            None => println!("{status:5} {what}"),
+        }
+    }
     fn ok(&mut self, what: &str) {
-        println!("ok    {what}");
+        self.say("ok", what, None);
     }
     fn warn(&mut self, what: &str, fix: &str) {
-        println!("warn  {what}\n      fix: {fix}");
+        self.say("warn", what, Some(fix));
     }
     fn fail(&mut self, what: &str, fix: &str) {
         self.failed = true;
-        println!("FAIL  {what}\n      fix: {fix}");
+        self.say("FAIL", what, Some(fix));
+    }
+}
+
+/// The environment and the settings file as a rank would read them.
+fn check_settings(r: &mut Report) {
+    match fm::config::check_settings() {
+        Ok(()) => r.ok("settings: the environment and the settings file are valid"),
+        Err(e) => r.fail(
+            &format!("settings: {e}"),
+            "correct the value (docs/CONFIG.md lists every setting; `fm-info config` shows where each comes from)",
+        ),
+    }
+    for var in fm::settings::unknown_in_env() {
+        r.warn(
+            &format!("{var} is not a setting of fm: ranks ignore it"),
+            "check its spelling against `fm-info config`, or unset it",
+        );
     }
 }
 
@@ -38,13 +71,19 @@ fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
 }
 
-pub fn run(n: u32, dir: &Path) -> ExitCode {
-    let mut r = Report::default();
-    println!(
-        "fm-info doctor: a job of {n} processes on {}, segments in {}",
-        sys::hostname(),
-        dir.display()
-    );
+pub fn run(n: u32, dir: &Path, json: bool) -> ExitCode {
+    let mut r = Report {
+        json,
+        ..Report::default()
+    };
+    if !json {
+        println!(
+            "fm-info doctor: a job of {n} processes on {}, segments in {}",
+            sys::hostname(),
+            dir.display()
+        );
+    }
+    check_settings(&mut r);
     check_space(&mut r, n.max(1), dir);
     check_stale(&mut r, dir);
     check_single_copy(&mut r);

@@ -47,6 +47,9 @@ enum Cmd {
         /// Segment directory (default: FM_SHM_DIR or /dev/shm).
         #[arg(long)]
         dir: Option<PathBuf>,
+        /// One JSON object per check (`check`, `what`, `fix`).
+        #[arg(long)]
+        json: bool,
     },
     /// Remove the segments of dead jobs (no process of theirs alive).
     Cleanup {
@@ -86,7 +89,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd.unwrap_or(Cmd::Devices) {
         Cmd::Devices => devices(),
-        Cmd::Doctor { n, dir } => doctor::run(n, &dir.unwrap_or_else(shm_dir)),
+        Cmd::Doctor { n, dir, json } => {
+            // A broken settings file is the doctor's to report, not a reason to stop.
+            let default = || fm::config::shm_dir().unwrap_or_else(|_| "/dev/shm".into());
+            doctor::run(n, &dir.unwrap_or_else(default), json)
+        }
         Cmd::Cleanup { dir, dry_run } => cleanup(&dir.unwrap_or_else(shm_dir), dry_run),
         Cmd::Pacer { force, svg } => pacer::run(force, svg.as_deref()),
         Cmd::Config { markdown } => config(markdown),

@@ -249,3 +249,39 @@ fn a_closed_pipe_ends_fm_info_quietly() {
         assert_ne!(o.status.code(), Some(101), "{args:?}: {err}");
     }
 }
+
+/// `fm-info doctor` reads the settings as a rank would: a bad value in the
+/// settings file fails the check naming file and line (every rank would
+/// fail), and `--json` gives one object per check.
+#[test]
+fn doctor_checks_the_settings_file() {
+    let home = TempDir::new("doctor-settings");
+    let file = home.0.join("fm.toml");
+    std::fs::write(&file, "pacer = \"off\"\ncredits = \"many\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_fm-info"))
+        .args(["doctor", "-n", "2", "--json"])
+        .env("FM_CONFIG", &file)
+        .env_remove("FM_CREDITS")
+        .output()
+        .expect("fm-info doctor");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let settings = rows
+        .iter()
+        .find(|r| {
+            r["what"]
+                .as_str()
+                .is_some_and(|w| w.starts_with("settings"))
+        })
+        .expect("a settings check");
+    assert_eq!(settings["check"], "FAIL", "{settings}");
+    let what = settings["what"].as_str().unwrap_or_default();
+    assert!(
+        what.contains("fm.toml:2") && what.contains("credits"),
+        "{what}"
+    );
+    assert!(settings["fix"].is_string());
+}
