@@ -38,7 +38,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// The devices available on this host and their option bits.
-    Devices,
+    Devices {
+        /// One JSON object per device (`device`, `options`, `mtu`, `note`
+        /// or `unavailable`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Check what breaks shared-memory messaging in practice, with the fix for each.
     Doctor {
         /// Size the check for a job of this many processes on this host.
@@ -87,8 +92,8 @@ fn main() -> ExitCode {
     fm_clidocs::generate_if_asked(<Cli as clap::CommandFactory>::command);
     fm::init_logging();
     let cli = Cli::parse();
-    match cli.cmd.unwrap_or(Cmd::Devices) {
-        Cmd::Devices => devices(),
+    match cli.cmd.unwrap_or(Cmd::Devices { json: false }) {
+        Cmd::Devices { json } => devices(json),
         Cmd::Doctor { n, dir, json } => {
             // A broken settings file is the doctor's to report, not a reason to stop.
             let default = || fm::config::shm_dir().unwrap_or_else(|_| "/dev/shm".into());
@@ -143,21 +148,43 @@ pub fn shm_dir() -> PathBuf {
     })
 }
 
-fn print_info(i: &DeviceInfo, note: &str) {
-    println!(
-        "  {:<9} {:<40} mtu {:>6}  {note}",
-        i.name,
-        format!("{:?}", i.options),
-        i.mtu
-    );
+/// `fm-info devices`' lines: text, or a JSON object per device.
+struct DeviceLines {
+    json: bool,
 }
 
-fn devices() -> ExitCode {
-    println!(
-        "devices on {} (option bits as PMv2's get-option-bits):",
-        fm_platform::hostname()
-    );
-    print_info(&SelfDevice::open(0).info(), "this process");
+impl DeviceLines {
+    fn device(&self, i: &DeviceInfo, note: &str) {
+        let options = format!("{:?}", i.options);
+        match self.json {
+            true => println!(
+                "{}",
+                serde_json::json!({"device": i.name, "options": options, "mtu": i.mtu, "note": note})
+            ),
+            false => println!("  {:<9} {options:<40} mtu {:>6}  {note}", i.name, i.mtu),
+        }
+    }
+
+    fn unavailable(&self, name: &str, why: &str) {
+        match self.json {
+            true => println!(
+                "{}",
+                serde_json::json!({"device": name, "unavailable": why})
+            ),
+            false => println!("  {name:<9} unavailable: {why}"),
+        }
+    }
+}
+
+fn devices(json: bool) -> ExitCode {
+    let out = DeviceLines { json };
+    if !json {
+        println!(
+            "devices on {} (option bits as PMv2's get-option-bits):",
+            fm_platform::hostname()
+        );
+    }
+    out.device(&SelfDevice::open(0).info(), "this process");
     // A real one-process segment, opened and gone again.
     let dir = shm_dir();
     let mut c = ShmemConfig::new(JobKey(rand_key()), 0, vec![0]);
@@ -168,11 +195,11 @@ fn devices() -> ExitCode {
                 Ok(()) => "single copy (process_vm_readv/writev): allowed".to_string(),
                 Err(e) => format!("single copy: not allowed ({e}); frames only"),
             };
-            print_info(&d.info(), &format!("in {}; {single}", dir.display()));
+            out.device(&d.info(), &format!("in {}; {single}", dir.display()));
         }
-        Err(e) => println!("  shmem     unavailable: {e}"),
+        Err(e) => out.unavailable("shmem", &e.to_string()),
     }
-    print_info(
+    out.device(
         &NullDevice::open(vec![]).info(),
         "between hosts, desktop-only (--net null)",
     );
@@ -189,8 +216,8 @@ fn devices() -> ExitCode {
         );
         Ok((s.associate(JobKey(rand_key()), 0, &[None])?, note))
     }) {
-        Ok((d, note)) => print_info(&d.info(), &note),
-        Err(e) => println!("  ethernet  unavailable: {e}"),
+        Ok((d, note)) => out.device(&d.info(), &note),
+        Err(e) => out.unavailable("ethernet", &e.to_string()),
     }
     let mut ifaces: Vec<String> = Vec::new();
     fm_platform::for_each_address(|name, a, _| {
@@ -199,7 +226,7 @@ fn devices() -> ExitCode {
         }
     });
     if ifaces.is_empty() {
-        println!("  nic       no interface with an IPv4 address besides loopback");
+        out.unavailable("nic", "no interface with an IPv4 address besides loopback");
     }
     for i in ifaces {
         match NicSocket::open(NicConfig::new(&i)) {
@@ -211,12 +238,12 @@ fn devices() -> ExitCode {
                     mtu: ep.mtu as usize - fm_devices::reliable::header::HEADER,
                 };
                 let mac = fm_devices::nic::format_mac(&ep.macs[0]);
-                print_info(
+                out.device(
                     &info,
                     &format!("raw frames on {i} ({mac}, network {})", ep.network),
                 );
             }
-            Err(e) => println!("  nic       on {i}: unavailable: {e}"),
+            Err(e) => out.unavailable("nic", &format!("on {i}: {e}")),
         }
     }
     ExitCode::SUCCESS

@@ -285,3 +285,19 @@ fn doctor_checks_the_settings_file() {
     );
     assert!(settings["fix"].is_string());
 }
+
+/// `fm-info devices --json`: one object per device, self and shmem
+/// among them with their option bits and MTU.
+#[test]
+fn devices_as_json() {
+    let out = fm_info(&["devices", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    for name in ["self", "shmem", "null"] {
+        let d = rows.iter().find(|r| r["device"] == name).expect(name);
+        assert!(d["mtu"].is_u64() && d["options"].is_string(), "{d}");
+    }
+}
