@@ -79,8 +79,11 @@ enum Cmd {
     /// where that comes from (environment, settings file, default).
     Config {
         /// Print the table's rows as docs/CONFIG.md has them instead.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "json")]
         markdown: bool,
+        /// One JSON object per setting (`var`, `value`, `source`, `default`).
+        #[arg(long)]
+        json: bool,
     },
     /// (internal) The peer of the single-copy probe.
     #[command(hide = true, name = "__cma-peer")]
@@ -101,13 +104,13 @@ fn main() -> ExitCode {
         }
         Cmd::Cleanup { dir, dry_run } => cleanup(&dir.unwrap_or_else(shm_dir), dry_run),
         Cmd::Pacer { force, svg } => pacer::run(force, svg.as_deref()),
-        Cmd::Config { markdown } => config(markdown),
+        Cmd::Config { markdown, json } => config(markdown, json),
         Cmd::CmaPeer => doctor::cma_peer(),
     }
 }
 
 /// `fm-info config`: each setting's value and its source, from fm's table.
-fn config(markdown: bool) -> ExitCode {
+fn config(markdown: bool, json: bool) -> ExitCode {
     use fm_platform::setting::Scope;
     use std::fmt::Write as _;
     let mut out = String::new();
@@ -129,11 +132,21 @@ fn config(markdown: bool) -> ExitCode {
                 .filter(|_| s.scope == Scope::Setting)
                 .and_then(|f| f.get(s.var).map(|(v, line)| (v, f.path.display(), line)));
             let (value, source) = match (s.env(), from_file) {
-                (Some(v), _) => (v, "environment".to_string()),
-                (None, Some((v, path, line))) => (v.to_string(), format!("{path}:{line}")),
-                (None, None) => ("-".into(), format!("default: {}", s.default)),
+                (Some(v), _) => (Some(v), "environment".to_string()),
+                (None, Some((v, path, line))) => (Some(v.to_string()), format!("{path}:{line}")),
+                (None, None) => (None, "default".to_string()),
             };
-            let _ = writeln!(out, "{:width$}  {value}  ({source})", s.var);
+            let _ = match json {
+                true => writeln!(
+                    out,
+                    "{}",
+                    serde_json::json!({"var": s.var, "value": value, "source": source, "default": s.default})
+                ),
+                false => match value {
+                    Some(v) => writeln!(out, "{:width$}  {v}  ({source})", s.var),
+                    None => writeln!(out, "{:width$}  -  (default: {})", s.var, s.default),
+                },
+            };
         }
     }
     // A closed pipe (`| head`) ends the output, not the program with a panic.

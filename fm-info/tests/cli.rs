@@ -209,6 +209,36 @@ fn config_shows_values_and_their_sources() {
         "{stash}"
     );
     assert!(line("FM_PACER").contains("(default: `auto`)"), "{text}");
+    let json = Command::new(env!("CARGO_BIN_EXE_fm-info"))
+        .args(["config", "--json"])
+        .env("FM_CONFIG", &file)
+        .env("FM_CREDITS", "3")
+        .env_remove("FM_STASH_BYTES")
+        .output()
+        .expect("fm-info config --json");
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&json.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let credits = rows
+        .iter()
+        .find(|r| r["var"] == "FM_CREDITS")
+        .expect("FM_CREDITS");
+    assert_eq!(
+        (&credits["value"], &credits["source"]),
+        (&"3".into(), &"environment".into())
+    );
+    let stash = rows
+        .iter()
+        .find(|r| r["var"] == "FM_STASH_BYTES")
+        .expect("FM_STASH_BYTES");
+    assert_eq!(stash["value"], "1024");
+    assert!(
+        stash["source"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("fm.toml:2")),
+        "{stash}"
+    );
     let md = Command::new(env!("CARGO_BIN_EXE_fm-info"))
         .args(["config", "--markdown"])
         .output()
