@@ -12,9 +12,24 @@ use std::collections::VecDeque;
 const SLOTS: usize = 64;
 const MTU: usize = 16 * 1024;
 
+/// Where a slot is: a token moves a slot only from the state it was handed
+/// out in, so a second release, a send after an abort or a made-up token
+/// changes nothing (the slot's memory is never handed out twice).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Free,
+    /// Handed out by `raw_send_buffer`.
+    Filling,
+    /// Sent, not yet received.
+    Queued,
+    /// Handed out by `raw_receive`.
+    Lent,
+}
+
 pub struct SelfDevice {
     rank: Rank,
     memory: Box<[u8]>,
+    slots: [Slot; SLOTS],
     free: Vec<u32>,
     ready: VecDeque<(u32, u32)>,
     stats: DeviceStats,
@@ -25,9 +40,23 @@ impl SelfDevice {
         SelfDevice {
             rank,
             memory: vec![0u8; SLOTS * MTU].into_boxed_slice(),
+            slots: [Slot::Free; SLOTS],
             free: (0..SLOTS as u32).rev().collect(),
             ready: VecDeque::with_capacity(SLOTS),
             stats: DeviceStats::default(),
+        }
+    }
+
+    /// Move slot `token` from `from` to `to`: false (and nothing moves)
+    /// when the token names no slot in state `from`.
+    #[inline(always)]
+    fn step(&mut self, token: u64, from: Slot, to: Slot) -> bool {
+        match self.slots.get_mut(token as usize) {
+            Some(s) if *s == from => {
+                *s = to;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -76,6 +105,7 @@ impl Device for SelfDevice {
                 dest,
             });
         };
+        self.slots[idx as usize] = Slot::Filling;
         Ok(RawSend {
             ptr: self.slot_ptr(idx),
             cap: MTU,
@@ -86,7 +116,9 @@ impl Device for SelfDevice {
 
     #[inline]
     fn raw_send(&mut self, buf: RawSend, len: usize) {
-        debug_assert!(len <= MTU);
+        if !self.step(buf.token, Slot::Filling, Slot::Queued) {
+            return;
+        }
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += len as u64;
         self.ready
@@ -94,12 +126,15 @@ impl Device for SelfDevice {
     }
 
     fn raw_abort(&mut self, buf: RawSend) {
-        self.free.push(buf.token as u32);
+        if self.step(buf.token, Slot::Filling, Slot::Free) {
+            self.free.push(buf.token as u32);
+        }
     }
 
     #[inline(always)]
     fn raw_receive(&mut self) -> Option<RawRecv> {
         let (idx, len) = self.ready.pop_front()?;
+        self.slots[idx as usize] = Slot::Lent;
         self.stats.packets_received += 1;
         self.stats.bytes_received += len as u64;
         Some(RawRecv {
@@ -112,7 +147,9 @@ impl Device for SelfDevice {
 
     #[inline(always)]
     fn raw_release(&mut self, token: u64) {
-        self.free.push(token as u32);
+        if self.step(token, Slot::Lent, Slot::Free) {
+            self.free.push(token as u32);
+        }
     }
 
     fn stats(&self) -> DeviceStats {
@@ -146,5 +183,43 @@ mod tests {
             d.get_send_buffer(4, 1),
             Err(DeviceError::NotAPeer { .. })
         ));
+    }
+
+    /// A token used twice, or made up, moves no slot: no slot is handed
+    /// out twice, and no memory outside the pool is touched.
+    #[test]
+    fn a_token_used_twice_or_made_up_changes_nothing() {
+        let mut d = SelfDevice::open(0);
+        let b = d.raw_send_buffer(0, 1).unwrap();
+        let t = b.token;
+        d.raw_send(b, 1);
+        d.raw_send(
+            RawSend {
+                ptr: std::ptr::null_mut(),
+                cap: 0,
+                dest: 0,
+                token: t,
+            },
+            1,
+        );
+        let r = d.raw_receive().unwrap();
+        assert!(
+            d.raw_receive().is_none(),
+            "a second send of one slot was queued"
+        );
+        d.raw_release(r.token);
+        d.raw_release(r.token);
+        d.raw_release(SLOTS as u64 + 7);
+        d.raw_abort(RawSend {
+            ptr: std::ptr::null_mut(),
+            cap: 0,
+            dest: 0,
+            token: t,
+        });
+        let mut seen = std::collections::HashSet::new();
+        while let Ok(b) = d.raw_send_buffer(0, 1) {
+            assert!(seen.insert(b.token), "slot {} handed out twice", b.token);
+        }
+        assert_eq!(seen.len(), SLOTS);
     }
 }
