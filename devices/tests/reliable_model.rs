@@ -9,6 +9,10 @@
 //! in virtual time, deterministically and with many more cases, by
 //! `reliable_virtual.rs`.
 
+mod common;
+
+use common::{check_arrival, faults, message};
+
 use fm_devices::reliable::{Faults, FaultyLink, MemLink, MemNet, ReliableConfig, ReliableDevice};
 use fm_devices::{Device, DeviceError, JobKey, Rank};
 use proptest::prelude::*;
@@ -45,14 +49,6 @@ fn pair_with(f: [Faults; 2], window: u32, pool: usize, reorder: bool) -> (Dev, D
     (d0, d1)
 }
 
-/// Message `i` from `src`: length from i, bytes from (src, i).
-fn message(src: Rank, i: u32) -> Vec<u8> {
-    let len = (i as usize * 37 + src as usize * 11) % 256;
-    (0..len)
-        .map(|k| (k as u32 ^ i.wrapping_mul(31) ^ src << 7) as u8)
-        .collect()
-}
-
 struct Side {
     dev: Dev,
     me: Rank,
@@ -80,19 +76,7 @@ impl Side {
             }
         }
         while let Some(r) = self.dev.raw_receive() {
-            // SAFETY: valid until released.
-            let got = unsafe { std::slice::from_raw_parts(r.ptr, r.len) };
-            let want = message(peer, self.next_recv);
-            if r.src != peer || got != want.as_slice() {
-                return Err(format!(
-                    "rank {} expected message {} from {peer} ({} bytes), got {} bytes from {}",
-                    self.me,
-                    self.next_recv,
-                    want.len(),
-                    got.len(),
-                    r.src
-                ));
-            }
+            check_arrival(self.me, peer, self.next_recv, &r)?;
             self.next_recv += 1;
             self.held.push(r.token);
             if self.held.len() > 8 {
@@ -163,26 +147,6 @@ fn run(
         }
     }
     Ok(())
-}
-
-fn faults() -> impl Strategy<Value = Faults> {
-    (
-        0.0..0.3f64,
-        0.0..0.2f64,
-        0.0..0.3f64,
-        0.0..0.1f64,
-        0.0..0.1f64,
-        any::<u64>(),
-    )
-        .prop_map(|(drop, dup, reorder, corrupt, delay, seed)| Faults {
-            drop,
-            dup,
-            reorder,
-            corrupt,
-            delay,
-            delay_for: Duration::from_micros(500),
-            seed,
-        })
 }
 
 proptest! {

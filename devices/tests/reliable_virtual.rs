@@ -9,6 +9,10 @@
 //! `devices/tests/reliable_model.rs` runs the same exchange through the
 //! driver (`ReliableDevice`) on the wall clock.
 
+mod common;
+
+use common::{check_arrival, faults, message};
+
 use fm_devices::reliable::{Faults, Protocol, ReliableConfig, ReliableStats};
 use fm_devices::{DeviceError, JobKey, Rank};
 use proptest::prelude::*;
@@ -31,14 +35,6 @@ fn config(rank: Rank, window: u32, pool: usize, reorder: bool) -> ReliableConfig
     c.dead_after = Duration::from_secs(3);
     c.reorder = reorder;
     c
-}
-
-/// Message `i` from `src`: length from i, bytes from (src, i).
-fn message(src: Rank, i: u32) -> Vec<u8> {
-    let len = (i as usize * 37 + src as usize * 11) % 256;
-    (0..len)
-        .map(|k| (k as u32 ^ i.wrapping_mul(31) ^ src << 7) as u8)
-        .collect()
 }
 
 /// xorshift64*: the network's faults, from the seed.
@@ -143,19 +139,7 @@ impl Side {
         }
         while self.held.len() <= 8 {
             let Some(r) = self.p.receive() else { break };
-            // SAFETY: valid until released.
-            let got = unsafe { std::slice::from_raw_parts(r.ptr, r.len) };
-            let want = message(peer, self.next_recv);
-            if r.src != peer || got != want.as_slice() {
-                return Err(format!(
-                    "rank {} expected message {} from {peer} ({} bytes), got {} bytes from {}",
-                    self.me,
-                    self.next_recv,
-                    want.len(),
-                    got.len(),
-                    r.src
-                ));
-            }
+            check_arrival(self.me, peer, self.next_recv, &r)?;
             if self.next_recv >= total {
                 return Err(format!("rank {} got an extra packet", self.me));
             }
@@ -252,26 +236,6 @@ fn run(
         }
     }
     unreachable!("the loop returns")
-}
-
-fn faults() -> impl Strategy<Value = Faults> {
-    (
-        0.0..0.3f64,
-        0.0..0.2f64,
-        0.0..0.3f64,
-        0.0..0.1f64,
-        0.0..0.1f64,
-        any::<u64>(),
-    )
-        .prop_map(|(drop, dup, reorder, corrupt, delay, seed)| Faults {
-            drop,
-            dup,
-            reorder,
-            corrupt,
-            delay,
-            delay_for: Duration::from_micros(500),
-            seed,
-        })
 }
 
 proptest! {
