@@ -255,3 +255,25 @@ pub fn finish(
     assert!(status.success(), "{status:?}\n{o}\n{err}");
     (o, err)
 }
+
+/// Ranks 0 and 1 of job `key` on shared memory in this process, their
+/// segment in `dir` (rank 1 opens in a thread: each waits for the other).
+pub fn shmem_pair(
+    dir: &TempDir,
+    key: u64,
+) -> (
+    fm_devices::shmem::ShmemDevice,
+    fm_devices::shmem::ShmemDevice,
+) {
+    use fm_devices::shmem::{ShmemConfig, ShmemDevice};
+    let mk = |r: u32| {
+        let mut c = ShmemConfig::new(fm_devices::JobKey(key), r, vec![0, 1]);
+        c.settings.dir = dir.0.clone();
+        c.settings.attach_timeout = std::time::Duration::from_secs(10);
+        c
+    };
+    let c1 = mk(1);
+    let peer = std::thread::spawn(move || ShmemDevice::open(&c1).expect("open rank 1"));
+    let d0 = ShmemDevice::open(&mk(0)).expect("open rank 0");
+    (d0, peer.join().expect("rank 1"))
+}

@@ -12,7 +12,7 @@ use fm_devices::ethernet::{EthernetConfig, EthernetSocket};
 use fm_devices::nic::{NicConfig, NicSocket};
 use fm_devices::null::NullDevice;
 use fm_devices::selfloop::SelfDevice;
-use fm_devices::shmem::{ShmemConfig, ShmemDevice};
+use fm_devices::shmem::ShmemDevice;
 use fm_devices::{Device, DeviceError, DeviceKind, JobKey, Options, Rank, RawRecv};
 use fm_tests::TempDir;
 use std::time::{Duration, Instant};
@@ -258,23 +258,10 @@ fn self_device() {
     });
 }
 
-fn shmem_pair(dir: &TempDir, key: u64) -> (ShmemDevice, ShmemDevice) {
-    let mk = |r: u32| {
-        let mut c = ShmemConfig::new(JobKey(key), r, vec![0, 1]);
-        c.settings.dir = dir.0.clone();
-        c.settings.attach_timeout = Duration::from_secs(10);
-        c
-    };
-    let c1 = mk(1);
-    let peer = std::thread::spawn(move || ShmemDevice::open(&c1).expect("open rank 1"));
-    let d0 = ShmemDevice::open(&mk(0)).expect("open rank 0");
-    (d0, peer.join().expect("rank 1"))
-}
-
 #[test]
 fn shmem_device() {
     let dir = TempDir::new("conformance-shmem");
-    let (d0, d1) = shmem_pair(&dir, 0xC0F1);
+    let (d0, d1) = fm_tests::shmem_pair(&dir, 0xC0F1);
     conformance(Pair {
         kind: DeviceKind::Shmem.name(),
         devs: vec![Box::new(d0), Box::new(d1)],
@@ -349,7 +336,7 @@ fn nic_device() {
 #[test]
 fn composite_device() {
     let dir = TempDir::new("conformance-composite");
-    let (d0, d1) = shmem_pair(&dir, 0xC0F4);
+    let (d0, d1) = fm_tests::shmem_pair(&dir, 0xC0F4);
     let hosts = vec!["h".to_string(); 2];
     let mk = |rank: Rank, d: ShmemDevice| {
         let members = vec![

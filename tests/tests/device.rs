@@ -1,24 +1,14 @@
 //! The shmem device on its own, through the PM-level API.
 
-use fm_devices::shmem::{ShmemConfig, ShmemDevice};
-use fm_devices::{Device, DeviceExt, JobKey};
+use fm_devices::shmem::ShmemDevice;
+use fm_devices::{Device, DeviceExt};
 use fm_tests::TempDir;
-use std::time::Duration;
 
 /// Ranks 0 and 1 of job `key` on shared memory in this process (the
 /// segment in a directory of the test's own).
 fn pair(key: u64) -> (TempDir, ShmemDevice, ShmemDevice) {
     let dir = TempDir::new("device");
-    let mk = |r: u32| {
-        let mut c = ShmemConfig::new(JobKey(key), r, vec![0, 1]);
-        c.settings.dir = dir.0.clone();
-        c.settings.attach_timeout = Duration::from_secs(10);
-        c
-    };
-    let c1 = mk(1);
-    let peer = std::thread::spawn(move || ShmemDevice::open(&c1).expect("open rank 1"));
-    let d0 = ShmemDevice::open(&mk(0)).expect("open rank 0");
-    let d1 = peer.join().expect("join");
+    let (d0, d1) = fm_tests::shmem_pair(&dir, key);
     (dir, d0, d1)
 }
 
