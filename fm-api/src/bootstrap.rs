@@ -24,6 +24,8 @@ struct Context {
     /// The address the ethernet device bound: nic's default interface.
     eth_addr: Option<IpAddr>,
     eth_endpoint: Option<EthernetEndpoint>,
+    /// The job's membership at the GRM once joined (`None` without one).
+    grm: Option<Membership>,
 }
 
 /// A kind of device fm can open.
@@ -34,14 +36,9 @@ trait Provider {
     fn bind(&mut self, _c: &Config, _g: &GrmJoin, _cx: &mut Context) -> Result<Option<Vec<u8>>> {
         Ok(None)
     }
-    /// With the node map (`None` without a GRM): the composite's member,
-    /// or `None` when this device reaches no rank.
-    fn associate(
-        self: Box<Self>,
-        c: &Config,
-        m: Option<&Membership>,
-        cx: &Context,
-    ) -> Result<Option<Member>>;
+    /// With the node map (`cx.grm`, none without a GRM): the composite's
+    /// member, or `None` when this device reaches no rank.
+    fn associate(self: Box<Self>, c: &Config, cx: &Context) -> Result<Option<Member>>;
 }
 
 /// Open every device for `config` — joining the job at the GRM when there
@@ -55,6 +52,7 @@ pub(crate) fn open(
         pacer: pacer_of(config),
         eth_addr: None,
         eth_endpoint: None,
+        grm: None,
     };
     // Ethernet binds before nic: nic's default interface is ethernet's.
     let mut providers: Vec<Box<dyn Provider>> = vec![
@@ -64,23 +62,20 @@ pub(crate) fn open(
         Box::new(NicProvider(None, None)),
         Box::new(NullProvider),
     ];
-    let grm = match config.grm.clone() {
-        Some(g) => {
-            let mut endpoints = Vec::new();
-            for p in providers.iter_mut() {
-                if let Some(address) = p.bind(config, &g, &mut cx)? {
-                    let device = p.kind().name().into();
-                    endpoints.push(DeviceEndpoint { device, address });
-                }
+    if let Some(g) = config.grm.clone() {
+        let mut endpoints = Vec::new();
+        for p in providers.iter_mut() {
+            if let Some(address) = p.bind(config, &g, &mut cx)? {
+                let device = p.kind().name().into();
+                endpoints.push(DeviceEndpoint { device, address });
             }
-            Some(join_job(&g, config, names, endpoints)?)
         }
-        None => None,
-    };
+        cx.grm = Some(join_job(&g, config, names, endpoints)?);
+    }
     let composite = (|| -> Result<Composite> {
         let mut members = Vec::new();
         for p in providers {
-            members.extend(p.associate(config, grm.as_ref(), &cx)?);
+            members.extend(p.associate(config, &cx)?);
         }
         Ok(match &config.routes {
             Some(routes) => {
@@ -98,9 +93,9 @@ pub(crate) fn open(
         }
     }
     match composite {
-        Ok(c) => Ok((c, grm, cx.eth_endpoint)),
+        Ok(c) => Ok((c, cx.grm, cx.eth_endpoint)),
         Err(e) => {
-            if let Some(m) = &grm {
+            if let Some(m) = &cx.grm {
                 m.abort(&e.to_string());
             }
             Err(e)
@@ -114,12 +109,7 @@ impl Provider for SelfProvider {
     fn kind(&self) -> DeviceKind {
         DeviceKind::SelfLoop
     }
-    fn associate(
-        self: Box<Self>,
-        c: &Config,
-        _: Option<&Membership>,
-        _: &Context,
-    ) -> Result<Option<Member>> {
+    fn associate(self: Box<Self>, c: &Config, _: &Context) -> Result<Option<Member>> {
         Ok(Some(Member::SelfLoop(SelfDevice::open(c.rank))))
     }
 }
@@ -135,12 +125,7 @@ impl Provider for ShmemProvider {
     fn bind(&mut self, c: &Config, _: &GrmJoin, _: &mut Context) -> Result<Option<Vec<u8>>> {
         Ok(Some(c.shm.dir.to_string_lossy().into_owned().into_bytes()))
     }
-    fn associate(
-        self: Box<Self>,
-        c: &Config,
-        _: Option<&Membership>,
-        cx: &Context,
-    ) -> Result<Option<Member>> {
+    fn associate(self: Box<Self>, c: &Config, cx: &Context) -> Result<Option<Member>> {
         let pacer = &cx.pacer;
         let local = c.local_ranks();
         if local.len() > 1 {
@@ -177,13 +162,8 @@ impl Provider for EthernetProvider {
         self.0 = Some(s);
         Ok(Some(address))
     }
-    fn associate(
-        self: Box<Self>,
-        c: &Config,
-        m: Option<&Membership>,
-        _: &Context,
-    ) -> Result<Option<Member>> {
-        let (Some(sock), Some(m)) = (self.0, m) else {
+    fn associate(self: Box<Self>, c: &Config, cx: &Context) -> Result<Option<Member>> {
+        let (Some(sock), Some(m)) = (self.0, &cx.grm) else {
             return Ok(None);
         };
         let peers = peer_endpoints(m, c, DeviceKind::Ethernet, EthernetEndpoint::decode)?;
@@ -210,12 +190,7 @@ impl Provider for NicProvider {
         (self.0, self.1) = (sock, unused);
         Ok(address)
     }
-    fn associate(
-        self: Box<Self>,
-        c: &Config,
-        m: Option<&Membership>,
-        _: &Context,
-    ) -> Result<Option<Member>> {
+    fn associate(self: Box<Self>, c: &Config, cx: &Context) -> Result<Option<Member>> {
         if let Some(why) = &self.1 {
             // One line per host: from its first rank.
             if c.local_ranks().first() == Some(&c.rank) {
@@ -230,7 +205,7 @@ impl Provider for NicProvider {
                 );
             }
         }
-        let (Some(sock), Some(m)) = (self.0, m) else {
+        let (Some(sock), Some(m)) = (self.0, &cx.grm) else {
             return Ok(None);
         };
         let peers = peer_endpoints(m, c, DeviceKind::Nic, NicEndpoint::decode)?;
@@ -252,12 +227,7 @@ impl Provider for NullProvider {
     fn kind(&self) -> DeviceKind {
         DeviceKind::Null
     }
-    fn associate(
-        self: Box<Self>,
-        c: &Config,
-        _: Option<&Membership>,
-        _: &Context,
-    ) -> Result<Option<Member>> {
+    fn associate(self: Box<Self>, c: &Config, _: &Context) -> Result<Option<Member>> {
         Ok(Some(Member::Null(NullDevice::open(c.hosts.clone()))))
     }
 }
