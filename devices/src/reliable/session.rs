@@ -30,6 +30,26 @@ impl Session {
         self.epoch.is_some() && self.send.outstanding() > 0 && !self.send.unreachable
     }
 
+    // When each timer is due, from the state (one formula each, for arming
+    // and for the check when it fires).
+
+    /// The oldest unacknowledged packet's timeout (`None`: never sent).
+    pub fn retransmit_at(&self) -> Option<Instant> {
+        self.send.oldest_sent_at().map(|t| t + self.send.rto)
+    }
+
+    pub fn unreachable_at(&self, cfg: &ReliableConfig) -> Instant {
+        self.send.progress_at + cfg.dead_after
+    }
+
+    pub fn stop_probe_at(&self) -> Instant {
+        self.send.stopped_at + self.send.rto * 4
+    }
+
+    pub fn delayed_ack_at(&self, cfg: &ReliableConfig) -> Instant {
+        self.recv.owed_since + cfg.ack_delay()
+    }
+
     /// An acknowledgement moved: the retransmission and unreachability
     /// timers follow the new oldest packet (the timeout may have shrunk).
     pub fn arm_after_ack(&mut self, cfg: &ReliableConfig) -> Option<Instant> {
@@ -38,11 +58,11 @@ impl Session {
             self.timers.set(Timer::Unreachable, None);
             return None;
         }
-        let retransmit = self.send.oldest_sent_at().map(|t| t + self.send.rto);
+        let retransmit = self.retransmit_at();
         if retransmit.is_some() {
             self.timers.set(Timer::Retransmit, retransmit);
         }
-        let unreachable = Some(self.send.progress_at + cfg.dead_after);
+        let unreachable = Some(self.unreachable_at(cfg));
         self.timers.set(Timer::Unreachable, unreachable);
         earliest(retransmit, unreachable)
     }
@@ -57,7 +77,7 @@ impl Session {
             self.timers.set(Timer::Retransmit, armed);
         }
         if self.timers.get(Timer::Unreachable).is_none() {
-            let at = Some(self.send.progress_at + cfg.dead_after);
+            let at = Some(self.unreachable_at(cfg));
             self.timers.set(Timer::Unreachable, at);
             armed = earliest(armed, at);
         }
@@ -66,14 +86,14 @@ impl Session {
 
     /// The first ACK became owed: the delayed-ACK timer runs.
     pub fn arm_delayed_ack(&mut self, cfg: &ReliableConfig) -> Option<Instant> {
-        let at = Some(self.recv.owed_since + cfg.ack_delay());
+        let at = Some(self.delayed_ack_at(cfg));
         self.timers.set(Timer::DelayedAck, at);
         at
     }
 
     /// Stopped by the peer: the probe timer runs.
     pub fn arm_stop_probe(&mut self) -> Option<Instant> {
-        let at = Some(self.send.stopped_at + self.send.rto * 4);
+        let at = Some(self.stop_probe_at());
         self.timers.set(Timer::StopProbe, at);
         at
     }
@@ -82,11 +102,10 @@ impl Session {
     /// (after a timer fired, or a send failed).
     pub fn rearm(&mut self, cfg: &ReliableConfig, now: Instant) {
         let (send, recv) = (&self.send, &self.recv);
-        let delayed_ack =
-            (recv.ack_owed > 0 && !recv.ack_queued).then(|| recv.owed_since + cfg.ack_delay());
+        let delayed_ack = (recv.ack_owed > 0 && !recv.ack_queued).then(|| self.delayed_ack_at(cfg));
         let live = self.live();
-        let retransmit = (live && !send.stopped).then(|| match send.oldest_sent_at() {
-            Some(t) => t + send.rto,
+        let retransmit = (live && !send.stopped).then(|| match self.retransmit_at() {
+            Some(t) => t,
             // Filled but never sent (the link refused it): try again soon,
             // keeping an earlier deadline so a busy peer cannot postpone it.
             None => self
@@ -94,8 +113,8 @@ impl Session {
                 .get(Timer::Retransmit)
                 .unwrap_or(now + cfg.ack_delay()),
         });
-        let stop_probe = (live && send.stopped).then(|| send.stopped_at + send.rto * 4);
-        let unreachable = live.then(|| send.progress_at + cfg.dead_after);
+        let stop_probe = (live && send.stopped).then(|| self.stop_probe_at());
+        let unreachable = live.then(|| self.unreachable_at(cfg));
         self.timers.set(Timer::DelayedAck, delayed_ack);
         self.timers.set(Timer::Retransmit, retransmit);
         self.timers.set(Timer::StopProbe, stop_probe);

@@ -45,7 +45,7 @@ impl Protocol {
         let s = &mut self.sessions[r as usize];
         match t {
             Timer::Unreachable => {
-                if s.live() && now >= s.send.progress_at + self.cfg.dead_after {
+                if s.live() && now >= s.unreachable_at(&self.cfg) {
                     s.send.unreachable = true;
                     self.rstats.unreachable += 1;
                     tracing::error!(
@@ -64,7 +64,7 @@ impl Protocol {
             }
             Timer::StopProbe => {
                 // Probe with the oldest packet: a lost GO must not stall us.
-                if s.live() && s.send.stopped && now >= s.send.stopped_at + s.send.rto * 4 {
+                if s.live() && s.send.stopped && now >= s.stop_probe_at() {
                     s.send.stopped_at = now;
                     self.intents.push_back(Intent::Probe(r, s.send.oldest()));
                     self.rstats.probes += 1;
@@ -79,13 +79,14 @@ impl Protocol {
         if !s.live() || s.send.stopped {
             return;
         }
+        let due = s.retransmit_at();
         let send = &mut s.send;
         let oldest = send.oldest();
-        match send.oldest_sent_at() {
+        match due {
             // Filled, never transmitted: the link refused it (a full socket
             // buffer). No timeout covers a packet never sent.
             None if seq_lt(send.sent, send.last()) => self.intents.push_back(Intent::Window(r)),
-            Some(t) if now >= t + send.rto => {
+            Some(t) if now >= t => {
                 send.rto = (send.rto * 2).min(self.cfg.rto_max);
                 self.rstats.timeouts += 1;
                 // The timer runs again from this decision, not from when the
