@@ -78,6 +78,11 @@ fn with_endpoint<T>(f: impl FnOnce(&mut Endpoint) -> fm::Result<T>) -> fm::Resul
         // duration of the C handler's call, on this thread.
         return f(unsafe { &mut *current }.endpoint());
     }
+    with_fm(|fm| f(fm))
+}
+
+/// Run `f` on the process's `Fm` (outside handlers: extract holds it).
+fn with_fm<T>(f: impl FnOnce(&mut Fm) -> fm::Result<T>) -> fm::Result<T> {
     FM.with(|fm| match fm.try_borrow_mut() {
         Ok(mut fm) => match fm.as_mut() {
             Some(fm) => f(fm),
@@ -348,14 +353,7 @@ pub extern "C" fn FM_barrier() -> c_int {
     if !CURRENT.with(Cell::get).is_null() {
         return failed("FM_barrier: not from inside a handler");
     }
-    let r = FM.with(|fm| match fm.try_borrow_mut() {
-        Ok(mut fm) => match fm.as_mut() {
-            Some(fm) => fm.barrier(),
-            None => Err(not_initialized()),
-        },
-        Err(_) => Err(ErrorKind::Reentrant.into()),
-    });
-    status(r)
+    status(with_fm(|fm| fm.barrier()))
 }
 
 /// Why the last call that failed on this thread failed ("" if none did).

@@ -140,3 +140,44 @@ fn the_one_place_check_catches_a_stray_name_and_a_second_declaration() {
     assert!(wrong[0].contains("b.rs") && wrong[1].contains("declared 2 times"));
     assert!(misplaced(&files[..1]).is_empty());
 }
+
+/// docs/CONFIG.md's example settings file parses, each key standing for the
+/// variable its comment names; and the variables the text says cannot be in
+/// the file are exactly the table's environment-only ones.
+#[test]
+fn the_settings_file_example_in_the_docs_is_right() {
+    let doc = std::fs::read_to_string(workspace().join("docs/CONFIG.md")).unwrap();
+    let start = doc
+        .find("    # ~/.config/fm/fm.toml\n")
+        .expect("the example");
+    let example: Vec<&str> = doc[start..]
+        .lines()
+        .take_while(|l| l.starts_with("    "))
+        .map(|l| &l[4..])
+        .collect();
+    let text = example.join("\n");
+    let file = fm::config_file::ConfigFile::parse(Path::new("fm.toml"), &text)
+        .unwrap_or_else(|e| panic!("the example does not parse: {e}"));
+    let mut keys = 0;
+    for line in &example[1..] {
+        let var = line
+            .split("# ")
+            .nth(1)
+            .and_then(|c| c.split(':').next())
+            .expect("a comment");
+        assert!(file.get(var.trim()).is_some(), "{line}: not {var}");
+        keys += 1;
+    }
+    assert!(keys >= 3);
+    let before = &doc[..start];
+    let said = before[before.rfind("Every tuning variable").expect("the text")..].to_string();
+    for s in fm::settings::all() {
+        let named = said.contains(&format!("`{}`", s.var));
+        assert_eq!(
+            named,
+            s.scope != Scope::Setting,
+            "{}: the text and the table disagree",
+            s.var
+        );
+    }
+}
