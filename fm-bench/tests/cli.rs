@@ -67,6 +67,15 @@ fn eight_ranks_under_fmrun_on_this_machine() {
     check_run(c);
 }
 
+/// Fail the test with fm-bench's error output unless it succeeded.
+fn succeeded(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `--csv`: a `#` line of metadata, the columns, one row per size, each
 /// with every column.
 #[test]
@@ -77,11 +86,7 @@ fn csv_rows_have_every_column() {
         ])
         .output()
         .expect("fm-bench");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
     assert!(
@@ -124,11 +129,7 @@ fn plot_writes_an_svg_with_labelled_axes() {
         .arg(&svg)
         .output()
         .expect("fm-bench");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out);
     let text = std::fs::read_to_string(&svg).expect("the plot");
     assert!(text.starts_with("<svg"), "not an SVG");
     for label in [
