@@ -53,7 +53,12 @@ fn the_install_script_gives_tools_docs_library_and_header() {
         .output()
         .expect("fmrun");
     assert!(String::from_utf8_lossy(&v.stdout).starts_with("fmrun "));
-    // A C program with the flags pkg-config gives, against the installed library.
+    c_program_runs_against(p, &root);
+}
+
+/// A C program built with the flags pkg-config gives for the install at
+/// `p` runs under the installed fmrun.
+fn c_program_runs_against(p: &Path, root: &Path) {
     let flags = Command::new("pkg-config")
         .args(["--cflags", "--libs", "fm"])
         .env("PKG_CONFIG_PATH", p.join("lib/pkgconfig"))
