@@ -7,6 +7,7 @@
 //! memory-notified devices each idle poll is one cached load, so no adaptive
 //! scheme is needed). `Composite` is itself a [`Device`].
 
+use fm_devices::doorbell::Doorbell;
 use fm_devices::null::NullDevice;
 use fm_devices::reliable::NetDevice;
 use fm_devices::selfloop::SelfDevice;
@@ -15,6 +16,7 @@ use fm_devices::{
     Device, DeviceError, DeviceInfo, DeviceKind, DeviceStats, Options, Rank, RawRecv, RawSend,
 };
 use std::fmt;
+use std::sync::Arc;
 
 /// A device of the composite. One enum, not `dyn`: dispatch is a jump
 /// table the compiler can inline through. Self and shmem, which every
@@ -98,6 +100,12 @@ impl Device for Member {
     fn raw_release(&mut self, token: u64) {
         each!(self, d => d.raw_release(token))
     }
+    fn has_arrivals(&self) -> bool {
+        each!(self, d => d.has_arrivals())
+    }
+    fn attach_doorbell(&mut self, bell: &Arc<Doorbell>) {
+        each!(self, d => d.attach_doorbell(bell))
+    }
     fn remote_read(&mut self, src: Rank, addr: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         each!(self, d => d.remote_read(src, addr, buf))
     }
@@ -180,6 +188,9 @@ pub struct Composite {
     /// rank → route.
     table: Vec<Route>,
     hosts: Vec<String>,
+    /// This process's doorbell: shmem's word when there is shmem, else
+    /// one of its own; handed to every member that rings it.
+    bell: Arc<Doorbell>,
 }
 
 /// Dispatch a call to the device a route names.
@@ -253,6 +264,12 @@ impl Composite {
         if let Some(w) = members.windows(2).find(|w| w[0].kind() == w[1].kind()) {
             return Err(CompositeError::Duplicate(w[0].kind()));
         }
+        let bell = (members.iter())
+            .find_map(|m| match m {
+                Member::Shmem(d) => Some(d.doorbell()),
+                _ => None,
+            })
+            .unwrap_or_else(Doorbell::own);
         let mut c = Composite {
             rank,
             self_loop: SelfDevice::open(rank),
@@ -261,8 +278,10 @@ impl Composite {
             others_polled: Vec::new(),
             table: Vec::with_capacity(hosts.len()),
             hosts,
+            bell,
         };
-        for m in members {
+        for mut m in members {
+            m.attach_doorbell(&c.bell);
             match m {
                 Member::SelfLoop(d) => c.self_loop = d,
                 Member::Shmem(d) => c.shmem = Some(d),
@@ -273,6 +292,12 @@ impl Composite {
             .filter(|&i| (c.others[i as usize].info().options).contains(Options::RECEIVES))
             .collect();
         Ok(c)
+    }
+
+    /// This process's doorbell, to sleep on ([`Composite::has_arrivals`]
+    /// is the re-check after arming it) and to ring from other threads.
+    pub fn doorbell(&self) -> &Arc<Doorbell> {
+        &self.bell
     }
 
     /// Every route, fastest first.
@@ -554,6 +579,12 @@ impl Device for Composite {
     #[inline(always)]
     fn raw_receive(&mut self) -> Option<RawRecv> {
         self.poll(false)
+    }
+
+    fn has_arrivals(&self) -> bool {
+        self.self_loop.has_arrivals()
+            || self.shmem.as_ref().is_some_and(|d| d.has_arrivals())
+            || (self.others_polled.iter()).any(|&i| self.others[i as usize].has_arrivals())
     }
 
     #[inline(always)]

@@ -213,6 +213,10 @@ pub struct UdpLink {
 }
 
 impl Link for UdpLink {
+    fn wait_fds(&self) -> Vec<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.socks.iter().map(|s| s.as_raw_fd()).collect()
+    }
     fn send(&mut self, dest: Rank, datagram: &[u8]) -> io::Result<()> {
         let (i, to) = self.trunk.route(dest)?;
         self.socks[i].send_to(datagram, to).map(|_| ())

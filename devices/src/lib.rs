@@ -17,6 +17,7 @@
 //!   they send (an FM handler that replies) use these; the pointers stay valid
 //!   until the token is released or sent.
 
+pub mod doorbell;
 pub mod error;
 pub mod ethernet;
 pub mod nic;
@@ -222,6 +223,20 @@ pub trait Device {
 
     /// Release a received packet's slot.
     fn raw_release(&mut self, token: u64);
+
+    /// Whether a packet may be waiting, without taking it: the look a
+    /// waiter takes after arming its doorbell (`doorbell.rs`), so it must
+    /// see every packet published before the publisher's ring. `true`
+    /// when unsure (the waiter then polls instead of sleeping).
+    fn has_arrivals(&self) -> bool {
+        true
+    }
+
+    /// The process's doorbell, for devices that must ring it from outside
+    /// the application's calls (a background thread).
+    fn attach_doorbell(&mut self, bell: &std::sync::Arc<doorbell::Doorbell>) {
+        let _ = bell;
+    }
 
     /// `pmRead`: copy `buf.len()` bytes at `remote_addr` in `src`'s address space into `buf`.
     fn remote_read(

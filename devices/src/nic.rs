@@ -600,6 +600,9 @@ struct RingLink {
 }
 
 impl Link for RingLink {
+    fn wait_fds(&self) -> Vec<std::os::fd::RawFd> {
+        self.rings.iter().map(|r| r.fd.as_raw_fd()).collect()
+    }
     fn send(&mut self, dest: Rank, datagram: &[u8]) -> io::Result<()> {
         let (i, mac) = self.trunk.route(dest)?;
         let ring = &mut self.rings[i];

@@ -56,5 +56,9 @@ impl Device for NullDevice {
         None
     }
 
+    fn has_arrivals(&self) -> bool {
+        false
+    }
+
     fn raw_release(&mut self, _token: u64) {}
 }

@@ -132,6 +132,10 @@ impl Device for SelfDevice {
     }
 
     #[inline(always)]
+    fn has_arrivals(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
     fn raw_receive(&mut self) -> Option<RawRecv> {
         let (idx, len) = self.ready.pop_front()?;
         self.slots[idx as usize] = Slot::Lent;

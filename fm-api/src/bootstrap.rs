@@ -132,6 +132,7 @@ impl Provider for ShmemProvider {
             let mut s = ShmemConfig::new(c.job_key, c.rank, local);
             s.host = c.host.clone();
             s.settings = c.shm.clone();
+            s.sleeps = c.wait_sleeps();
             if c.shm.payload.is_none() {
                 let frame = fm_pacer::knobs::tune_shmem_frame(pacer, &c.shm.dir).size;
                 s.paced_payload = Some(fm_devices::shmem::pace::payload_of_frame(frame));

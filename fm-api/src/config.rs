@@ -116,6 +116,10 @@ pub struct Config {
     /// Limit on fm's internal waits (`FM_WAIT_TIMEOUT`, seconds); `None`:
     /// wait for ever.
     pub wait_timeout: Option<Duration>,
+    /// How waits spend their time (`FM_WAIT`).
+    pub wait: crate::wait::WaitMode,
+    /// A blocking wait's busy period (`FM_WAIT_SPIN_US`).
+    pub wait_spin: Duration,
     /// What the pacer may do (`FM_PACER`).
     pub pacer: fm_pacer::Mode,
     /// CPUs this host gives the job (`FM_CPUS`); default: those this
@@ -184,6 +188,8 @@ impl Config {
             max_credits: None,
             stash_bytes: 16 << 20,
             wait_timeout: None,
+            wait: crate::wait::WaitMode::Auto,
+            wait_spin: crate::wait::DEFAULT_SPIN,
             pacer: fm_pacer::Mode::Auto,
             cpus: None,
             eth: EthSettings::default(),
@@ -313,6 +319,14 @@ impl Config {
         }
         if let Some(s) = vars.positive::<u64>(&settings::WAIT_TIMEOUT, "second")? {
             self.wait_timeout = Some(Duration::from_secs(s));
+        }
+        if let Some(v) = vars.get(&settings::WAIT)? {
+            self.wait = v
+                .parse()
+                .map_err(|reason| env_error(&settings::WAIT, &v, reason))?;
+        }
+        if let Some(us) = vars.parse::<u64>(&settings::WAIT_SPIN_US)? {
+            self.wait_spin = Duration::from_micros(us);
         }
         self.cpus = vars.positive(&settings::CPUS, "CPU")?;
         self.apply_shmem(vars)?;
@@ -461,6 +475,17 @@ impl Config {
         (0..self.size as Rank)
             .filter(|&r| self.hosts[r as usize] == self.host)
             .collect()
+    }
+
+    /// More ranks on this host than it gives the job CPUs (`FM_CPUS`).
+    pub fn oversubscribed(&self) -> bool {
+        let cpus = self.cpus.unwrap_or_else(fm_platform::cpus_allowed);
+        self.local_ranks().len() > cpus
+    }
+
+    /// Whether this process's waits sleep after their busy period.
+    pub fn wait_sleeps(&self) -> bool {
+        self.wait.sleeps(self.oversubscribed())
     }
 }
 

@@ -41,7 +41,7 @@
 
 use crate::error::{ErrorKind, Result};
 use crate::path_choice::{PathChoice, Way};
-use crate::wait::Waiter;
+use crate::wait::{WaitPolicy, Waiter};
 use crate::wire::{self, Header, Kind, ABORT, FIRST, HEADER, LAST};
 use fm_composite::Composite;
 use fm_devices::{Device, DeviceError, Rank, RawRecv, RawSend};
@@ -171,6 +171,8 @@ pub struct Endpoint {
     pub(crate) deferred_error: Option<crate::FmError>,
     /// How long fm's internal waits may take (`None`: for ever).
     pub(crate) wait_limit: Option<std::time::Duration>,
+    /// How waits spend their time (`FM_WAIT`).
+    pub(crate) wait: WaitPolicy,
     cma_threshold: usize,
     /// Pieces at least this long (and below `cma_threshold`) go the way
     /// measured faster towards their peer (`path_choice`).
@@ -224,6 +226,11 @@ impl Endpoint {
             barrier_released: 0,
             deferred_error: None,
             wait_limit: c.wait_timeout,
+            wait: WaitPolicy {
+                sleeps: c.wait_sleeps(),
+                spin_for: c.wait_spin,
+                oversubscribed: c.oversubscribed(),
+            },
             cma_threshold,
             long_piece: cma_adapt_from.map_or(cma_threshold, |a| a.min(cma_threshold)),
             path_choice: (0..size).map(|_| None).collect(),
@@ -305,7 +312,7 @@ impl Endpoint {
 
     /// A waiter bounded by this endpoint's wait limit.
     pub(crate) fn waiter(&self, what: &'static str) -> Waiter {
-        Waiter::with_limit(self.wait_limit, what)
+        Waiter::new(self.wait, self.wait_limit, what)
     }
 
     fn check_dest(&self, dest: Rank) -> Result<()> {
@@ -673,7 +680,7 @@ impl Endpoint {
             if self.progress_stalled()? {
                 w.reset();
             } else {
-                w.snooze()?;
+                w.snooze(&self.dev)?;
             }
         }
         Ok(())
@@ -755,7 +762,7 @@ impl Endpoint {
             if self.progress_stalled()? {
                 w.reset();
             } else {
-                w.snooze()?;
+                w.snooze(&self.dev)?;
             }
         }
     }
@@ -874,7 +881,7 @@ impl Endpoint {
                     w.reset();
                     self.absorb(r)?;
                 }
-                None => w.snooze()?,
+                None => w.snooze(&self.dev)?,
             }
         }
     }

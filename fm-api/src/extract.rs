@@ -71,7 +71,7 @@ impl Endpoint {
             if n > 0 {
                 return Ok(n);
             }
-            w.snooze()?;
+            w.snooze(&self.dev)?;
         }
     }
 
@@ -86,13 +86,13 @@ impl Endpoint {
     /// # Ok::<(), fm::FmError>(())
     /// ```
     pub fn extract_wait_timeout(&mut self, max_bytes: usize, timeout: Duration) -> Result<usize> {
-        let mut w = Waiter::with_limit(Some(timeout), "a message to arrive");
+        let mut w = Waiter::new(self.wait, Some(timeout), "a message to arrive");
         loop {
             let n = self.extract(max_bytes)?;
             if n > 0 {
                 return Ok(n);
             }
-            match w.snooze() {
+            match w.snooze(&self.dev) {
                 Err(e) if matches!(e.kind(), ErrorKind::Timeout { .. }) => return Ok(0),
                 r => r?,
             }

@@ -133,8 +133,7 @@ impl FmBuilder {
         if let Some(m) = &grm {
             m.ready(dev.table().to_string());
         }
-        let cpus = config.cpus.unwrap_or_else(fm_platform::cpus_allowed);
-        wait::set_oversubscribed(config.local_ranks().len() > cpus);
+        wait::ring_at_job_end(dev.doorbell());
         tracing::debug!(
             rank = config.rank,
             size = config.size,

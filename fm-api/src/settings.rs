@@ -94,11 +94,25 @@ pub const WAIT_TIMEOUT: Setting = Setting {
     doc: r#"seconds any wait inside fm (credit, a single-copy completion, the rest of a message, `barrier`, `extract_wait`) may take before it fails with `ErrorKind::Timeout` naming what it waited for; `Fm::set_wait_timeout` sets it per endpoint."#,
 };
 
+pub const WAIT: Setting = Setting {
+    var: "FM_WAIT",
+    scope: Scope::Setting,
+    default: r#"`auto`"#,
+    doc: r#"how a rank waits (in `extract_wait`, for credit, in `barrier`, …): `spin` polls for ever (yielding when oversubscribed); `block` polls for the busy period `FM_WAIT_SPIN_US`, then sleeps until a device has something for it (a packet from any device, the end of the job, the wait's time limit) at no CPU cost; `auto` spins while each local rank has a CPU of its own (`FM_CPUS`) and blocks when the host is oversubscribed. A sender to a rank that may block pays a fence per packet."#,
+};
+
+pub const WAIT_SPIN_US: Setting = Setting {
+    var: "FM_WAIT_SPIN_US",
+    scope: Scope::Setting,
+    default: r#"`50`"#,
+    doc: r#"microseconds a blocking wait polls before it sleeps (0: sleep at once). Longer keeps replies that come within it at polling latency; shorter gives the CPU up sooner."#,
+};
+
 pub const CPUS: Setting = Setting {
     var: "FM_CPUS",
     scope: Scope::Setting,
     default: r#"the CPUs this process may use"#,
-    doc: r#"CPUs the job has on this host. With more local ranks than CPUs, waits yield after a short spin so a descheduled peer can run; otherwise they spin up to 50 µs first. Launchers that pin ranks to single CPUs set it (fmrun does)."#,
+    doc: r#"CPUs the job has on this host. With more local ranks than CPUs the host is oversubscribed: waits yield after a short spin so a descheduled peer can run, and with `FM_WAIT=auto` they sleep after the busy period; otherwise they spin up to 50 µs first. Launchers that pin ranks to single CPUs set it (fmrun does)."#,
 };
 
 /// Every knob of this file, in documentation order.
@@ -116,6 +130,8 @@ pub const SETTINGS: &[Setting] = &[
     CREDITS,
     STASH_BYTES,
     WAIT_TIMEOUT,
+    WAIT,
+    WAIT_SPIN_US,
     CPUS,
 ];
 

@@ -1,33 +1,57 @@
-//! Waiting without starving a descheduled peer.
+//! How a rank waits: poll while an answer is likely soon, then — where
+//! `FM_WAIT` lets it — sleep on the process's doorbell until a device has
+//! something for it (paper 001 §5.3.3, Interrupt Reaping; the doorbell's
+//! protocol is in `fm_devices::doorbell`).
 //!
-//! With a CPU per rank, spin (a yield is a system call and a peer on its own
-//! CPU answers within microseconds); with more ranks than CPUs, yield after a
-//! short spin so the peer we wait for gets to run. Either way, once nothing
-//! has happened for a while, sleep in short naps.
+//! * `spin`: poll for ever. With a CPU per rank, spin (a yield is a system
+//!   call and a peer on its own CPU answers within microseconds); with more
+//!   ranks than CPUs, yield after a short spin so the peer we wait for gets
+//!   to run; once nothing has happened for a while, nap 50 µs at a time.
+//! * `block`: poll for the busy period (`FM_WAIT_SPIN_US`; yielding when
+//!   oversubscribed), then sleep until woken.
+//! * `auto` (the default): `spin` while each local rank has a CPU of its
+//!   own, `block` when the host is oversubscribed.
 
 use crate::error::{ErrorKind, Result};
+use fm_composite::Composite;
+use fm_devices::doorbell::Doorbell;
+use fm_devices::Device;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// Polls before a waiter looks at the clock (or yields, when oversubscribed).
 const SPINS: u32 = 256;
-/// With a CPU per rank: spin this long before yielding.
+/// `spin`, with a CPU per rank: spin this long before yielding.
 const SPIN_FOR: Duration = Duration::from_micros(50);
-/// Then yield this long before napping.
+/// `spin`: then yield this long before napping.
 const YIELD_FOR: Duration = Duration::from_millis(20);
 const NAP: Duration = Duration::from_micros(50);
+/// `block`: the default busy period (docs/PERFORMANCE.md, "Blocking waits").
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 
-static OVERSUBSCRIBED: AtomicBool = AtomicBool::new(false);
 static JOB_ENDED: AtomicBool = AtomicBool::new(false);
 static JOB_END_REASON: Mutex<String> = Mutex::new(String::new());
+/// Every endpoint's doorbell in this process, rung when the job ends.
+static DOORBELLS: Mutex<Vec<Weak<Doorbell>>> = Mutex::new(Vec::new());
 
 /// The resource manager says this process's job is over (a peer died):
 /// every wait from now on fails with [`ErrorKind::JobEnded`] instead of
-/// waiting for a peer that will never answer.
+/// waiting for a peer that will never answer; sleeping waits are woken.
 pub fn end_job(reason: String) {
     *JOB_END_REASON.lock().unwrap_or_else(|p| p.into_inner()) = reason;
     JOB_ENDED.store(true, Ordering::SeqCst);
+    let bells = DOORBELLS.lock().unwrap_or_else(|p| p.into_inner());
+    for b in bells.iter().filter_map(Weak::upgrade) {
+        b.ring();
+    }
+}
+
+/// Ring `bell` when the job ends.
+pub(crate) fn ring_at_job_end(bell: &Arc<Doorbell>) {
+    let mut bells = DOORBELLS.lock().unwrap_or_else(|p| p.into_inner());
+    bells.retain(|b| b.strong_count() > 0);
+    bells.push(Arc::downgrade(bell));
 }
 
 /// Why the job ended, if it did.
@@ -40,13 +64,54 @@ pub fn job_end_reason() -> Option<String> {
     })
 }
 
-/// Tell every waiter of this process whether ranks on this host outnumber its CPUs.
-pub fn set_oversubscribed(yes: bool) {
-    OVERSUBSCRIBED.store(yes, Ordering::Relaxed);
+/// What a waiting rank does with its time (`FM_WAIT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitMode {
+    /// Poll for ever.
+    Spin,
+    /// Poll for the busy period, then sleep until woken.
+    Block,
+    /// `Spin` with a CPU per local rank, `Block` when oversubscribed.
+    Auto,
 }
 
-#[derive(Default)]
+impl std::str::FromStr for WaitMode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<WaitMode, String> {
+        match s.trim() {
+            "spin" => Ok(WaitMode::Spin),
+            "block" => Ok(WaitMode::Block),
+            "auto" => Ok(WaitMode::Auto),
+            _ => Err("known values: spin, block, auto".into()),
+        }
+    }
+}
+
+impl WaitMode {
+    /// Whether a rank waiting this way sleeps, on a host that is (or is
+    /// not) oversubscribed.
+    pub fn sleeps(self, oversubscribed: bool) -> bool {
+        match self {
+            WaitMode::Spin => false,
+            WaitMode::Block => true,
+            WaitMode::Auto => oversubscribed,
+        }
+    }
+}
+
+/// How this endpoint's waits go, settled when it opens.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WaitPolicy {
+    /// Sleep on the doorbell after the busy period.
+    pub sleeps: bool,
+    /// The busy period (`FM_WAIT_SPIN_US`), for sleeping waits.
+    pub spin_for: Duration,
+    /// More local ranks than CPUs: yield rather than spin.
+    pub oversubscribed: bool,
+}
+
 pub struct Waiter {
+    policy: WaitPolicy,
     polls: u32,
     idle_since: Option<Instant>,
     /// Give up at this time, naming what was waited for; looked at every
@@ -56,16 +121,15 @@ pub struct Waiter {
 }
 
 impl Waiter {
-    pub fn new() -> Self {
-        Waiter::default()
-    }
-
     /// A waiter that fails with [`ErrorKind::Timeout`] once `limit` has
     /// passed without the wait ending (`None`: waits for ever).
-    pub fn with_limit(limit: Option<Duration>, what: &'static str) -> Self {
+    pub(crate) fn new(policy: WaitPolicy, limit: Option<Duration>, what: &'static str) -> Self {
         Waiter {
+            policy,
+            polls: 0,
+            idle_since: None,
             deadline: limit.map(|l| (Instant::now() + l, l, what)),
-            ..Waiter::default()
+            since_check: 0,
         }
     }
 
@@ -90,10 +154,11 @@ impl Waiter {
         self.idle_since = None;
     }
 
-    /// Nothing happened on this poll. Fails once the job has ended (looked
-    /// at only after the first spins, so the fast path pays nothing).
+    /// Nothing happened on this poll of `dev`. Fails once the job has
+    /// ended (looked at only after the first spins, so the fast path pays
+    /// nothing).
     #[inline]
-    pub fn snooze(&mut self) -> Result<()> {
+    pub(crate) fn snooze(&mut self, dev: &Composite) -> Result<()> {
         self.polls = self.polls.saturating_add(1);
         self.since_check = self.since_check.saturating_add(1);
         if self.deadline.is_some() && self.since_check >= 64 {
@@ -104,18 +169,45 @@ impl Waiter {
             std::hint::spin_loop();
             return Ok(());
         }
+        self.idle(dev)
+    }
+
+    /// Past the first spins: the clock decides.
+    #[cold]
+    fn idle(&mut self, dev: &Composite) -> Result<()> {
         if let Some(reason) = job_end_reason() {
             return Err(ErrorKind::JobEnded(reason).into());
         }
         let since = *self.idle_since.get_or_insert_with(Instant::now);
         let idle = since.elapsed();
-        if idle < SPIN_FOR && !OVERSUBSCRIBED.load(Ordering::Relaxed) {
+        let p = self.policy;
+        let busy_for = if p.sleeps { p.spin_for } else { SPIN_FOR };
+        if idle < busy_for && !p.oversubscribed {
             std::hint::spin_loop();
-        } else if idle < YIELD_FOR {
+        } else if idle < busy_for || (!p.sleeps && idle < YIELD_FOR) {
             std::thread::yield_now();
-        } else {
+        } else if !p.sleeps {
             std::thread::sleep(NAP);
+        } else {
+            self.sleep(dev);
         }
         Ok(())
+    }
+
+    /// Arm the doorbell, look at every device once more, and sleep if
+    /// nothing is there (until rung, or the time limit).
+    fn sleep(&mut self, dev: &Composite) {
+        let bell = dev.doorbell();
+        bell.arm();
+        if dev.has_arrivals() || JOB_ENDED.load(Ordering::SeqCst) {
+            bell.disarm();
+            return;
+        }
+        let left = self
+            .deadline
+            .map(|(at, _, _)| at.saturating_duration_since(Instant::now()));
+        bell.sleep(left);
+        // Look at the time limit at the next poll.
+        self.since_check = 64;
     }
 }

@@ -60,6 +60,39 @@ enum Bench {
     Pollcost(Opts),
     /// One-way latency through the composite vs calling the shmem device directly.
     Overhead(Opts),
+    /// Every rank waits in `extract_wait` with nothing arriving, then
+    /// exits: for measuring what an idle rank costs (`FM_WAIT`).
+    Idle(IdleOpts),
+}
+
+#[derive(clap::Args, Clone)]
+struct IdleOpts {
+    /// How long each rank waits.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// How the ranks wait (sets FM_WAIT).
+    #[arg(long, value_enum)]
+    wait: Option<WaitArg>,
+}
+
+/// `--wait`: FM_WAIT for the ranks.
+#[derive(ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
+enum WaitArg {
+    Spin,
+    Block,
+    Auto,
+}
+
+impl WaitArg {
+    /// Make this the ranks' FM_WAIT (this process's, and its children's).
+    fn apply(self) {
+        let v = match self {
+            WaitArg::Spin => "spin",
+            WaitArg::Block => "block",
+            WaitArg::Auto => "auto",
+        };
+        std::env::set_var(fm::settings::WAIT.var, v);
+    }
 }
 
 #[derive(clap::Args, Clone)]
@@ -101,6 +134,10 @@ struct Opts {
     /// Fault injection on network devices, as FM_FAULTS (e.g. drop=0.01,seed=3).
     #[arg(long)]
     faults: Option<String>,
+    /// How the ranks wait for a message (sets FM_WAIT; `block` with
+    /// FM_WAIT_SPIN_US=0 sleeps at once).
+    #[arg(long, value_enum)]
+    wait: Option<WaitArg>,
 }
 
 #[derive(ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
@@ -150,7 +187,11 @@ fn main() -> ExitCode {
         | Bench::Rate(o)
         | Bench::Pollcost(o)
         | Bench::Overhead(o) => o.clone(),
+        Bench::Idle(o) => return idle(o),
     };
+    if let Some(w) = opts.wait {
+        w.apply();
+    }
     let standalone = !fm::settings::RANK.is_set();
     if let Some(f) = &opts.faults {
         if let Err(e) = fm_devices::reliable::Faults::parse(f) {
@@ -172,6 +213,29 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fm-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `fm-bench idle`: wait, then meet the others and leave.
+fn idle(o: &IdleOpts) -> ExitCode {
+    if let Some(w) = o.wait {
+        w.apply();
+    }
+    let run = || -> Res<()> {
+        let mut fm = Fm::init().map_err(e)?;
+        fm.barrier().map_err(e)?;
+        let t = Duration::from_secs_f64(o.seconds.max(0.0));
+        // What may arrive is the next barrier's message of a rank whose
+        // wait ended first: the barrier below counts it.
+        fm.extract_wait_timeout(usize::MAX, t).map_err(e)?;
+        fm.barrier().map_err(e)
+    };
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("fm-bench: {err}");
             ExitCode::FAILURE
         }
     }
@@ -327,6 +391,7 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
             Bench::Rate(_) => ctx.stream(true)?,
             Bench::Pollcost(_) => ctx.pollcost()?,
             Bench::Overhead(_) => ctx.overhead()?,
+            Bench::Idle(_) => unreachable!("idle runs on its own (main)"),
         }
         ctx.printer.finish()?;
     }
@@ -481,8 +546,26 @@ impl Ctx<'_> {
     }
 
     /// Poll until `count` reaches `n`; a benchmark that stops making
-    /// progress reports what it saw instead of hanging.
+    /// progress reports what it saw instead of hanging. Ranks whose waits
+    /// sleep (`FM_WAIT`) wait in `extract_wait`, as a program would.
     fn wait_for(&mut self, n: u64, count: impl Fn(&Flags) -> u64, what: &str) -> Res<()> {
+        if self.fm.config().wait_sleeps() {
+            while count(self.flags) < n {
+                if self
+                    .fm
+                    .extract_wait_timeout(usize::MAX, STALL_LIMIT)
+                    .map_err(e)?
+                    == 0
+                {
+                    return Err(format!(
+                        "rank {}: nothing for {STALL_LIMIT:?} waiting for {what}: have {}, want {n}",
+                        self.fm.rank(),
+                        count(self.flags)
+                    ));
+                }
+            }
+            return Ok(());
+        }
         let mut polls = 0u64;
         let mut since = Instant::now();
         let mut last = count(self.flags);

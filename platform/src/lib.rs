@@ -1,7 +1,7 @@
 //! fm-platform: what fm needs of the operating system that is not a device
 //! — the host and its processes (`host.rs`), CPUs (`cpu.rs`), memory
-//! (`memory.rs`), network interfaces and IPv4 networks (`net.rs`), a system
-//! call counter (`syscalls.rs`) — and the type of fm's table of settings
+//! (`memory.rs`), network interfaces and IPv4 networks (`net.rs`), sleeping
+//! until woken (`sleep.rs`), a system call counter (`syscalls.rs`) — and the type of fm's table of settings
 //! (`setting.rs`). System calls go through rustix where it has them, through
 //! libc where it does not (each file says which).
 
@@ -10,6 +10,7 @@ pub mod host;
 pub mod memory;
 pub mod net;
 pub mod setting;
+pub mod sleep;
 pub mod syscalls;
 
 pub use cpu::{cpus_allowed, pin_to_cpu, CpuPair, RateWindow};
@@ -19,4 +20,5 @@ pub use host::{
 pub use memory::{fallocate, process_read, process_write};
 pub use net::{find_address, for_each_address, interface_mac, interface_mtu, Ipv4Net};
 pub use setting::Setting;
+pub use sleep::{futex_wait, futex_wake_all, wait_readable};
 pub use syscalls::SyscallCounter;

@@ -134,6 +134,36 @@ fn oversubscribed_6_processes() {
     eprintln!("6-process all-to-all: {t:?}");
 }
 
+/// Blocking waits lose no wake-up: eight processes on two cores, every
+/// wait sleeping at once (no busy period). First a token ring whose every
+/// hop must wake a sleeping rank (each holds the token a random while, so
+/// the next is sometimes asleep and sometimes still polling): a wake-up
+/// lost stops the ring, and the wait limit fails the job. Then all-to-all
+/// traffic sent at random intervals — a random wait in
+/// `extract_wait_timeout` after every message — with messages of one
+/// packet and of several and two credits, so senders sleep waiting for
+/// credit too: every message exactly once, in order, intact (checked).
+#[test]
+fn blocking_waits_8_processes_random_intervals() {
+    let blocking = [
+        ("FM_WAIT", "block"),
+        ("FM_WAIT_SPIN_US", "0"),
+        ("FM_CREDITS", "2"),
+        ("FM_TEST_GAP_US", "300"),
+        // A lost wake-up fails the wait rather than hanging the test.
+        ("FM_WAIT_TIMEOUT", "20"),
+    ];
+    let t = run(8, Duration::from_secs(300), &blocking, &["ring", "300"]);
+    eprintln!("8 blocking processes, 2400 hops: {t:?}");
+    let t = run(
+        8,
+        Duration::from_secs(300),
+        &blocking,
+        &["alltoall", "3000", "20000", "11"],
+    );
+    eprintln!("8 blocking processes, 24000 messages: {t:?}");
+}
+
 /// Rank 2 is on another host and the job has no network: the NULL transport
 /// answers a send with a no-route error naming the rank and its host.
 #[test]

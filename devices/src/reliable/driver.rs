@@ -5,9 +5,12 @@
 
 use super::protocol::Protocol;
 use super::{ArrivalProbe, Link, ReliableConfig, ReliableStats};
+use crate::doorbell::Doorbell;
+use crate::sys;
 use crate::{Device, DeviceError, DeviceInfo, DeviceStats, Rank, RawRecv, RawSend};
+use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 /// Datagrams read per poll at most.
@@ -18,6 +21,45 @@ const FULL_POLL_EVERY: u32 = 64;
 
 /// How often the background thread runs the protocol.
 pub const BACKGROUND_TICK: Duration = Duration::from_millis(10);
+
+/// The background thread: every [`BACKGROUND_TICK`], and at once when a
+/// datagram arrives while the process sleeps on its doorbell, run the
+/// protocol if the application is not in the device, and ring the
+/// doorbell when that brought something.
+fn background<L: Link + 'static>(
+    driven: Weak<Mutex<Driven<L>>>,
+    stop: Arc<AtomicBool>,
+    bell: Arc<OnceLock<Arc<Doorbell>>>,
+    fds: Vec<RawFd>,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        match bell.get() {
+            Some(b) if b.armed() => {
+                // SAFETY: the link owns the descriptors and outlives this
+                // thread (the device joins it before dropping the link).
+                let fds: Vec<_> = fds
+                    .iter()
+                    .map(|&f| unsafe { BorrowedFd::borrow_raw(f) })
+                    .collect();
+                sys::wait_readable(&fds, BACKGROUND_TICK)
+            }
+            Some(b) => b.wait_armed(BACKGROUND_TICK),
+            None => std::thread::sleep(BACKGROUND_TICK),
+        }
+        let Some(driven) = driven.upgrade() else {
+            return;
+        };
+        // Only when the application is not in the device itself.
+        let Ok(mut g) = driven.try_lock() else {
+            continue;
+        };
+        if g.progress() {
+            if let Some(b) = bell.get() {
+                b.ring();
+            }
+        }
+    }
+}
 
 /// The protocol and its link, behind the device's lock.
 struct Driven<L: Link> {
@@ -32,8 +74,11 @@ struct Driven<L: Link> {
 
 impl<L: Link> Driven<L> {
     /// Read what arrived, run the timers when due, and hand what the
-    /// protocol has to send to the link in one burst.
-    fn progress(&mut self) {
+    /// protocol has to send to the link in one burst. True when something
+    /// arrived or a peer became unreachable: what a sleeping application
+    /// must be woken for.
+    fn progress(&mut self) -> bool {
+        let unreachable = self.protocol.unreachable_count();
         self.link.tick();
         let mut got = 0;
         let mut drained = false;
@@ -72,6 +117,7 @@ impl<L: Link> Driven<L> {
         self.transmit(clock);
         self.ready_hint
             .store(self.protocol.ready_len(), Ordering::Release);
+        got > 0 || self.protocol.unreachable_count() != unreachable
     }
 
     /// The next accepted packet, for the application.
@@ -132,6 +178,10 @@ pub struct ReliableDevice<L: Link + 'static> {
     driven: Arc<Mutex<Driven<L>>>,
     stop: Arc<AtomicBool>,
     background: Option<std::thread::JoinHandle<()>>,
+    /// The process's doorbell, once attached; the background thread rings it.
+    bell: Arc<OnceLock<Arc<Doorbell>>>,
+    /// Whether the link has descriptors the background thread can wait on.
+    watchable: bool,
     /// Memory-notified links: an idle poll is a look at the rings and at
     /// `ready_hint`, without the lock; every [`FULL_POLL_EVERY`]th poll runs
     /// the protocol anyway (delayed ACKs, timers).
@@ -155,6 +205,8 @@ impl<L: Link + 'static> ReliableDevice<L> {
         let protocol = Protocol::new(cfg, peer_epochs, Instant::now())?;
         let ready_hint = Arc::new(AtomicUsize::new(0));
         let probe = link.arrival_probe();
+        let fds = link.wait_fds();
+        let watchable = !fds.is_empty();
         let driven = Arc::new(Mutex::new(Driven {
             protocol,
             link,
@@ -163,24 +215,18 @@ impl<L: Link + 'static> ReliableDevice<L> {
             ready_hint: ready_hint.clone(),
         }));
         let stop = Arc::new(AtomicBool::new(false));
-        let (d, s) = (Arc::downgrade(&driven), stop.clone());
+        let bell = Arc::new(OnceLock::new());
+        let (d, s, b) = (Arc::downgrade(&driven), stop.clone(), bell.clone());
         let background = std::thread::Builder::new()
             .name("fm-reliable".into())
-            .spawn(move || {
-                while !s.load(Ordering::Relaxed) {
-                    std::thread::sleep(BACKGROUND_TICK);
-                    let Some(driven) = d.upgrade() else { return };
-                    // Only when the application is not in the device itself.
-                    if let Ok(mut g) = driven.try_lock() {
-                        g.progress();
-                    };
-                }
-            })
+            .spawn(move || background(d, s, b, fds))
             .ok();
         Ok(ReliableDevice {
             driven,
             stop,
             background,
+            bell,
+            watchable,
             probe,
             ready_hint,
             idle_polls: 0,
@@ -278,6 +324,17 @@ impl<L: Link + 'static> Device for ReliableDevice<L> {
         let mut d = self.lock();
         d.protocol.release(token);
         d.transmit(None);
+    }
+    fn has_arrivals(&self) -> bool {
+        // Datagrams still in the socket are the background thread's to
+        // find (it waits on the link while the process sleeps).
+        self.ready_hint.load(Ordering::Acquire) > 0
+            || self.probe.as_ref().is_some_and(|p| p.arrived())
+    }
+    fn attach_doorbell(&mut self, bell: &Arc<Doorbell>) {
+        if self.bell.set(bell.clone()).is_ok() && self.watchable {
+            bell.add_watcher();
+        }
     }
     fn stats(&self) -> DeviceStats {
         self.lock().protocol.stats()

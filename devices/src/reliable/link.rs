@@ -4,6 +4,7 @@
 use crate::Rank;
 use std::collections::VecDeque;
 use std::io;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,6 +30,13 @@ pub trait Link: Send {
     /// buffer full), where the link can tell.
     fn kernel_drops(&mut self) -> u64 {
         0
+    }
+    /// The descriptors that become readable when a datagram arrives, for a
+    /// background thread to wait on while the process sleeps; valid as
+    /// long as the link. Empty for links without any (the thread then
+    /// looks every tick).
+    fn wait_fds(&self) -> Vec<RawFd> {
+        Vec::new()
     }
 }
 
@@ -79,6 +87,9 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn kernel_drops(&mut self) -> u64 {
         (**self).kernel_drops()
+    }
+    fn wait_fds(&self) -> Vec<RawFd> {
+        (**self).wait_fds()
     }
 }
 
@@ -354,5 +365,8 @@ impl<L: Link> Link for FaultyLink<L> {
     }
     fn kernel_drops(&mut self) -> u64 {
         self.inner.kernel_drops()
+    }
+    fn wait_fds(&self) -> Vec<RawFd> {
+        self.inner.wait_fds()
     }
 }

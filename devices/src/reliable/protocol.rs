@@ -153,6 +153,11 @@ impl Protocol {
         self.rstats
     }
 
+    /// Peers found unreachable so far.
+    pub fn unreachable_count(&self) -> u64 {
+        self.rstats.unreachable
+    }
+
     /// Accepted packets not yet received by the application.
     pub fn ready_len(&self) -> usize {
         self.ready.len()

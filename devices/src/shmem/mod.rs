@@ -17,12 +17,14 @@ use self::queue::QueueMemory;
 use self::segment::{
     FrameHeader, Geometry, QueueRef, Segment, Slot, FRAME_HEADER_BYTES, INLINE_BYTES,
 };
+use crate::doorbell::{BellRef, Doorbell};
 use crate::{
     sys, Device, DeviceError, DeviceInfo, DeviceStats, JobKey, Options, Rank, RawRecv, RawSend,
     CONTROL_RESERVE,
 };
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Payload per frame by default: frames of 16 KiB with their header. On the
@@ -93,6 +95,9 @@ pub struct ShmemConfig {
     /// not set: the creator of the segment uses it (halved until the
     /// segment fits [`SEGMENT_BUDGET`]) and the others take the creator's.
     pub paced_payload: Option<u32>,
+    /// This process may sleep on its doorbell (`FM_WAIT`): its peers ring
+    /// it after each packet they send it.
+    pub sleeps: bool,
     pub settings: ShmemSettings,
 }
 
@@ -104,6 +109,7 @@ impl ShmemConfig {
             rank,
             local_ranks,
             paced_payload: None,
+            sleeps: false,
             settings: ShmemSettings::default(),
         }
     }
@@ -169,6 +175,11 @@ pub struct ShmemDevice {
     my_smt: u32,
     /// Per destination rank: the queue to send into (None: not on this host).
     dest_queue: Vec<Option<QueueRef>>,
+    /// Per destination rank: its doorbell, to ring after each packet, if it
+    /// may sleep.
+    dest_bell: Vec<Option<BellRef>>,
+    /// This process's doorbell.
+    bell: Arc<Doorbell>,
     /// Per rank: pid and whether single-copy works towards it.
     pid_of: Vec<u32>,
     cma_ok: Vec<bool>,
@@ -246,11 +257,15 @@ impl ShmemDevice {
             .probe_addr
             .store(&*probe as *const u64 as u64, Ordering::Relaxed);
         entry.probe_value.store(*probe, Ordering::Relaxed);
+        entry.sleeps.store(cfg.sleeps as u32, Ordering::Relaxed);
+        let bell = Arc::new(seg.doorbell(my_smt));
         let mut dev = ShmemDevice {
             seg,
             rank: cfg.rank,
             my_smt,
             dest_queue: Vec::new(),
+            dest_bell: Vec::new(),
+            bell,
             pid_of: Vec::new(),
             cma_ok: Vec::new(),
             my_queues: Vec::new(),
@@ -327,6 +342,15 @@ impl ShmemDevice {
                 _ => None,
             })
             .collect();
+        self.dest_bell = smt_of
+            .iter()
+            .map(|s| {
+                let e = self.seg.proc_entry((*s)?);
+                let sleeps = e.sleeps.load(Ordering::Relaxed) != 0;
+                // SAFETY: the segment stays mapped as long as the device.
+                sleeps.then(|| unsafe { BellRef::new(&e.bell) })
+            })
+            .collect();
         for q in 0..m {
             let used = (0..n).any(|id| id != self.my_smt && id % m == q);
             if used {
@@ -369,6 +393,19 @@ impl ShmemDevice {
                      Fix: sysctl kernel.yama.ptrace_scope=0, or run without a seccomp profile that blocks it"
                 ),
             }
+        }
+    }
+
+    /// This process's doorbell, in its entry of the segment.
+    pub fn doorbell(&self) -> Arc<Doorbell> {
+        self.bell.clone()
+    }
+
+    /// Wake `dest` if it may sleep: after every packet published to it.
+    #[inline(always)]
+    fn ring(&self, dest: Rank) {
+        if let Some(Some(b)) = self.dest_bell.get(dest as usize) {
+            b.ring();
         }
     }
 
@@ -671,6 +708,7 @@ impl Device for ShmemDevice {
                 self.stage_free |= 1 << k;
                 self.stats.packets_sent += 1;
                 self.stats.bytes_sent += len as u64;
+                self.ring(buf.dest);
                 return;
             }
             SendToken::Frame(f) => f,
@@ -681,6 +719,7 @@ impl Device for ShmemDevice {
         queue::publish(&q, f);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += len as u64;
+        self.ring(buf.dest);
     }
 
     fn raw_abort(&mut self, buf: RawSend) {
@@ -722,6 +761,10 @@ impl Device for ShmemDevice {
             }
         }
         None
+    }
+
+    fn has_arrivals(&self) -> bool {
+        (self.my_queues.iter().zip(&self.heads)).any(|(q, &h)| queue::published(q, h))
     }
 
     #[inline(always)]

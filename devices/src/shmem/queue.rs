@@ -193,6 +193,13 @@ pub fn poll<Q: QueueMemory>(q: &Q, head: &mut u32) -> Option<u32> {
     }
 }
 
+/// Whether the slot at `head` is published (a [`poll`] that does not take it).
+#[inline]
+pub fn published<Q: QueueMemory>(q: &Q, head: u32) -> bool {
+    let v = q.slot(head & (q.frames() - 1)).load(Acquire);
+    (v >> 32) as u32 == head
+}
+
 /// Receive, last step: the frame is free again.
 #[inline(always)]
 pub fn release<Q: QueueMemory>(q: &Q, frame: u32) {

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! 0      header (one page): magic, layout version, job key, geometry, counters
-//! 4096   process table: N entries of 64 bytes (rank, pid, CMA probe word)
+//! 4096   process table: N entries of 64 bytes (rank, pid, CMA probe word,
+//!          doorbell word, whether the process may sleep on it)
 //! ...    queues: for each receiver SMT ID r, for each of its M queues:
 //!          control (256 B): free-list head @0, receive-queue tail @128
 //!          slots:  F × 64 B (tag = queue position and frame index, stored last;
@@ -20,6 +21,7 @@ use std::io::ErrorKind;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Map the whole segment with its pages mapped now (`MAP_POPULATE`): a
@@ -35,7 +37,7 @@ unsafe fn map_populated(file: &File) -> std::io::Result<MmapMut> {
 }
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"FM-SMT\0\x01");
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 const READY: u32 = 0x5245_4459;
 pub const HEADER_BYTES: usize = 4096;
 pub const PROC_ENTRY_BYTES: usize = 64;
@@ -180,7 +182,13 @@ pub struct ProcEntry {
     pub pid: AtomicU32,
     pub probe_addr: AtomicU64,
     pub probe_value: AtomicU64,
+    /// The process's doorbell (`crate::doorbell`).
+    pub bell: AtomicU32,
+    /// Non-zero: the process may sleep on its doorbell, so senders ring it.
+    pub sleeps: AtomicU32,
 }
+
+const _: () = assert!(std::mem::size_of::<ProcEntry>() <= PROC_ENTRY_BYTES);
 
 /// Shape of a segment; every process of a job computes the same one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -248,7 +256,8 @@ impl Geometry {
 
 /// A mapped segment.
 pub struct Segment {
-    map: MmapMut,
+    /// Shared with the process's doorbell, whose word lies inside.
+    map: Arc<MmapMut>,
     pub geometry: Geometry,
     pub path: PathBuf,
     pub created: bool,
@@ -417,7 +426,7 @@ impl Segment {
             h.payload = g.payload;
             h.creator_pid = std::process::id();
             Segment {
-                map,
+                map: Arc::new(map),
                 geometry: g,
                 path: path.to_path_buf(),
                 created: true,
@@ -482,7 +491,7 @@ impl Segment {
         // SAFETY: size checked against the header above.
         let map = unsafe { map_populated(&file) }.map_err(|e| io_err(path, "map", e))?;
         Ok(Segment {
-            map,
+            map: Arc::new(map),
             geometry: g,
             path: path.to_path_buf(),
             created: false,
@@ -558,6 +567,13 @@ impl Segment {
                 .add(HEADER_BYTES + smt_id as usize * PROC_ENTRY_BYTES)
                 as *const ProcEntry)
         }
+    }
+
+    /// The doorbell of the process with SMT ID `smt_id`.
+    pub fn doorbell(&self, smt_id: u32) -> crate::doorbell::Doorbell {
+        let word = &self.proc_entry(smt_id).bell as *const AtomicU32;
+        // SAFETY: the word lies in the mapping, in an aligned entry.
+        unsafe { crate::doorbell::Doorbell::in_segment(self.map.clone(), word) }
     }
 
     /// Queue `q` of receiver `r`.

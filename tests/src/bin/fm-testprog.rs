@@ -138,6 +138,7 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
     let slow: Option<u32> = std::env::var("FM_TEST_SLOW_RANK")
         .ok()
         .and_then(|v| v.parse().ok());
+    let gap_us = gap_us();
     let mut fm = Fm::builder()
         .handler(DATA, "data", move |m| {
             let me = m.endpoint_ref().rank();
@@ -191,7 +192,12 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
             fm.send_piece(piece).map_err(err)?;
         }
         fm.end_message().map_err(err)?;
-        if i % 16 == 0 {
+        if gap_us > 0 {
+            // FM_TEST_GAP_US: wait a random while in fm (sleeping, with
+            // FM_WAIT=block), woken early by what arrives.
+            let pause = std::time::Duration::from_micros(rng.upto(gap_us));
+            fm.extract_wait_timeout(usize::MAX, pause).map_err(err)?;
+        } else if i % 16 == 0 {
             fm.extract(usize::MAX).map_err(err)?;
         }
     }
@@ -330,8 +336,17 @@ fn headtohead(messages: u64, size: usize) -> Res {
     Ok(())
 }
 
+/// `FM_TEST_GAP_US`: the longest random pause between sends (0: none).
+fn gap_us() -> u64 {
+    std::env::var("FM_TEST_GAP_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 fn ring(rounds: u64) -> Res {
     let seen = Rc::new(RefCell::new(0u64));
+    let gap_us = gap_us();
     let s2 = seen.clone();
     let mut fm = Fm::builder()
         .handler(TOKEN, "token", move |m| {
@@ -341,6 +356,12 @@ fn ring(rounds: u64) -> Res {
             let ep = m.endpoint();
             let next = (ep.rank() + 1) % ep.size() as u32;
             let size = ep.size() as u64;
+            if gap_us > 0 {
+                // FM_TEST_GAP_US: hold the token a random while, so the
+                // next rank is sometimes asleep when it comes, sometimes not.
+                let us = hop.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+                std::thread::sleep(std::time::Duration::from_micros(us % gap_us));
+            }
             if hop + 1 < rounds * size {
                 ep.send(next, TOKEN, &(hop + 1).to_le_bytes())?;
             }
