@@ -110,6 +110,18 @@ pub(crate) struct WaitPolicy {
     pub oversubscribed: bool,
 }
 
+impl WaitPolicy {
+    /// Polls before the clock is read: none when a blocking wait has no
+    /// busy period (`FM_WAIT_SPIN_US=0`: sleep at the first empty poll).
+    #[inline(always)]
+    fn first_spins(&self) -> u32 {
+        match self.sleeps && self.spin_for.is_zero() {
+            true => 0,
+            false => SPINS,
+        }
+    }
+}
+
 pub struct Waiter {
     policy: WaitPolicy,
     polls: u32,
@@ -165,7 +177,7 @@ impl Waiter {
             self.since_check = 0;
             self.check_deadline()?;
         }
-        if self.polls < SPINS {
+        if self.polls < self.policy.first_spins() {
             std::hint::spin_loop();
             return Ok(());
         }
