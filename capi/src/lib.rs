@@ -96,10 +96,28 @@ fn not_initialized() -> FmError {
     ErrorKind::Config("FM_initialize has not been called (or FM_finalize has)".into()).into()
 }
 
+/// A C handler's context pointer, carried by its Rust handler.
+#[derive(Clone, Copy)]
+struct Context(*mut c_void);
+
+// SAFETY: the C API keeps its endpoint in a thread-local (`FM`): the
+// handler, and so the pointer, is only ever used on the thread that
+// called FM_initialize.
+unsafe impl Send for Context {}
+
+impl Context {
+    /// The pointer (a method, so that a closure captures the whole
+    /// `Context`, not the bare pointer field).
+    fn get(self) -> *mut c_void {
+        self.0
+    }
+}
+
 /// The Rust handler that calls a C one.
-fn handler_of(p: &Pending) -> impl FnMut(&mut Incoming<'_>) -> fm::Result<()> + 'static {
-    let (handler, context, id) = (p.handler, p.context, p.id);
+fn handler_of(p: &Pending) -> impl FnMut(&mut Incoming<'_>) -> fm::Result<()> + Send + 'static {
+    let (handler, context, id) = (p.handler, Context(p.context), p.id);
     move |m: &mut Incoming<'_>| {
+        let context = context.get();
         let stream: *mut Incoming<'static> = (m as *mut Incoming<'_>).cast();
         let outer = CURRENT.with(|c| c.replace(stream));
         // SAFETY: the C handler gets the stream only for this call.

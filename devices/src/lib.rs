@@ -174,6 +174,11 @@ pub struct RawSend {
     pub token: u64,
 }
 
+// SAFETY: the pointer is only read or written through `unsafe` code that
+// holds the device it came from; moving the token to another thread (with
+// its device, as an endpoint moves) changes nothing about that.
+unsafe impl Send for RawSend {}
+
 /// An arrived packet from [`Device::raw_receive`]: `len` bytes at `ptr`, valid
 /// until `token` is passed to `raw_release`.
 #[derive(Debug, Clone, Copy)]
@@ -183,6 +188,9 @@ pub struct RawRecv {
     pub len: usize,
     pub token: u64,
 }
+
+// SAFETY: as for `RawSend`.
+unsafe impl Send for RawRecv {}
 
 /// The PM device contract.
 ///

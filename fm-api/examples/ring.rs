@@ -12,9 +12,9 @@
 //! Started by hand it is a job of one rank that passes the token to itself.
 
 use fm::{Fm, Incoming};
-use std::cell::Cell;
 use std::process::ExitCode;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
 const TOKEN: u16 = 1;
 const BULK: u16 = 2;
@@ -37,15 +37,17 @@ fn pattern(src: u32, i: usize) -> u8 {
 }
 
 fn rank_main() -> fm::Result<()> {
-    let hops = Rc::new(Cell::new(0u64));
-    let bulk_ok = Rc::new(Cell::new(false));
+    // Handlers are `Send` (an `Fm` may move between threads): their state
+    // is shared through `Arc` and atomics.
+    let hops = Arc::new(AtomicU64::new(0));
+    let bulk_ok = Arc::new(AtomicBool::new(false));
     let (h, b) = (hops.clone(), bulk_ok.clone());
     let mut fm = Fm::builder()
         .handler(TOKEN, "token", move |m: &mut Incoming<'_>| {
             let mut v = [0u8; 8];
             m.receive(&mut v)?;
             let hop = u64::from_le_bytes(v);
-            h.set(h.get() + 1);
+            h.fetch_add(1, Relaxed);
             let ep = m.endpoint();
             let (me, size) = (ep.rank(), ep.size() as u64);
             println!("rank {me}: token hop {hop} from rank {}", m.src());
@@ -68,7 +70,7 @@ fn rank_main() -> fm::Result<()> {
                     .all(|(i, &x)| x == pattern(src, off + i));
                 off += n;
             }
-            b.set(good);
+            b.store(good, Relaxed);
             Ok(())
         })
         .from_env()?
@@ -77,7 +79,7 @@ fn rank_main() -> fm::Result<()> {
     if me == 0 {
         fm.send(1 % size, TOKEN, &0u64.to_le_bytes())?;
     }
-    while hops.get() < ROUNDS {
+    while hops.load(Relaxed) < ROUNDS {
         fm.extract_wait(usize::MAX)?;
     }
     // Gather: the bulk message goes out in two pieces.
@@ -87,7 +89,7 @@ fn rank_main() -> fm::Result<()> {
     fm.send_piece(&data[..1000])?;
     fm.send_piece(&data[1000..])?;
     fm.end_message()?;
-    while !bulk_ok.get() {
+    while !bulk_ok.load(Relaxed) {
         fm.extract_wait(usize::MAX)?;
     }
     fm.barrier()?;

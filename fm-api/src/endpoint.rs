@@ -41,11 +41,13 @@
 
 use crate::error::{ErrorKind, Result};
 use crate::path_choice::{PathChoice, Way};
+use crate::sender::{FmSender, Outbox};
 use crate::wait::{WaitPolicy, Waiter};
 use crate::wire::{self, Header, Kind, ABORT, FIRST, HEADER, LAST};
 use fm_composite::Composite;
 use fm_devices::{Device, DeviceError, Rank, RawRecv, RawSend};
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// Counters of one FM endpoint.
 #[derive(Clone, Debug, Default)]
@@ -179,7 +181,17 @@ pub struct Endpoint {
     long_piece: usize,
     /// Per peer, made at its first such piece.
     path_choice: Vec<Option<Box<PathChoice>>>,
+    /// Messages other threads queued (`sender.rs`), once a sender was made.
+    pub(crate) outbox: Option<Arc<Outbox>>,
     pub(crate) stats: FmStats,
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        if let Some(o) = &self.outbox {
+            o.close();
+        }
+    }
 }
 
 impl Endpoint {
@@ -234,6 +246,7 @@ impl Endpoint {
             cma_threshold,
             long_piece: cma_adapt_from.map_or(cma_threshold, |a| a.min(cma_threshold)),
             path_choice: (0..size).map(|_| None).collect(),
+            outbox: None,
             stats: FmStats::default(),
         }
     }
@@ -308,6 +321,36 @@ impl Endpoint {
     /// ```
     pub fn set_wait_timeout(&mut self, limit: Option<std::time::Duration>) {
         self.wait_limit = limit;
+    }
+
+    /// A handle through which other threads send on this endpoint
+    /// (`sender.rs`): what they send goes out at this endpoint's next
+    /// `extract`, in the order each thread sent it.
+    pub fn sender(&mut self) -> FmSender {
+        let (bell, size) = (self.dev.doorbell().clone(), self.size);
+        FmSender::new(
+            self.outbox
+                .get_or_insert_with(|| Outbox::new(bell, size))
+                .clone(),
+        )
+    }
+
+    /// Send what other threads queued, oldest first.
+    #[cold]
+    pub(crate) fn send_outbox(&mut self) -> Result<()> {
+        let Some(o) = self.outbox.clone() else {
+            return Ok(());
+        };
+        while let Some(m) = o.pop() {
+            self.send(m.dest, m.handler, &m.data)?;
+        }
+        Ok(())
+    }
+
+    /// Whether other threads queued messages.
+    #[inline(always)]
+    pub(crate) fn outbox_pending(&self) -> bool {
+        self.outbox.as_ref().is_some_and(|o| o.pending())
     }
 
     /// A waiter bounded by this endpoint's wait limit.
@@ -680,7 +723,7 @@ impl Endpoint {
             if self.progress_stalled()? {
                 w.reset();
             } else {
-                w.snooze(&self.dev)?;
+                w.snooze(self)?;
             }
         }
         Ok(())
@@ -762,7 +805,7 @@ impl Endpoint {
             if self.progress_stalled()? {
                 w.reset();
             } else {
-                w.snooze(&self.dev)?;
+                w.snooze(self)?;
             }
         }
     }
@@ -881,7 +924,7 @@ impl Endpoint {
                     w.reset();
                     self.absorb(r)?;
                 }
-                None => w.snooze(&self.dev)?,
+                None => w.snooze(self)?,
             }
         }
     }

@@ -36,6 +36,9 @@ impl Endpoint {
         if let Some(e) = self.deferred_error.take() {
             return Err(e);
         }
+        if self.outbox_pending() {
+            self.send_outbox()?;
+        }
         self.flush_control();
         let mut bytes = 0usize;
         let mut messages = 0usize;
@@ -65,13 +68,13 @@ impl Endpoint {
     /// [`ErrorKind::Timeout`] past the wait limit
     /// ([`Endpoint::set_wait_timeout`]).
     pub fn extract_wait(&mut self, max_bytes: usize) -> Result<usize> {
-        let mut w = self.waiter("a message to arrive");
+        let mut w = self.waiter("a message to arrive").sending_outbox();
         loop {
             let n = self.extract(max_bytes)?;
             if n > 0 {
                 return Ok(n);
             }
-            w.snooze(&self.dev)?;
+            w.snooze(self)?;
         }
     }
 
@@ -86,13 +89,13 @@ impl Endpoint {
     /// # Ok::<(), fm::FmError>(())
     /// ```
     pub fn extract_wait_timeout(&mut self, max_bytes: usize, timeout: Duration) -> Result<usize> {
-        let mut w = Waiter::new(self.wait, Some(timeout), "a message to arrive");
+        let mut w = Waiter::new(self.wait, Some(timeout), "a message to arrive").sending_outbox();
         loop {
             let n = self.extract(max_bytes)?;
             if n > 0 {
                 return Ok(n);
             }
-            match w.snooze(&self.dev) {
+            match w.snooze(self) {
                 Err(e) if matches!(e.kind(), ErrorKind::Timeout { .. }) => return Ok(0),
                 r => r?,
             }

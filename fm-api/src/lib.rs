@@ -37,8 +37,10 @@
 //! `extract` fails naming it. The rules that make this hold are in the
 //! endpoint module's docs ("The credit rule", "The stash and its bound").
 //!
-//! `Fm` is used from one thread at a time (it is `&mut self` throughout);
-//! wrap it in a `Mutex` to share it, so the single-thread path pays nothing.
+//! `Fm` is `Send` and used from one thread at a time (it is `&mut self`
+//! throughout, and takes no lock on its paths). Other threads send through
+//! an [`FmSender`] ([`Endpoint::sender`]): their messages go out at the
+//! owner's next `extract`, each thread's in its order.
 
 mod bootstrap;
 pub mod config;
@@ -48,6 +50,7 @@ pub mod error;
 mod extract;
 mod incoming;
 mod path_choice;
+mod sender;
 pub mod settings;
 pub mod wait;
 pub mod wire;
@@ -63,13 +66,16 @@ pub use error::{ErrorKind, FmError, Result};
 pub use extract::RESERVED_HANDLERS;
 pub use fm_devices::{JobKey, Rank};
 pub use incoming::Incoming;
+pub use sender::{FmSender, OUTBOX_BYTES};
 
 use extract::{BARRIER_ARRIVE, BARRIER_RELEASE};
 use fm_grm::Membership;
 use std::ops::{Deref, DerefMut};
 
 /// A message handler: runs on the destination for each message sent to its ID.
-pub type Handler = Box<dyn FnMut(&mut Incoming<'_>) -> Result<()>>;
+/// `Send`, so that an [`Fm`] can move to another thread: share a handler's
+/// state with `Arc` and atomics or a `Mutex`, not `Rc` and `Cell`.
+pub type Handler = Box<dyn FnMut(&mut Incoming<'_>) -> Result<()> + Send>;
 
 /// Builds an [`Fm`]: handlers first, then the configuration.
 pub struct FmBuilder {
@@ -82,7 +88,7 @@ impl FmBuilder {
     /// identifies it when the resource manager compares handler tables.
     pub fn handler<F>(mut self, id: u16, name: &str, f: F) -> Self
     where
-        F: FnMut(&mut Incoming<'_>) -> Result<()> + 'static,
+        F: FnMut(&mut Incoming<'_>) -> Result<()> + Send + 'static,
     {
         self.handlers.push((id, name.to_string(), Box::new(f)));
         self
@@ -171,7 +177,13 @@ pub fn init_logging_or(default: &str) {
         .try_init();
 }
 
-/// One FM process: its endpoint and its handler table.
+/// One FM process: its endpoint and its handler table. `Send`: it may move
+/// to another thread (and be used from one thread at a time).
+///
+/// ```
+/// fn is_send<T: Send>() {}
+/// is_send::<fm::Fm>();
+/// ```
 pub struct Fm {
     ep: Endpoint,
     names: Vec<(u16, String)>,

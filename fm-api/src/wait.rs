@@ -12,8 +12,8 @@
 //! * `auto` (the default): `spin` while each local rank has a CPU of its
 //!   own, `block` when the host is oversubscribed.
 
+use crate::endpoint::Endpoint;
 use crate::error::{ErrorKind, Result};
-use fm_composite::Composite;
 use fm_devices::doorbell::Doorbell;
 use fm_devices::Device;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -130,6 +130,9 @@ pub struct Waiter {
     /// 64 polls, whether they found something or not.
     deadline: Option<(Instant, Duration, &'static str)>,
     since_check: u32,
+    /// Each poll sends what other threads queued (an extract's wait): a
+    /// queued message is something to wake for.
+    sends_outbox: bool,
 }
 
 impl Waiter {
@@ -142,7 +145,14 @@ impl Waiter {
             idle_since: None,
             deadline: limit.map(|l| (Instant::now() + l, l, what)),
             since_check: 0,
+            sends_outbox: false,
         }
+    }
+
+    /// A waiter whose polls send the outbox (`sender.rs`).
+    pub(crate) fn sending_outbox(mut self) -> Self {
+        self.sends_outbox = true;
+        self
     }
 
     #[cold]
@@ -166,11 +176,11 @@ impl Waiter {
         self.idle_since = None;
     }
 
-    /// Nothing happened on this poll of `dev`. Fails once the job has
+    /// Nothing happened on this poll of `ep`. Fails once the job has
     /// ended (looked at only after the first spins, so the fast path pays
     /// nothing).
     #[inline]
-    pub(crate) fn snooze(&mut self, dev: &Composite) -> Result<()> {
+    pub(crate) fn snooze(&mut self, ep: &Endpoint) -> Result<()> {
         self.polls = self.polls.saturating_add(1);
         self.since_check = self.since_check.saturating_add(1);
         if self.deadline.is_some() && self.since_check >= 64 {
@@ -181,12 +191,12 @@ impl Waiter {
             std::hint::spin_loop();
             return Ok(());
         }
-        self.idle(dev)
+        self.idle(ep)
     }
 
     /// Past the first spins: the clock decides.
     #[cold]
-    fn idle(&mut self, dev: &Composite) -> Result<()> {
+    fn idle(&mut self, ep: &Endpoint) -> Result<()> {
         if let Some(reason) = job_end_reason() {
             return Err(ErrorKind::JobEnded(reason).into());
         }
@@ -201,17 +211,20 @@ impl Waiter {
         } else if !p.sleeps {
             std::thread::sleep(NAP);
         } else {
-            self.sleep(dev);
+            self.sleep(ep);
         }
         Ok(())
     }
 
-    /// Arm the doorbell, look at every device once more, and sleep if
-    /// nothing is there (until rung, or the time limit).
-    fn sleep(&mut self, dev: &Composite) {
-        let bell = dev.doorbell();
+    /// Arm the doorbell, look at every device (and the outbox) once more,
+    /// and sleep if nothing is there (until rung, or the time limit).
+    fn sleep(&mut self, ep: &Endpoint) {
+        let bell = ep.dev.doorbell();
         bell.arm();
-        if dev.has_arrivals() || JOB_ENDED.load(Ordering::SeqCst) {
+        if ep.dev.has_arrivals()
+            || (self.sends_outbox && ep.outbox_pending())
+            || JOB_ENDED.load(Ordering::SeqCst)
+        {
             bell.disarm();
             return;
         }

@@ -2,15 +2,15 @@
 //! is wrong; a one-rank job (self device only) needs no other process.
 
 use fm::{Config, ErrorKind, Fm, JobKey};
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::Mutex;
 
-fn solo() -> (Fm, Rc<RefCell<Vec<Vec<u8>>>>) {
-    let got = Rc::new(RefCell::new(Vec::new()));
+fn solo() -> (Fm, Arc<Mutex<Vec<Vec<u8>>>>) {
+    let got = Arc::new(Mutex::new(Vec::new()));
     let g = got.clone();
     let fm = Fm::builder()
         .handler(1, "collect", move |m| {
-            g.borrow_mut().push(m.receive_vec()?);
+            g.lock().unwrap().push(m.receive_vec()?);
             Ok(())
         })
         .config(Config::local(0, 1, JobKey(7)))
@@ -64,11 +64,11 @@ fn misuse_of_streams_is_a_typed_error_and_the_stream_stays_consistent() {
         }
     ));
     fm.send(0, 1, b"next").expect("send after the short one");
-    while got.borrow().len() < 2 {
+    while got.lock().unwrap().len() < 2 {
         fm.extract_wait(usize::MAX).expect("extract");
     }
     assert_eq!(
-        got.borrow().as_slice(),
+        got.lock().unwrap().as_slice(),
         &[b"ab\0\0".to_vec(), b"next".to_vec()]
     );
 }
@@ -194,11 +194,11 @@ fn bad_environment_is_a_clear_error() {
 fn try_send_credits_mtu_and_timeouts() {
     let mut cfg = Config::local(0, 1, JobKey(9));
     cfg.max_credits = Some(3);
-    let got = Rc::new(RefCell::new(Vec::new()));
+    let got = Arc::new(Mutex::new(Vec::new()));
     let g = got.clone();
     let mut fm = Fm::builder()
         .handler(1, "collect", move |m| {
-            g.borrow_mut().push(m.receive_vec()?);
+            g.lock().unwrap().push(m.receive_vec()?);
             Ok(())
         })
         .config(cfg)
@@ -218,10 +218,10 @@ fn try_send_credits_mtu_and_timeouts() {
     let e = fm.try_begin_message(0, 1, 1).expect_err("no credit");
     assert!(matches!(e.kind(), ErrorKind::WouldBlock { dest: 0 }), "{e}");
     // Nothing was sent by the refusals; handling returns the credits.
-    while got.borrow().len() < 3 {
+    while got.lock().unwrap().len() < 3 {
         fm.extract_wait(usize::MAX).expect("extract");
     }
-    assert_eq!(got.borrow().len(), 3);
+    assert_eq!(got.lock().unwrap().len(), 3);
     // Credits come back in batches of half the window (2 of 3 here).
     while fm.credits(0) < 2 {
         fm.extract(usize::MAX).expect("credit returns");
@@ -231,10 +231,10 @@ fn try_send_credits_mtu_and_timeouts() {
     let e = fm.try_send(0, 1, &long).expect_err("needs 4 packets");
     assert!(matches!(e.kind(), ErrorKind::WouldBlock { .. }), "{e}");
     fm.try_send(0, 1, b"after").expect("fits");
-    while got.borrow().len() < 4 {
+    while got.lock().unwrap().len() < 4 {
         fm.extract_wait(usize::MAX).expect("extract");
     }
-    assert_eq!(got.borrow()[3], b"after");
+    assert_eq!(got.lock().unwrap()[3], b"after");
 
     // Waits with a limit: nothing is coming.
     let t = std::time::Instant::now();
@@ -267,8 +267,8 @@ fn abort_message_before_anything_left_sends_nothing() {
         ErrorKind::NoMessageOpen
     ));
     fm.send(0, 1, b"next").expect("send");
-    while got.borrow().is_empty() {
+    while got.lock().unwrap().is_empty() {
         fm.extract_wait(usize::MAX).expect("extract");
     }
-    assert_eq!(got.borrow().as_slice(), &[b"next".to_vec()]);
+    assert_eq!(got.lock().unwrap().as_slice(), &[b"next".to_vec()]);
 }

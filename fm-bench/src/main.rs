@@ -32,9 +32,9 @@ use fm_composite::Composite;
 use fm_devices::{Device, Rank};
 use fm_launcher::LocalJob;
 use stats::{Format, Printer, Sample, Summary};
-use std::cell::{Cell, RefCell};
 use std::process::{Command, ExitCode};
-use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Clone)]
@@ -293,44 +293,49 @@ fn e<E: std::fmt::Display>(x: E) -> String {
 /// Shared state the handlers of one rank write into.
 #[derive(Default)]
 struct Flags {
-    acks: Cell<u64>,
-    pings: Cell<u64>,
+    acks: Counter,
+    pings: Counter,
     /// Ping-pong: the PING handler echoes each message; otherwise it acknowledges each window.
-    echo: Cell<bool>,
+    echo: AtomicBool,
     /// Pair synchronisations received from the peer.
-    syncs: Cell<u64>,
+    syncs: Counter,
 }
 
-/// Bytes shared by the benchmark and its handlers.
-type SharedBytes = Rc<RefCell<Vec<u8>>>;
+/// A count one thread writes and reads (handlers must be `Send`, so not a
+/// `Cell`): relaxed loads and stores, plain moves on the machine.
+#[derive(Default)]
+struct Counter(AtomicU64);
+
+impl Counter {
+    #[inline(always)]
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+    #[inline(always)]
+    fn bump(&self) -> u64 {
+        let k = self.get() + 1;
+        self.0.store(k, Ordering::Relaxed);
+        k
+    }
+}
 
 /// The benchmark's endpoint: its handlers answer pings (at once in
 /// ping-pong mode, once per window when streaming) and count acks and
-/// synchronisations in the returned flags; `reply` is the responder's data.
-fn open_endpoint(config: Config, opts: &Opts) -> Res<(Fm, Rc<Flags>, SharedBytes)> {
-    let flags = Rc::new(Flags::default());
-    // Reply buffer of the responder and receive buffer, shared with the handlers.
-    let reply = Rc::new(RefCell::new(Vec::<u8>::new()));
-    let rbuf = Rc::new(RefCell::new(Vec::<u8>::new()));
+/// synchronisations in the returned flags.
+fn open_endpoint(config: Config, opts: &Opts) -> Res<(Fm, Arc<Flags>)> {
+    let flags = Arc::new(Flags::default());
     let window = opts.window;
-    let (f1, f2, f3, r1, b1, b2) = (
-        flags.clone(),
-        flags.clone(),
-        flags.clone(),
-        reply.clone(),
-        rbuf.clone(),
-        rbuf.clone(),
-    );
+    let (f1, f2, f3) = (flags.clone(), flags.clone(), flags.clone());
+    // Each handler's receive buffer is its own.
+    let (mut ping_buf, mut ack_buf) = (Vec::new(), Vec::new());
     let fm = Fm::builder()
-        // PING: read the data; in ping-pong mode (reply non-empty or zero-size echo) answer at once.
+        // PING: read the data; in ping-pong mode answer at once.
         .handler(H_PING, "ping", move |m: &mut Incoming<'_>| {
-            let n = receive_into(m, &b1)?;
-            let k = f1.pings.get() + 1;
-            f1.pings.set(k);
-            if f1.echo.get() {
-                // ping-pong: echo the same size back, from inside the handler
-                let r = r1.borrow();
-                m.reply(H_ACK, &r[..n.min(r.len())])?;
+            let n = receive_into(m, &mut ping_buf)?;
+            let k = f1.pings.bump();
+            if f1.echo.load(Ordering::Relaxed) {
+                // ping-pong: echo what came, from inside the handler
+                m.reply(H_ACK, &ping_buf[..n])?;
             } else if k % window == 0 {
                 // bandwidth: one acknowledgement per window
                 m.reply(H_ACK, &[])?;
@@ -338,18 +343,18 @@ fn open_endpoint(config: Config, opts: &Opts) -> Res<(Fm, Rc<Flags>, SharedBytes
             Ok(())
         })
         .handler(H_ACK, "ack", move |m: &mut Incoming<'_>| {
-            receive_into(m, &b2)?;
-            f2.acks.set(f2.acks.get() + 1);
+            receive_into(m, &mut ack_buf)?;
+            f2.acks.bump();
             Ok(())
         })
         .handler(H_SYNC, "sync", move |_| {
-            f3.syncs.set(f3.syncs.get() + 1);
+            f3.syncs.bump();
             Ok(())
         })
         .config(config)
         .build()
         .map_err(e)?;
-    Ok((fm, flags, reply))
+    Ok((fm, flags))
 }
 
 fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
@@ -358,7 +363,7 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
     } else {
         Config::from_env().map_err(e)?
     };
-    let (mut fm, flags, reply) = open_endpoint(config, opts)?;
+    let (mut fm, flags) = open_endpoint(config, opts)?;
     let peer = peer_of(&fm, opts)?;
     let active = fm.rank() < 2 || opts.device == DeviceArg::SelfLoop && fm.rank() == 0;
     fm.barrier().map_err(e)?;
@@ -377,7 +382,6 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
             oversubscribed,
             fm: &mut fm,
             flags: &flags,
-            reply: &reply,
             peer,
             opts,
             printer: Printer::new(format, meta, opts.plot.clone()),
@@ -466,7 +470,6 @@ struct Ctx<'a> {
     /// More local ranks than CPUs: waits yield early.
     oversubscribed: bool,
     flags: &'a Flags,
-    reply: &'a RefCell<Vec<u8>>,
     peer: Rank,
     opts: &'a Opts,
     /// Rows go out as each size finishes.
@@ -597,14 +600,13 @@ impl Ctx<'_> {
     /// FM ping-pong: rank 0 sends, the peer's handler echoes from inside the handler.
     fn pingpong(&mut self) -> Res<()> {
         let sizes = self.sizes(&[8, 1024, 65536, 1 << 20]);
-        self.flags.echo.set(true);
+        self.flags.echo.store(true, Ordering::Relaxed);
         for &size in &sizes {
             let iters = self.opts.iters.unwrap_or(default_iters(size));
             let warmup = self.opts.warmup.unwrap_or(iters / 10 + 10);
             let batch = batch_for(size);
             let (warm_rounds, rounds) = (warmup.div_ceil(batch), iters.div_ceil(batch).max(1));
             let sbuf = vec![0x5au8; size];
-            *self.reply.borrow_mut() = sbuf.clone();
             // Counts before the barrier: its extract may already run the
             // handlers of messages the leader sends right after it.
             let (acks0, pings0) = (self.flags.acks.get(), self.flags.pings.get());
@@ -631,7 +633,7 @@ impl Ctx<'_> {
             }
             self.sync()?;
         }
-        self.flags.echo.set(false);
+        self.flags.echo.store(false, Ordering::Relaxed);
         Ok(())
     }
 
@@ -858,8 +860,7 @@ impl Ctx<'_> {
 }
 
 /// Receive the whole message into the shared buffer; returns its length.
-fn receive_into(m: &mut Incoming<'_>, buf: &RefCell<Vec<u8>>) -> fm::Result<usize> {
-    let mut b = buf.borrow_mut();
+fn receive_into(m: &mut Incoming<'_>, b: &mut Vec<u8>) -> fm::Result<usize> {
     let n = m.len();
     if b.len() < n {
         b.resize(n, 0);

@@ -185,22 +185,22 @@ fn message_for_unregistered_handler_is_dropped_and_counted() {
         fm.send(1, 1, b"after").expect("send");
         fm.barrier().expect("barrier");
     });
-    let got = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let g2 = got.clone();
     let mut fm = Fm::builder()
         .handler(1, "known", move |m| {
-            g2.borrow_mut().push(m.receive_vec()?);
+            g2.lock().unwrap().push(m.receive_vec()?);
             Ok(())
         })
         .config(mk(1))
         .build()
         .expect("rank 1");
-    while got.borrow().is_empty() {
+    while got.lock().unwrap().is_empty() {
         fm.extract_wait(usize::MAX).expect("extract");
     }
     fm.barrier().expect("barrier");
     sender.join().expect("sender");
-    assert_eq!(got.borrow().as_slice(), &[b"after".to_vec()]);
+    assert_eq!(got.lock().unwrap().as_slice(), &[b"after".to_vec()]);
     assert_eq!(fm.stats().dropped_unknown_handler, 1);
 }
 

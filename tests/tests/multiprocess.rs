@@ -164,6 +164,20 @@ fn blocking_waits_8_processes_random_intervals() {
     eprintln!("8 blocking processes, 24000 messages: {t:?}");
 }
 
+/// Rank 0's four threads send through one endpoint (an `FmSender` each)
+/// to rank 1 while rank 0's main thread extracts, sleeping between
+/// (`FM_WAIT=block`): rank 1 gets each thread's 2000 messages once, in
+/// order, intact (checked by the program).
+#[test]
+fn threads_send_through_one_endpoint() {
+    run(
+        2,
+        Duration::from_secs(120),
+        &[("FM_WAIT", "block"), ("FM_WAIT_TIMEOUT", "30")],
+        &["threads", "2000"],
+    );
+}
+
 /// Rank 2 is on another host and the job has no network: the NULL transport
 /// answers a send with a no-route error naming the rank and its host.
 #[test]

@@ -34,9 +34,9 @@
 
 use fm::{ErrorKind, Fm, FmError, Incoming};
 use fm_tests::{fill, Rng};
-use std::cell::RefCell;
 use std::process::ExitCode;
-use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::Mutex;
 
 type Res = Result<(), String>;
 
@@ -67,13 +67,13 @@ const FAIL: u16 = 4;
 /// Rank 1 replies `REPLIES` times from the handler, then reads.
 fn reply_before_read(messages: u64) -> Res {
     const REPLIES: usize = 8;
-    let errors = Rc::new(RefCell::new(Vec::<String>::new()));
-    let got = Rc::new(RefCell::new(0u64));
+    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    let got = Arc::new(Mutex::new(0u64));
     let (e2, g2) = (errors.clone(), got.clone());
     let mut fm = Fm::builder()
         .handler(REQ, "request", move |m| {
-            let seq = *g2.borrow();
-            *g2.borrow_mut() += 1;
+            let seq = *g2.lock().unwrap();
+            *g2.lock().unwrap() += 1;
             for _ in 0..REPLIES {
                 m.reply(REP, b"reply")?;
             }
@@ -82,7 +82,7 @@ fn reply_before_read(messages: u64) -> Res {
             fill(&mut want, 0, 1, seq);
             if v != want {
                 let at = v.iter().zip(&want).position(|(a, b)| a != b);
-                e2.borrow_mut().push(format!(
+                e2.lock().unwrap().push(format!(
                     "request {seq} ({} bytes): byte {at:?} differs after replying first: got {v:02x?}, expected {want:02x?}",
                     want.len()
                 ));
@@ -102,12 +102,12 @@ fn reply_before_read(messages: u64) -> Res {
             fm.extract(usize::MAX).map_err(err)?;
         }
     } else {
-        while *got.borrow() < messages {
+        while *got.lock().unwrap() < messages {
             fm.extract_wait(usize::MAX).map_err(err)?;
         }
     }
     fm.barrier().map_err(err)?;
-    let errors = errors.borrow();
+    let errors = errors.lock().unwrap();
     if !errors.is_empty() {
         return Err(format!("{} errors, first: {}", errors.len(), errors[0]));
     }
@@ -120,12 +120,12 @@ fn reply_before_read(messages: u64) -> Res {
 /// to handler h + 1, up to `hops`, so every rank handles exactly `hops`.
 fn chains(hops: u64) -> Res {
     let hops = hops.clamp(1, 4000) as u16;
-    let handled = Rc::new(RefCell::new(0u64));
+    let handled = Arc::new(Mutex::new(0u64));
     let mut b = Fm::builder();
     for h in 1..=hops {
         let h2 = handled.clone();
         b = b.handler(h, &format!("hop {h}"), move |m| {
-            *h2.borrow_mut() += 1;
+            *h2.lock().unwrap() += 1;
             if h < hops {
                 m.reply(h + 1, &[])?;
             }
@@ -141,23 +141,26 @@ fn chains(hops: u64) -> Res {
     fm.barrier().map_err(err)?;
     fm.send(partner, 1, &[]).map_err(err)?;
     let want = hops as u64;
-    while *handled.borrow() < want {
+    while *handled.lock().unwrap() < want {
         fm.extract_wait(usize::MAX).map_err(err)?;
     }
     fm.barrier().map_err(err)?;
-    if *handled.borrow() != want {
-        return Err(format!("handled {}, expected {want}", handled.borrow()));
+    if *handled.lock().unwrap() != want {
+        return Err(format!(
+            "handled {}, expected {want}",
+            handled.lock().unwrap()
+        ));
     }
     println!("rank {}: ok, handled {want}", fm.rank());
     Ok(())
 }
 
 fn barrier_retry() -> Res {
-    let failed = Rc::new(RefCell::new(0u32));
+    let failed = Arc::new(Mutex::new(0u32));
     let f2 = failed.clone();
     let mut fm = Fm::builder()
         .handler(FAIL, "fail", move |_| {
-            *f2.borrow_mut() += 1;
+            *f2.lock().unwrap() += 1;
             Err(FmError::handler("this handler fails on purpose"))
         })
         .from_env()
@@ -185,16 +188,16 @@ fn barrier_retry() -> Res {
             })?;
         }
     }
-    while *failed.borrow() < 2 {
+    while *failed.lock().unwrap() < 2 {
         retry(&mut fm, "extract", &|fm| {
             fm.extract_wait(usize::MAX).map(|_| ())
         })?;
     }
     retry(&mut fm, "the last barrier", &|fm| fm.barrier())?;
-    if *failed.borrow() != 2 || errors != 2 {
+    if *failed.lock().unwrap() != 2 || errors != 2 {
         return Err(format!(
             "the failing handler ran {} times and {errors} errors came out, not 2 and 2",
-            failed.borrow()
+            failed.lock().unwrap()
         ));
     }
     println!("rank {rank}: ok, both handler errors came out once, every barrier completed");
@@ -204,7 +207,7 @@ fn barrier_retry() -> Res {
 fn open_in_handler() -> Res {
     const SHORT: u16 = 10;
     const LONG: u16 = 11;
-    let seen = Rc::new(RefCell::new(Vec::<String>::new()));
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
     let s2 = seen.clone();
     let mut fm = Fm::builder()
         .handler(SHORT, "open-short", |m| {
@@ -221,7 +224,7 @@ fn open_in_handler() -> Res {
         })
         .handler(REQ, "collect", move |m| {
             let r = m.receive_vec();
-            s2.borrow_mut().push(match r {
+            s2.lock().unwrap().push(match r {
                 Ok(v) => format!("{} bytes", v.len()),
                 Err(e) if matches!(e.kind(), ErrorKind::Aborted { src: 1 }) => "aborted".into(),
                 Err(e) => format!("error {e}"),
@@ -257,10 +260,10 @@ fn open_in_handler() -> Res {
     } else {
         fm.send(1, SHORT, &[]).map_err(err)?;
         fm.send(1, LONG, &[]).map_err(err)?;
-        while seen.borrow().len() < 2 {
+        while seen.lock().unwrap().len() < 2 {
             fm.extract_wait(usize::MAX).map_err(err)?;
         }
-        let seen = seen.borrow();
+        let seen = seen.lock().unwrap();
         if seen[..] != ["aborted", "5 bytes"] {
             return Err(format!(
                 "rank 0 received {seen:?}, expected [\"aborted\", \"5 bytes\"]"
@@ -430,10 +433,10 @@ fn stress(seed: u64, requests: u64, max_size: u64) -> Res {
     let cfg = fm::Config::from_env().map_err(err)?;
     let cma = cfg.cma_threshold as u64;
     // The checker needs the job's size and MTUs: it is made once fm is.
-    let slot: Rc<RefCell<Option<Checker>>> = Rc::new(RefCell::new(None));
-    let handler = |slot: Rc<RefCell<Option<Checker>>>| {
+    let slot: Arc<Mutex<Option<Checker>>> = Arc::new(Mutex::new(None));
+    let handler = |slot: Arc<Mutex<Option<Checker>>>| {
         move |m: &mut Incoming<'_>| -> fm::Result<()> {
-            let mut c = slot.borrow_mut();
+            let mut c = slot.lock().unwrap();
             c.as_mut()
                 .expect("checker made before extracting")
                 .handle(m)
@@ -461,7 +464,7 @@ fn stress(seed: u64, requests: u64, max_size: u64) -> Res {
         mtu,
         cma,
     };
-    *slot.borrow_mut() = Some(Checker {
+    *slot.lock().unwrap() = Some(Checker {
         plan,
         me,
         next: std::array::from_fn(|_| vec![0; size as usize]),
@@ -470,7 +473,6 @@ fn stress(seed: u64, requests: u64, max_size: u64) -> Res {
         sabotage: std::env::var("FM_TEST_SABOTAGE").is_ok_and(|v| v == "1"),
         rng: Rng::new(seed ^ me as u64),
     });
-    let checker = || std::cell::Ref::map(slot.borrow(), |c| c.as_ref().expect("made"));
     // How many of each kind this rank must receive from each source.
     let mut expect = [
         vec![0u64; size as usize],
@@ -523,30 +525,37 @@ fn stress(seed: u64, requests: u64, max_size: u64) -> Res {
         }
         fm.extract(usize::MAX).map_err(err)?;
     }
-    let done = |c: &Checker| (0..3).all(|k| c.next[k] == expect[k]);
+    // What the checker saw: all expected arrived, its errors, the counts.
+    // Looked at between extracts (the handlers lock it too).
+    let look = || {
+        let g = slot.lock().unwrap();
+        let c = g.as_ref().expect("made");
+        let done = (0..3).all(|k| c.next[k] == expect[k]);
+        (done, c.errors.clone(), c.next.clone())
+    };
     let start = std::time::Instant::now();
-    while !done(&checker()) && checker().errors.is_empty() {
+    let (mut done, mut errors, _) = look();
+    while !done && errors.is_empty() {
         fm.extract_wait_timeout(usize::MAX, std::time::Duration::from_secs(1))
             .map_err(err)?;
+        let next;
+        (done, errors, next) = look();
         if start.elapsed() > std::time::Duration::from_secs(120) {
-            let c = checker();
             return Err(format!(
-                "waited 120 s: received {:?}, expected {expect:?}; stats {:?}",
-                c.next,
+                "waited 120 s: received {next:?}, expected {expect:?}; stats {:?}",
                 fm.stats()
             ));
         }
     }
-    if !checker().errors.is_empty() {
-        let c = checker();
-        return Err(format!("{} errors, first: {}", c.errors.len(), c.errors[0]));
+    if !errors.is_empty() {
+        return Err(format!("{} errors, first: {}", errors.len(), errors[0]));
     }
     fm.barrier().map_err(err)?;
-    let c = checker();
-    if !c.errors.is_empty() {
-        return Err(format!("{} errors, first: {}", c.errors.len(), c.errors[0]));
+    let (_, errors, next) = look();
+    if !errors.is_empty() {
+        return Err(format!("{} errors, first: {}", errors.len(), errors[0]));
     }
-    let total: u64 = c.next.iter().flatten().sum();
+    let total: u64 = next.iter().flatten().sum();
     println!(
         "rank {me}: ok, received {total} messages, all checked; {:?}",
         fm.stats()

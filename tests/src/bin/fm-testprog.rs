@@ -29,6 +29,10 @@
 //!     RANK registers handler 2 under another name than the other ranks.
 //! fm-testprog tcp-sink PORT | tcp-source ADDR:PORT BYTES
 //!     ordinary TCP traffic next to a job: the sink counts what arrives.
+//! fm-testprog threads N
+//!     rank 0's four threads send N messages each to rank 1 through one
+//!     FmSender-shared endpoint while rank 0's main thread extracts; rank 1
+//!     checks each thread's messages arrive once, in order, intact.
 //! fm-testprog frames IFACE COUNT
 //!     broadcasts COUNT foreign frames of fm's EtherType on IFACE: another
 //!     job's headers, truncated headers, random bytes.
@@ -36,12 +40,13 @@
 use fm::{Fm, FmError, Incoming};
 use fm_devices::Device;
 use fm_tests::{fill, Rng};
-use std::cell::RefCell;
 use std::process::ExitCode;
-use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::Mutex;
 
 const DATA: u16 = 1;
 const TOKEN: u16 = 2;
+const DONE: u16 = 3;
 
 fn main() -> ExitCode {
     fm_tests::init_tracing();
@@ -61,6 +66,7 @@ fn main() -> ExitCode {
         Some("tcp-sink") => tcp_sink(arg(2) as u16),
         Some("tcp-source") => tcp_source(args.get(2).cloned().unwrap_or_default(), arg(3)),
         Some("frames") => frames(args.get(2).cloned().unwrap_or_default(), arg(3)),
+        Some("threads") => threads(arg(2)),
         _ => Err("usage: fm-testprog alltoall|headtohead|ring|noroute ...".into()),
     };
     fm_tests::exit_with("fm-testprog", r)
@@ -129,7 +135,7 @@ fn check_message(m: &mut Incoming<'_>, seen: &mut Seen, me: u32) -> fm::Result<(
 // and checks share the record of what was seen.
 #[allow(clippy::too_many_lines)]
 fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
-    let seen = Rc::new(RefCell::new(Seen {
+    let seen = Arc::new(Mutex::new(Seen {
         next: Vec::new(),
         errors: Vec::new(),
         rng: Rng::new(seed),
@@ -146,7 +152,7 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
                 // A receiver that extracts slowly (FM_TEST_SLOW_RANK).
                 std::thread::sleep(std::time::Duration::from_micros(200));
             }
-            check_message(m, &mut s2.borrow_mut(), me)
+            check_message(m, &mut s2.lock().unwrap(), me)
         })
         .from_env()
         .map_err(err)?
@@ -169,8 +175,8 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
     // The rank the job gave (under Slurm, FM_RANK is not set).
     let rank = fm.rank();
     let size = fm.size() as u32;
-    seen.borrow_mut().next = vec![0; size as usize];
-    seen.borrow_mut().rng = Rng::new(seed ^ 0xabc ^ rank as u64);
+    seen.lock().unwrap().next = vec![0; size as usize];
+    seen.lock().unwrap().rng = Rng::new(seed ^ 0xabc ^ rank as u64);
     let mut rng = Rng::new(seed.wrapping_add(rank as u64 * 7919));
     let mut seq = vec![0u64; size as usize];
     let mut payload = vec![0u64; size as usize];
@@ -213,7 +219,8 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
         .collect();
     loop {
         let done = seen
-            .borrow()
+            .lock()
+            .unwrap()
             .next
             .iter()
             .zip(&expected)
@@ -225,7 +232,7 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
     }
     fm.barrier().map_err(err)?;
     fm.extract(usize::MAX).map_err(err)?;
-    let s = seen.borrow();
+    let s = seen.lock().unwrap();
     if s.next != expected {
         return Err(format!(
             "received counts {:?}, expected {:?}",
@@ -296,13 +303,13 @@ fn count_sent(messages: u64, src: u32, dst: u32, size: u32) -> u64 {
 }
 
 fn headtohead(messages: u64, size: usize) -> Res {
-    let got = Rc::new(RefCell::new(0u64));
+    let got = Arc::new(Mutex::new(0u64));
     let g2 = got.clone();
     let mut fm = Fm::builder()
         .handler(DATA, "data", move |m| {
             let v = m.receive_vec()?;
             if v.len() == m.len() {
-                *g2.borrow_mut() += 1;
+                *g2.lock().unwrap() += 1;
             }
             Ok(())
         })
@@ -315,7 +322,7 @@ fn headtohead(messages: u64, size: usize) -> Res {
     for _ in 0..messages {
         fm.send(peer, DATA, &buf).map_err(err)?;
     }
-    while *got.borrow() < messages {
+    while *got.lock().unwrap() < messages {
         fm.extract_wait(usize::MAX).map_err(err)?;
     }
     fm.barrier().map_err(err)?;
@@ -336,6 +343,117 @@ fn headtohead(messages: u64, size: usize) -> Res {
     Ok(())
 }
 
+/// Sending threads of `threads N`.
+const THREADS: usize = 4;
+
+/// A message of `threads N`: thread (u64), seq (u64), then `fill`'s bytes
+/// for (thread, 1, seq), 0 to 20 000 of them.
+fn thread_message(t: u64, seq: u64) -> Vec<u8> {
+    let len = ((seq * 7919 + t * 31) % 20000) as usize;
+    let mut m = Vec::with_capacity(16 + len);
+    m.extend_from_slice(&t.to_le_bytes());
+    m.extend_from_slice(&seq.to_le_bytes());
+    m.resize(16 + len, 0);
+    fill(&mut m[16..], t as u32, 1, seq);
+    m
+}
+
+/// What `threads N` saw: at rank 1 the next sequence per thread and the
+/// errors, at rank 0 the threads that are done.
+#[derive(Default)]
+struct ThreadsSeen {
+    next: Vec<u64>,
+    errors: Vec<String>,
+    done: usize,
+}
+
+impl ThreadsSeen {
+    fn see(&mut self, v: &[u8]) {
+        let word = |i: usize| {
+            v.get(i..i + 8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+        };
+        let (Some(t), Some(seq)) = (word(0), word(8)) else {
+            return self.errors.push(format!("{} bytes", v.len()));
+        };
+        let Some(n) = self.next.get_mut(t as usize) else {
+            return self.errors.push(format!("thread {t}?"));
+        };
+        if seq != *n {
+            self.errors
+                .push(format!("thread {t}: seq {seq}, expected {n}"));
+        }
+        *n = seq + 1;
+        if v != thread_message(t, seq) {
+            self.errors
+                .push(format!("thread {t} seq {seq}: bytes differ"));
+        }
+    }
+}
+
+/// `threads N` (module docs).
+fn threads(per_thread: u64) -> Res {
+    let seen = Arc::new(Mutex::new(ThreadsSeen {
+        next: vec![0; THREADS],
+        ..ThreadsSeen::default()
+    }));
+    let (s1, s2) = (seen.clone(), seen.clone());
+    let mut fm = Fm::builder()
+        .handler(DATA, "data", move |m| {
+            let v = m.receive_vec()?;
+            s1.lock().unwrap().see(&v);
+            Ok(())
+        })
+        .handler(DONE, "done", move |_| {
+            s2.lock().unwrap().done += 1;
+            Ok(())
+        })
+        .from_env()
+        .map_err(err)?
+        .build()
+        .map_err(err)?;
+    if fm.rank() == 0 {
+        let senders: Vec<_> = (0..THREADS as u64)
+            .map(|t| {
+                let s = fm.sender();
+                std::thread::spawn(move || -> fm::Result<()> {
+                    for seq in 0..per_thread {
+                        s.send(1, DATA, &thread_message(t, seq))?;
+                    }
+                    // After its data in the outbox: the owner has sent all
+                    // of this thread's messages when it handles this.
+                    s.send(0, DONE, &[])
+                })
+            })
+            .collect();
+        while seen.lock().unwrap().done < THREADS {
+            fm.extract_wait(usize::MAX).map_err(err)?;
+        }
+        for t in senders {
+            t.join()
+                .map_err(|_| "a sending thread panicked")?
+                .map_err(err)?;
+        }
+    } else if fm.rank() == 1 {
+        while seen.lock().unwrap().next.iter().sum::<u64>() < THREADS as u64 * per_thread {
+            fm.extract_wait(usize::MAX).map_err(err)?;
+        }
+    }
+    fm.barrier().map_err(err)?;
+    let g = seen.lock().unwrap();
+    if !g.errors.is_empty() {
+        let first = &g.errors[..g.errors.len().min(5)];
+        return Err(format!("{} errors, first: {first:?}", g.errors.len()));
+    }
+    if fm.rank() == 1 && g.next != vec![per_thread; THREADS] {
+        return Err(format!(
+            "received {:?}, expected {per_thread} per thread",
+            g.next
+        ));
+    }
+    Ok(())
+}
+
 /// `FM_TEST_GAP_US`: the longest random pause between sends (0: none).
 fn gap_us() -> u64 {
     std::env::var("FM_TEST_GAP_US")
@@ -345,14 +463,14 @@ fn gap_us() -> u64 {
 }
 
 fn ring(rounds: u64) -> Res {
-    let seen = Rc::new(RefCell::new(0u64));
+    let seen = Arc::new(Mutex::new(0u64));
     let gap_us = gap_us();
     let s2 = seen.clone();
     let mut fm = Fm::builder()
         .handler(TOKEN, "token", move |m| {
             let v = m.receive_vec()?;
             let hop = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
-            *s2.borrow_mut() += 1;
+            *s2.lock().unwrap() += 1;
             let ep = m.endpoint();
             let next = (ep.rank() + 1) % ep.size() as u32;
             let size = ep.size() as u64;
@@ -376,7 +494,7 @@ fn ring(rounds: u64) -> Res {
         let first = 1 % fm.size() as u32;
         fm.send(first, TOKEN, &0u64.to_le_bytes()).map_err(err)?;
     }
-    while *seen.borrow() < rounds {
+    while *seen.lock().unwrap() < rounds {
         fm.extract_wait(usize::MAX).map_err(err)?;
     }
     fm.barrier().map_err(err)
@@ -420,13 +538,13 @@ fn launcher(n: usize) -> Res {
 }
 
 fn isolation(tag: String, messages: u64) -> Res {
-    let tag = Rc::new(tag.into_bytes());
-    let got = Rc::new(RefCell::new((0u64, Vec::<String>::new())));
+    let tag = Arc::new(tag.into_bytes());
+    let got = Arc::new(Mutex::new((0u64, Vec::<String>::new())));
     let (t2, g2) = (tag.clone(), got.clone());
     let mut fm = Fm::builder()
         .handler(DATA, "tagged", move |m| {
             let body = m.receive_vec()?;
-            let mut g = g2.borrow_mut();
+            let mut g = g2.lock().unwrap();
             g.0 += 1;
             if !body.starts_with(&t2) {
                 let seen = String::from_utf8_lossy(&body[..body.len().min(40)]).into_owned();
@@ -450,11 +568,11 @@ fn isolation(tag: String, messages: u64) -> Res {
         fm.extract(usize::MAX).map_err(err)?;
     }
     let want = messages * (size as u64 - 1);
-    while got.borrow().0 < want {
+    while got.lock().unwrap().0 < want {
         fm.extract_wait(usize::MAX).map_err(err)?;
     }
     fm.barrier().map_err(err)?;
-    let g = got.borrow();
+    let g = got.lock().unwrap();
     if !g.1.is_empty() {
         return Err(format!("{} foreign messages, first {}", g.1.len(), g.1[0]));
     }
@@ -510,7 +628,7 @@ fn stream(messages: u64, size: usize) -> Res {
     let slow: Option<u32> = std::env::var("FM_TEST_SLOW_RANK")
         .ok()
         .and_then(|v| v.parse().ok());
-    let got = Rc::new(RefCell::new((0u64, Vec::<String>::new())));
+    let got = Arc::new(Mutex::new((0u64, Vec::<String>::new())));
     let g2 = got.clone();
     let mut fm = Fm::builder()
         .handler(DATA, "data", move |m| {
@@ -519,7 +637,7 @@ fn stream(messages: u64, size: usize) -> Res {
                 std::thread::sleep(std::time::Duration::from_micros(300));
             }
             let body = m.receive_vec()?;
-            let mut g = g2.borrow_mut();
+            let mut g = g2.lock().unwrap();
             let mut want = vec![0u8; body.len()];
             fill(&mut want, m.src(), me, g.0);
             if body != want {
@@ -541,10 +659,10 @@ fn stream(messages: u64, size: usize) -> Res {
             fm.send(1, DATA, &body).map_err(err)?;
         }
     } else if me == 1 {
-        while got.borrow().0 < messages {
+        while got.lock().unwrap().0 < messages {
             fm.extract_wait(usize::MAX).map_err(err)?;
         }
-        let g = got.borrow();
+        let g = got.lock().unwrap();
         if !g.1.is_empty() {
             return Err(format!("{} bad messages, first: {}", g.1.len(), g.1[0]));
         }

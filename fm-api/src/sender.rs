@@ -1,0 +1,166 @@
+//! Several threads sending through one endpoint.
+//!
+//! An [`Fm`](crate::Fm) is used by one thread at a time (its calls take
+//! `&mut self`, and nothing on its paths takes a lock). Other threads send
+//! through an [`FmSender`]: `send` copies the message into the endpoint's
+//! outbox and rings the process's doorbell; the thread that owns the `Fm`
+//! sends what the outbox holds, in the order it was queued, at the start
+//! of its next `extract` (and so in `extract_wait`, `barrier`, …, which
+//! wake for it). Messages of one sending thread therefore reach each
+//! destination exactly once and in the order that thread sent them, as
+//! the owner's own do; an owner that does not extract sends nothing of
+//! theirs, and the outbox's bound (4 MiB) then holds the senders back.
+//!
+//! The owner's fast path pays one branch on whether a sender was ever made
+//! and, once one was, one relaxed load per `extract`.
+
+use crate::error::{ErrorKind, Result};
+use crate::extract::RESERVED_HANDLERS;
+use fm_devices::doorbell::Doorbell;
+use fm_devices::Rank;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// Bytes the outbox holds at most; a sender waits for room (a message
+/// larger than this waits for an empty outbox).
+pub const OUTBOX_BYTES: usize = 4 << 20;
+
+/// A message queued by another thread.
+pub(crate) struct Queued {
+    pub dest: Rank,
+    pub handler: u16,
+    pub data: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Queue {
+    messages: VecDeque<Queued>,
+    bytes: usize,
+}
+
+/// The owner's side and the senders' side meet here.
+pub(crate) struct Outbox {
+    queue: Mutex<Queue>,
+    /// Signalled when the owner took messages out (room for a sender).
+    room: Condvar,
+    /// Messages queued: what the owner's `extract` and its sleep look at.
+    pending: AtomicUsize,
+    /// The owner is gone: senders fail.
+    closed: AtomicBool,
+    bell: Arc<Doorbell>,
+    size: usize,
+}
+
+impl Outbox {
+    pub(crate) fn new(bell: Arc<Doorbell>, size: usize) -> Arc<Outbox> {
+        Arc::new(Outbox {
+            queue: Mutex::new(Queue::default()),
+            room: Condvar::new(),
+            pending: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            bell,
+            size,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether messages wait to be sent.
+    #[inline(always)]
+    pub(crate) fn pending(&self) -> bool {
+        self.pending.load(Ordering::Relaxed) > 0
+    }
+
+    /// Owner: the oldest queued message.
+    pub(crate) fn pop(&self) -> Option<Queued> {
+        let mut q = self.lock();
+        let m = q.messages.pop_front()?;
+        q.bytes -= m.data.len();
+        self.pending.fetch_sub(1, Ordering::Relaxed);
+        drop(q);
+        self.room.notify_all();
+        Some(m)
+    }
+
+    /// Owner: the endpoint is going away.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let _q = self.lock();
+        self.room.notify_all();
+    }
+}
+
+/// A handle through which any thread sends on an endpoint it does not own
+/// ([`Endpoint::sender`](crate::Endpoint::sender)); `Clone` and `Send`.
+///
+/// ```
+/// let mut fm = fm::Fm::builder()
+///     .handler(1, "hello", |m| {
+///         println!("{:?}", String::from_utf8_lossy(&m.receive_vec()?));
+///         Ok(())
+///     })
+///     .config(fm::Config::local(0, 1, fm::JobKey(7)))
+///     .build()?;
+/// let sender = fm.sender();
+/// std::thread::spawn(move || sender.send(0, 1, b"from a thread"))
+///     .join()
+///     .expect("thread")?;
+/// fm.extract_wait(usize::MAX)?; // sends it, then runs its handler
+/// fm.extract_wait(usize::MAX)?;
+/// # Ok::<(), fm::FmError>(())
+/// ```
+#[derive(Clone)]
+pub struct FmSender {
+    outbox: Arc<Outbox>,
+}
+
+impl FmSender {
+    pub(crate) fn new(outbox: Arc<Outbox>) -> FmSender {
+        FmSender { outbox }
+    }
+
+    /// Queue a message of `data` for `handler` at `dest`; the owner sends
+    /// it at its next `extract`. Waits while the outbox is full; fails once
+    /// the `Fm` is dropped. A send that fails at the owner (an unreachable
+    /// peer) comes back from the owner's `extract`.
+    pub fn send(&self, dest: Rank, handler: u16, data: &[u8]) -> Result<()> {
+        let o = &self.outbox;
+        if dest as usize >= o.size {
+            return Err(ErrorKind::NoSuchRank {
+                rank: dest,
+                size: o.size,
+            }
+            .into());
+        }
+        if handler >= RESERVED_HANDLERS {
+            return Err(ErrorKind::Config(format!(
+                "handler ID {handler:#x} is reserved for fm (use IDs below {RESERVED_HANDLERS:#x})"
+            ))
+            .into());
+        }
+        let mut q = o.lock();
+        while !q.messages.is_empty() && q.bytes + data.len() > OUTBOX_BYTES {
+            if o.closed.load(Ordering::SeqCst) {
+                break;
+            }
+            q = o.room.wait(q).unwrap_or_else(|p| p.into_inner());
+        }
+        if o.closed.load(Ordering::SeqCst) {
+            return Err(ErrorKind::Config("the Fm of this sender was dropped".into()).into());
+        }
+        q.bytes += data.len();
+        q.messages.push_back(Queued {
+            dest,
+            handler,
+            data: data.to_vec(),
+        });
+        o.pending.fetch_add(1, Ordering::Relaxed);
+        drop(q);
+        // The owner may sleep: its re-check looks at `pending`.
+        o.bell.ring();
+        Ok(())
+    }
+}

@@ -1,0 +1,150 @@
+//! Threads: an `Fm` moves between threads, and other threads send through
+//! an `FmSender` while its owner extracts — each thread's messages exactly
+//! once, in its order, intact. (The same across processes, the owner
+//! sleeping: `tests/tests/multiprocess.rs`, `threads_send_through_one_endpoint`.)
+
+use fm::{Config, Fm, JobKey};
+use std::sync::{Arc, Mutex};
+
+const DATA: u16 = 1;
+const THREADS: u64 = 4;
+const PER_THREAD: u64 = 3000;
+
+/// A message's bytes: thread (u64), sequence (u64), then a pattern of a
+/// length that varies with the sequence, past one packet now and then.
+fn message(thread: u64, seq: u64) -> Vec<u8> {
+    let len = (seq * 7919 % 300) as usize + if seq.is_multiple_of(97) { 20000 } else { 0 };
+    let mut m = Vec::with_capacity(16 + len);
+    m.extend_from_slice(&thread.to_le_bytes());
+    m.extend_from_slice(&seq.to_le_bytes());
+    m.extend((0..len).map(|i| (i as u64 ^ thread ^ seq) as u8));
+    m
+}
+
+/// What the receiver saw: the next sequence expected per thread, errors.
+#[derive(Default)]
+struct Check {
+    next: Vec<u64>,
+    errors: Vec<String>,
+}
+
+impl Check {
+    fn see(&mut self, bytes: &[u8]) {
+        let word = |i: usize| {
+            bytes
+                .get(i..i + 8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+        };
+        let (Some(t), Some(seq)) = (word(0), word(8)) else {
+            self.errors
+                .push(format!("a message of {} bytes", bytes.len()));
+            return;
+        };
+        let Some(next) = self.next.get_mut(t as usize) else {
+            self.errors.push(format!("thread {t} does not exist"));
+            return;
+        };
+        if seq != *next {
+            self.errors
+                .push(format!("thread {t}: seq {seq}, expected {next}"));
+        }
+        *next = seq + 1;
+        if bytes != message(t, seq) {
+            self.errors
+                .push(format!("thread {t} seq {seq}: bytes differ"));
+        }
+    }
+}
+
+#[test]
+fn an_fm_moves_to_another_thread() {
+    let fm = Fm::builder()
+        .config(Config::local(0, 1, JobKey(11)))
+        .build()
+        .expect("one-rank job");
+    let rank = std::thread::spawn(move || {
+        let mut fm = fm;
+        fm.barrier().map(|()| fm.rank())
+    })
+    .join()
+    .expect("thread");
+    assert_eq!(rank.expect("barrier"), 0);
+}
+
+#[test]
+fn four_threads_send_through_one_endpoint_while_the_owner_extracts() {
+    let check = Arc::new(Mutex::new(Check {
+        next: vec![0; THREADS as usize],
+        errors: Vec::new(),
+    }));
+    let c = check.clone();
+    let mut fm = Fm::builder()
+        .handler(DATA, "data", move |m| {
+            let bytes = m.receive_vec()?;
+            c.lock().unwrap().see(&bytes);
+            Ok(())
+        })
+        .config(Config::local(0, 1, JobKey(12)))
+        .build()
+        .expect("one-rank job");
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let s = fm.sender();
+            std::thread::spawn(move || {
+                (0..PER_THREAD).try_for_each(|seq| s.send(0, DATA, &message(t, seq)))
+            })
+        })
+        .collect();
+    let all = THREADS * PER_THREAD;
+    // A message lost fails the wait rather than hanging the test.
+    fm.set_wait_timeout(Some(std::time::Duration::from_secs(30)));
+    while fm.stats().messages_received < all {
+        fm.extract_wait(usize::MAX).expect("extract");
+    }
+    for t in threads {
+        t.join().expect("thread").expect("send");
+    }
+    fm.extract(usize::MAX).expect("extract");
+    let c = check.lock().unwrap();
+    assert!(
+        c.errors.is_empty(),
+        "{:?}",
+        &c.errors[..c.errors.len().min(5)]
+    );
+    assert_eq!(c.next, vec![PER_THREAD; THREADS as usize]);
+    assert_eq!(fm.stats().messages_received, all);
+}
+
+#[test]
+fn the_checker_catches_a_lost_a_repeated_and_a_corrupted_message() {
+    let mut c = Check {
+        next: vec![0; 2],
+        errors: Vec::new(),
+    };
+    c.see(&message(0, 0));
+    c.see(&message(0, 2)); // seq 1 lost
+    c.see(&message(1, 0));
+    c.see(&message(1, 0)); // repeated
+    let mut bad = message(1, 1);
+    *bad.last_mut().unwrap() ^= 1;
+    c.see(&bad); // corrupted
+    assert_eq!(c.errors.len(), 3, "{:?}", c.errors);
+}
+
+#[test]
+fn a_sender_checks_its_arguments_and_fails_once_its_fm_is_gone() {
+    let mut fm = Fm::builder()
+        .config(Config::local(0, 1, JobKey(13)))
+        .build()
+        .expect("one-rank job");
+    let s = fm.sender();
+    let e = s.send(5, DATA, b"x").unwrap_err();
+    assert!(
+        matches!(e.kind(), fm::ErrorKind::NoSuchRank { rank: 5, .. }),
+        "{e}"
+    );
+    assert!(s.send(0, fm::RESERVED_HANDLERS, b"x").is_err());
+    drop(fm);
+    let e = s.send(0, DATA, b"x").unwrap_err();
+    assert!(e.to_string().contains("dropped"), "{e}");
+}
