@@ -109,7 +109,6 @@ impl Outbox {
 ///     .join()
 ///     .expect("thread")?;
 /// fm.extract_wait(usize::MAX)?; // sends it, then runs its handler
-/// fm.extract_wait(usize::MAX)?;
 /// # Ok::<(), fm::FmError>(())
 /// ```
 #[derive(Clone)]
