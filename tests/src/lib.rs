@@ -4,6 +4,7 @@ pub mod clusters;
 pub mod netns;
 pub mod slurm;
 pub mod sshd;
+pub mod threads;
 
 /// Deterministic bytes for message `seq` from `src` to `dst` (xorshift64*).
 pub fn fill(buf: &mut [u8], src: u32, dst: u32, seq: u64) {

@@ -39,6 +39,7 @@
 
 use fm::{Fm, FmError, Incoming};
 use fm_devices::Device;
+use fm_tests::threads::{thread_message, ThreadsSeen};
 use fm_tests::{fill, Rng};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -346,57 +347,9 @@ fn headtohead(messages: u64, size: usize) -> Res {
 /// Sending threads of `threads N`.
 const THREADS: usize = 4;
 
-/// A message of `threads N`: thread (u64), seq (u64), then `fill`'s bytes
-/// for (thread, 1, seq), 0 to 20 000 of them.
-fn thread_message(t: u64, seq: u64) -> Vec<u8> {
-    let len = ((seq * 7919 + t * 31) % 20000) as usize;
-    let mut m = Vec::with_capacity(16 + len);
-    m.extend_from_slice(&t.to_le_bytes());
-    m.extend_from_slice(&seq.to_le_bytes());
-    m.resize(16 + len, 0);
-    fill(&mut m[16..], t as u32, 1, seq);
-    m
-}
-
-/// What `threads N` saw: at rank 1 the next sequence per thread and the
-/// errors, at rank 0 the threads that are done.
-#[derive(Default)]
-struct ThreadsSeen {
-    next: Vec<u64>,
-    errors: Vec<String>,
-    done: usize,
-}
-
-impl ThreadsSeen {
-    fn see(&mut self, v: &[u8]) {
-        let word = |i: usize| {
-            v.get(i..i + 8)
-                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-        };
-        let (Some(t), Some(seq)) = (word(0), word(8)) else {
-            return self.errors.push(format!("{} bytes", v.len()));
-        };
-        let Some(n) = self.next.get_mut(t as usize) else {
-            return self.errors.push(format!("thread {t}?"));
-        };
-        if seq != *n {
-            self.errors
-                .push(format!("thread {t}: seq {seq}, expected {n}"));
-        }
-        *n = seq + 1;
-        if v != thread_message(t, seq) {
-            self.errors
-                .push(format!("thread {t} seq {seq}: bytes differ"));
-        }
-    }
-}
-
 /// `threads N` (module docs).
 fn threads(per_thread: u64) -> Res {
-    let seen = Arc::new(Mutex::new(ThreadsSeen {
-        next: vec![0; THREADS],
-        ..ThreadsSeen::default()
-    }));
+    let seen = Arc::new(Mutex::new(ThreadsSeen::new(THREADS)));
     let (s1, s2) = (seen.clone(), seen.clone());
     let mut fm = Fm::builder()
         .handler(DATA, "data", move |m| {

@@ -4,57 +4,12 @@
 //! sleeping: `tests/tests/multiprocess.rs`, `threads_send_through_one_endpoint`.)
 
 use fm::{Config, Fm, JobKey};
+use fm_tests::threads::{thread_message as message, ThreadsSeen};
 use std::sync::{Arc, Mutex};
 
 const DATA: u16 = 1;
 const THREADS: u64 = 4;
 const PER_THREAD: u64 = 3000;
-
-/// A message's bytes: thread (u64), sequence (u64), then a pattern of a
-/// length that varies with the sequence, past one packet now and then.
-fn message(thread: u64, seq: u64) -> Vec<u8> {
-    let len = (seq * 7919 % 300) as usize + if seq.is_multiple_of(97) { 20000 } else { 0 };
-    let mut m = Vec::with_capacity(16 + len);
-    m.extend_from_slice(&thread.to_le_bytes());
-    m.extend_from_slice(&seq.to_le_bytes());
-    m.extend((0..len).map(|i| (i as u64 ^ thread ^ seq) as u8));
-    m
-}
-
-/// What the receiver saw: the next sequence expected per thread, errors.
-#[derive(Default)]
-struct Check {
-    next: Vec<u64>,
-    errors: Vec<String>,
-}
-
-impl Check {
-    fn see(&mut self, bytes: &[u8]) {
-        let word = |i: usize| {
-            bytes
-                .get(i..i + 8)
-                .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
-        };
-        let (Some(t), Some(seq)) = (word(0), word(8)) else {
-            self.errors
-                .push(format!("a message of {} bytes", bytes.len()));
-            return;
-        };
-        let Some(next) = self.next.get_mut(t as usize) else {
-            self.errors.push(format!("thread {t} does not exist"));
-            return;
-        };
-        if seq != *next {
-            self.errors
-                .push(format!("thread {t}: seq {seq}, expected {next}"));
-        }
-        *next = seq + 1;
-        if bytes != message(t, seq) {
-            self.errors
-                .push(format!("thread {t} seq {seq}: bytes differ"));
-        }
-    }
-}
 
 #[test]
 fn an_fm_moves_to_another_thread() {
@@ -73,10 +28,7 @@ fn an_fm_moves_to_another_thread() {
 
 #[test]
 fn four_threads_send_through_one_endpoint_while_the_owner_extracts() {
-    let check = Arc::new(Mutex::new(Check {
-        next: vec![0; THREADS as usize],
-        errors: Vec::new(),
-    }));
+    let check = Arc::new(Mutex::new(ThreadsSeen::new(THREADS as usize)));
     let c = check.clone();
     let mut fm = Fm::builder()
         .handler(DATA, "data", move |m| {
@@ -117,10 +69,7 @@ fn four_threads_send_through_one_endpoint_while_the_owner_extracts() {
 
 #[test]
 fn the_checker_catches_a_lost_a_repeated_and_a_corrupted_message() {
-    let mut c = Check {
-        next: vec![0; 2],
-        errors: Vec::new(),
-    };
+    let mut c = ThreadsSeen::new(2);
     c.see(&message(0, 0));
     c.see(&message(0, 2)); // seq 1 lost
     c.see(&message(1, 0));
