@@ -29,6 +29,7 @@
 //! word is `AWAKE`; arming wakes them, so that while the application
 //! sleeps they wait on the sockets for it and ring when a datagram came.
 
+use crate::shmem::queue::Atomic32;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -37,11 +38,10 @@ use std::time::Duration;
 pub const AWAKE: u32 = 0;
 pub const ARMED: u32 = 1;
 
-/// The word of a doorbell and what sleeping on it means: futex calls on
-/// real memory, a model under loom.
-pub trait BellWord {
-    fn load(&self, o: Ordering) -> u32;
-    fn store(&self, v: u32, o: Ordering);
+/// The word of a doorbell (its loads and stores are the SMT queue's
+/// [`Atomic32`]) and what sleeping on it means: futex calls on real
+/// memory, a model under loom.
+pub trait BellWord: Atomic32 {
     /// A sequentially consistent fence.
     fn fence(&self);
     /// Sleep while the word holds `expected` (until woken or `timeout`; may
@@ -52,14 +52,6 @@ pub trait BellWord {
 }
 
 impl BellWord for AtomicU32 {
-    #[inline(always)]
-    fn load(&self, o: Ordering) -> u32 {
-        AtomicU32::load(self, o)
-    }
-    #[inline(always)]
-    fn store(&self, v: u32, o: Ordering) {
-        AtomicU32::store(self, v, o)
-    }
     #[inline(always)]
     fn fence(&self) {
         std::sync::atomic::fence(Ordering::SeqCst)

@@ -10,6 +10,7 @@
 //! seconds). Run with `cargo test -p fm-devices --test loom_doorbell`.
 
 use fm_devices::doorbell::{self, BellWord};
+use fm_devices::shmem::queue::Atomic32;
 use loom::sync::atomic::{AtomicBool, AtomicU32};
 use loom::sync::{Arc, Condvar, Mutex};
 use std::sync::atomic::Ordering;
@@ -40,13 +41,22 @@ impl Word {
     }
 }
 
-impl BellWord for Word {
+impl Atomic32 for Word {
     fn load(&self, o: Ordering) -> u32 {
         self.value.load(o)
     }
     fn store(&self, v: u32, o: Ordering) {
         self.value.store(v, o)
     }
+    fn fetch_add(&self, v: u32, o: Ordering) -> u32 {
+        self.value.fetch_add(v, o)
+    }
+    fn swap(&self, v: u32, o: Ordering) -> u32 {
+        self.value.swap(v, o)
+    }
+}
+
+impl BellWord for Word {
     fn fence(&self) {
         loom::sync::atomic::fence(SeqCst)
     }
