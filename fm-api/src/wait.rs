@@ -122,7 +122,7 @@ impl WaitPolicy {
     }
 }
 
-pub struct Waiter {
+pub(crate) struct Waiter {
     policy: WaitPolicy,
     polls: u32,
     idle_since: Option<Instant>,
