@@ -216,11 +216,23 @@ impl<'a> Incoming<'a> {
         Ok(got)
     }
 
-    /// The rest of the message as a vector.
+    /// The rest of the message as a vector. The vector grows with the
+    /// bytes that arrive (doubling, from at most 64 KiB): the length is the
+    /// sender's claim, and a packet claiming 4 GiB must cost what really
+    /// comes, not an allocation that aborts the process.
     pub fn receive_vec(&mut self) -> Result<Vec<u8>> {
-        let mut v = vec![0u8; self.remaining()];
-        let n = self.receive(&mut v)?;
-        v.truncate(n);
+        const FIRST_CHUNK: usize = 64 << 10;
+        let mut v = Vec::with_capacity(self.remaining().min(FIRST_CHUNK));
+        while self.remaining() > 0 {
+            let at = v.len();
+            let chunk = self.remaining().min(at.max(FIRST_CHUNK));
+            v.resize(at + chunk, 0);
+            let n = self.receive(&mut v[at..])?;
+            v.truncate(at + n);
+            if n < chunk {
+                break;
+            }
+        }
         Ok(v)
     }
 

@@ -178,6 +178,25 @@ fn threads_send_through_one_endpoint() {
     );
 }
 
+/// A forged first packet claiming a message of 4 GiB − 1 bytes, read with
+/// `receive_vec` by a rank whose address space is limited to 1 GiB: the
+/// vector grows with what arrives, so the rank does not abort on the
+/// allocation; it fails its wait for the rest at its limit, saying so.
+#[test]
+fn a_message_length_claim_is_not_an_allocation() {
+    let job = LocalJob::spawn(2, false, |_| {
+        let mut c = Command::new("sh");
+        c.args(["-c", "ulimit -v 1048576 && exec \"$0\" claim"])
+            .arg(env!("CARGO_BIN_EXE_fm-testprog"));
+        c
+    })
+    .expect("spawn");
+    let key = job.job_key;
+    let out = job.wait(Duration::from_secs(60));
+    assert!(out.success(), "{out:?}");
+    assert_no_segment(key);
+}
+
 /// Rank 2 is on another host and the job has no network: the NULL transport
 /// answers a send with a no-route error naming the rank and its host.
 #[test]

@@ -33,12 +33,17 @@
 //!     rank 0's four threads send N messages each to rank 1 through one
 //!     FmSender-shared endpoint while rank 0's main thread extracts; rank 1
 //!     checks each thread's messages arrive once, in order, intact.
+//! fm-testprog claim
+//!     rank 0 sends rank 1 a forged first packet claiming a message of
+//!     4 GiB − 1 bytes; rank 1's handler reads it with `receive_vec` and
+//!     must fail at its 2 s wait limit, not abort (run it under a limit on
+//!     the address space).
 //! fm-testprog frames IFACE COUNT
 //!     broadcasts COUNT foreign frames of fm's EtherType on IFACE: another
 //!     job's headers, truncated headers, random bytes.
 
 use fm::{Fm, FmError, Incoming};
-use fm_devices::Device;
+use fm_devices::{Device, DeviceExt};
 use fm_tests::threads::{thread_message, ThreadsSeen};
 use fm_tests::{fill, Rng};
 use std::process::ExitCode;
@@ -68,6 +73,7 @@ fn main() -> ExitCode {
         Some("tcp-source") => tcp_source(args.get(2).cloned().unwrap_or_default(), arg(3)),
         Some("frames") => frames(args.get(2).cloned().unwrap_or_default(), arg(3)),
         Some("threads") => threads(arg(2)),
+        Some("claim") => claim(),
         _ => Err("usage: fm-testprog alltoall|headtohead|ring|noroute ...".into()),
     };
     fm_tests::exit_with("fm-testprog", r)
@@ -405,6 +411,48 @@ fn threads(per_thread: u64) -> Res {
         ));
     }
     Ok(())
+}
+
+/// `claim` (module docs).
+fn claim() -> Res {
+    let mut fm = Fm::builder()
+        .handler(DATA, "data", |m| m.receive_vec().map(drop))
+        .from_env()
+        .map_err(err)?
+        .build()
+        .map_err(err)?;
+    if fm.rank() == 0 {
+        let forged = fm::wire::Header {
+            kind: fm::wire::Kind::Data,
+            flags: fm::wire::FIRST,
+            handler: DATA,
+            credits: 0,
+            msg_len: u32::MAX,
+        };
+        let mut p = [0u8; fm::wire::HEADER + 100];
+        forged.encode(&mut p);
+        let mut b = fm
+            .composite_mut()
+            .get_send_buffer(1, p.len())
+            .map_err(|e| e.to_string())?;
+        b.copy_from_slice(&p);
+        b.send();
+    } else {
+        fm.set_wait_timeout(Some(std::time::Duration::from_secs(2)));
+        let e = loop {
+            if let Err(e) = fm.extract_wait(usize::MAX) {
+                break e;
+            }
+        };
+        if !matches!(e.kind(), fm::ErrorKind::Timeout { what, .. } if what.contains("rest of a message"))
+        {
+            return Err(format!(
+                "expected a timeout reading the rest of the message, got: {e}"
+            ));
+        }
+        fm.set_wait_timeout(None);
+    }
+    fm.barrier().map_err(err)
 }
 
 /// `FM_TEST_GAP_US`: the longest random pause between sends (0: none).
