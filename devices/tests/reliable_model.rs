@@ -198,7 +198,12 @@ fn a_clean_link_needs_no_retransmission() {
         }
     }
     let st = d0.reliable_stats();
-    assert_eq!((st.retransmits, st.timeouts), (0, 0), "{st:?}");
+    // Wall clock: a thread descheduled past the RTO (a loaded CI machine)
+    // may time out, but on a clean link F-RTO must find every timeout
+    // spurious and resend only its one probe. (In virtual time,
+    // reliable_virtual.rs checks a clean run has none at all.)
+    assert_eq!(st.timeouts, st.spurious_timeouts, "{st:?}");
+    assert!(st.retransmits <= st.timeouts, "{st:?}");
     assert!(
         d1.reliable_stats().acks_sent < 1000,
         "ACKs are coalesced: {:?}",
