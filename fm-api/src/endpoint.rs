@@ -969,7 +969,22 @@ impl Endpoint {
                     self.drop_malformed(p, "bad single-copy descriptor");
                     return Ok(());
                 };
-                let mut bytes = vec![0u8; HEADER + len as usize];
+                if len > u64::from(h.msg_len) {
+                    self.drop_malformed(p, "single-copy piece longer than its message");
+                    return Ok(());
+                }
+                // The length is the sender's claim: an allocation that
+                // fails is this rank's error, not an abort.
+                let mut bytes = Vec::new();
+                if bytes.try_reserve_exact(HEADER + len as usize).is_err() {
+                    self.send_fin(src);
+                    self.release(p);
+                    return Err(ErrorKind::Config(format!(
+                        "no memory to set aside a single-copy piece of {len} bytes from rank {src}"
+                    ))
+                    .into());
+                }
+                bytes.resize(HEADER + len as usize, 0);
                 bytes[..HEADER].copy_from_slice(&p.bytes()[..HEADER]);
                 bytes[0] = Kind::Data as u8;
                 let read = self.dev.remote_read(src, addr, &mut bytes[HEADER..]);

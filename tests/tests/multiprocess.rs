@@ -197,6 +197,25 @@ fn a_message_length_claim_is_not_an_allocation() {
     assert_no_segment(key);
 }
 
+/// The same for a forged single-copy piece claiming 4 GiB − 1 bytes, set
+/// aside by a rank that waits for credit: its send fails with an error
+/// naming the piece and the rank.
+#[test]
+fn a_single_copy_length_claim_is_not_an_allocation() {
+    let job = LocalJob::spawn(2, false, |_| {
+        let mut c = Command::new("sh");
+        c.args(["-c", "ulimit -v 1048576 && exec \"$0\" claim-remote"])
+            .arg(env!("CARGO_BIN_EXE_fm-testprog"))
+            .env("FM_CREDITS", "1");
+        c
+    })
+    .expect("spawn");
+    let key = job.job_key;
+    let out = job.wait(Duration::from_secs(60));
+    assert!(out.success(), "{out:?}");
+    assert_no_segment(key);
+}
+
 /// Rank 2 is on another host and the job has no network: the NULL transport
 /// answers a send with a no-route error naming the rank and its host.
 #[test]

@@ -38,6 +38,10 @@
 //!     4 GiB − 1 bytes; rank 1's handler reads it with `receive_vec` and
 //!     must fail at its 2 s wait limit, not abort (run it under a limit on
 //!     the address space).
+//! fm-testprog claim-remote
+//!     the same for a forged single-copy piece of 4 GiB − 1 bytes that
+//!     rank 1 must set aside while it waits for credit (`FM_CREDITS=1`):
+//!     its send fails, naming the piece, instead of aborting.
 //! fm-testprog frames IFACE COUNT
 //!     broadcasts COUNT foreign frames of fm's EtherType on IFACE: another
 //!     job's headers, truncated headers, random bytes.
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
         Some("frames") => frames(args.get(2).cloned().unwrap_or_default(), arg(3)),
         Some("threads") => threads(arg(2)),
         Some("claim") => claim(),
+        Some("claim-remote") => claim_remote(),
         _ => Err("usage: fm-testprog alltoall|headtohead|ring|noroute ...".into()),
     };
     fm_tests::exit_with("fm-testprog", r)
@@ -453,6 +458,47 @@ fn claim() -> Res {
         fm.set_wait_timeout(None);
     }
     fm.barrier().map_err(err)
+}
+
+/// `claim-remote` (module docs).
+fn claim_remote() -> Res {
+    let mut fm = Fm::init().map_err(err)?;
+    if fm.rank() == 0 {
+        let forged = fm::wire::Header {
+            kind: fm::wire::Kind::Remote,
+            flags: fm::wire::FIRST | fm::wire::LAST,
+            handler: DATA,
+            credits: 0,
+            msg_len: u32::MAX,
+        };
+        let mut p = [0u8; fm::wire::HEADER + fm::wire::REMOTE_PAYLOAD];
+        forged.encode(&mut p);
+        // Any address of this process: the read must not be reached.
+        let addr = p.as_ptr() as u64;
+        p[fm::wire::HEADER..][..8].copy_from_slice(&addr.to_le_bytes());
+        p[fm::wire::HEADER + 8..].copy_from_slice(&u64::from(u32::MAX).to_le_bytes());
+        let mut b = fm
+            .composite_mut()
+            .get_send_buffer(1, p.len())
+            .map_err(|e| e.to_string())?;
+        b.copy_from_slice(&p);
+        b.send();
+        // Not extracting for a while: rank 1 waits for credit meanwhile.
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        fm.extract_wait_timeout(usize::MAX, std::time::Duration::from_secs(2))
+            .map_err(err)?;
+        return Ok(());
+    }
+    fm.send(0, DATA, b"first").map_err(err)?;
+    match fm.send(0, DATA, b"second") {
+        Err(e)
+            if e.to_string()
+                .contains("single-copy piece of 4294967295 bytes from rank 0") =>
+        {
+            Ok(())
+        }
+        other => Err(format!("expected the set-aside to fail, got {other:?}")),
+    }
 }
 
 /// `FM_TEST_GAP_US`: the longest random pause between sends (0: none).
