@@ -204,10 +204,14 @@ impl SendState {
     }
 
     /// STOP: rewind to after the last accepted packet and wait for GO
-    /// (erratum 5); the retransmission timer is suspended meanwhile.
+    /// (erratum 5); the retransmission timer is suspended meanwhile. The
+    /// probe's clock starts at the first STOP only: a repeated (or forged)
+    /// STOP must not put the probe off for ever.
     pub fn on_stop(&mut self, now: Instant) {
+        if !self.stopped {
+            self.stopped_at = now;
+        }
         self.stopped = true;
-        self.stopped_at = now;
         self.probing = None;
         self.sent = self.acked;
     }
@@ -217,5 +221,25 @@ impl SendState {
         self.stopped = false;
         self.sent = self.acked;
         self.progress_at = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_stop_does_not_put_the_probe_off() {
+        let t0 = Instant::now();
+        let mut s = SendState::new(4, Duration::from_millis(1), t0);
+        s.on_stop(t0 + Duration::from_millis(5));
+        for ms in 6..100 {
+            s.on_stop(t0 + Duration::from_millis(ms));
+        }
+        assert_eq!(s.stopped_at, t0 + Duration::from_millis(5));
+        // A GO ends the STOP; the next STOP starts the clock again.
+        s.on_go(t0 + Duration::from_millis(100));
+        s.on_stop(t0 + Duration::from_millis(101));
+        assert_eq!(s.stopped_at, t0 + Duration::from_millis(101));
     }
 }
