@@ -178,23 +178,31 @@ fn threads_send_through_one_endpoint() {
     );
 }
 
-/// A forged first packet claiming a message of 4 GiB − 1 bytes, read with
-/// `receive_vec` by a rank whose address space is limited to 1 GiB: the
-/// vector grows with what arrives, so the rank does not abort on the
-/// allocation; it fails its wait for the rest at its limit, saying so.
-#[test]
-fn a_message_length_claim_is_not_an_allocation() {
+/// Run `fm-testprog MODE` on two ranks whose address space is limited to
+/// 1 GiB, so that an allocation of what a forged packet claims fails.
+fn run_in_1_gib(mode: &str, env: &[(&str, &str)]) {
     let job = LocalJob::spawn(2, false, |_| {
         let mut c = Command::new("sh");
-        c.args(["-c", "ulimit -v 1048576 && exec \"$0\" claim"])
-            .arg(env!("CARGO_BIN_EXE_fm-testprog"));
+        c.args(["-c", "ulimit -v 1048576 && exec \"$0\" \"$1\""])
+            .arg(env!("CARGO_BIN_EXE_fm-testprog"))
+            .arg(mode)
+            .envs(env.iter().copied());
         c
     })
     .expect("spawn");
     let key = job.job_key;
     let out = job.wait(Duration::from_secs(60));
-    assert!(out.success(), "{out:?}");
+    assert!(out.success(), "{mode}: {out:?}");
     assert_no_segment(key);
+}
+
+/// A forged first packet claiming a message of 4 GiB − 1 bytes, read with
+/// `receive_vec`: the vector grows with what arrives, so the rank does not
+/// abort on the allocation; it fails its wait for the rest at its limit,
+/// saying so.
+#[test]
+fn a_message_length_claim_is_not_an_allocation() {
+    run_in_1_gib("claim", &[]);
 }
 
 /// The same for a forged single-copy piece claiming 4 GiB − 1 bytes, set
@@ -202,18 +210,7 @@ fn a_message_length_claim_is_not_an_allocation() {
 /// naming the piece and the rank.
 #[test]
 fn a_single_copy_length_claim_is_not_an_allocation() {
-    let job = LocalJob::spawn(2, false, |_| {
-        let mut c = Command::new("sh");
-        c.args(["-c", "ulimit -v 1048576 && exec \"$0\" claim-remote"])
-            .arg(env!("CARGO_BIN_EXE_fm-testprog"))
-            .env("FM_CREDITS", "1");
-        c
-    })
-    .expect("spawn");
-    let key = job.job_key;
-    let out = job.wait(Duration::from_secs(60));
-    assert!(out.success(), "{out:?}");
-    assert_no_segment(key);
+    run_in_1_gib("claim-remote", &[("FM_CREDITS", "1")]);
 }
 
 /// Rank 2 is on another host and the job has no network: the NULL transport

@@ -418,6 +418,26 @@ fn threads(per_thread: u64) -> Res {
     Ok(())
 }
 
+/// Send rank 1, past fm, the first packet of a message claiming 4 GiB − 1
+/// bytes: a header of `kind`, then `payload`.
+fn forge_first_packet(fm: &mut Fm, kind: fm::wire::Kind, payload: &[u8]) -> Res {
+    let forged = fm::wire::Header {
+        kind,
+        flags: fm::wire::FIRST,
+        handler: DATA,
+        credits: 0,
+        msg_len: u32::MAX,
+    };
+    let mut p = vec![0u8; fm::wire::HEADER + payload.len()];
+    forged.encode(&mut p);
+    p[fm::wire::HEADER..].copy_from_slice(payload);
+    let dev = fm.composite_mut();
+    let mut b = dev.get_send_buffer(1, p.len()).map_err(|e| e.to_string())?;
+    b.copy_from_slice(&p);
+    b.send();
+    Ok(())
+}
+
 /// `claim` (module docs).
 fn claim() -> Res {
     let mut fm = Fm::builder()
@@ -427,21 +447,7 @@ fn claim() -> Res {
         .build()
         .map_err(err)?;
     if fm.rank() == 0 {
-        let forged = fm::wire::Header {
-            kind: fm::wire::Kind::Data,
-            flags: fm::wire::FIRST,
-            handler: DATA,
-            credits: 0,
-            msg_len: u32::MAX,
-        };
-        let mut p = [0u8; fm::wire::HEADER + 100];
-        forged.encode(&mut p);
-        let mut b = fm
-            .composite_mut()
-            .get_send_buffer(1, p.len())
-            .map_err(|e| e.to_string())?;
-        b.copy_from_slice(&p);
-        b.send();
+        forge_first_packet(&mut fm, fm::wire::Kind::Data, &[0; 100])?;
     } else {
         fm.set_wait_timeout(Some(std::time::Duration::from_secs(2)));
         let e = loop {
@@ -464,25 +470,12 @@ fn claim() -> Res {
 fn claim_remote() -> Res {
     let mut fm = Fm::init().map_err(err)?;
     if fm.rank() == 0 {
-        let forged = fm::wire::Header {
-            kind: fm::wire::Kind::Remote,
-            flags: fm::wire::FIRST | fm::wire::LAST,
-            handler: DATA,
-            credits: 0,
-            msg_len: u32::MAX,
-        };
-        let mut p = [0u8; fm::wire::HEADER + fm::wire::REMOTE_PAYLOAD];
-        forged.encode(&mut p);
         // Any address of this process: the read must not be reached.
-        let addr = p.as_ptr() as u64;
-        p[fm::wire::HEADER..][..8].copy_from_slice(&addr.to_le_bytes());
-        p[fm::wire::HEADER + 8..].copy_from_slice(&u64::from(u32::MAX).to_le_bytes());
-        let mut b = fm
-            .composite_mut()
-            .get_send_buffer(1, p.len())
-            .map_err(|e| e.to_string())?;
-        b.copy_from_slice(&p);
-        b.send();
+        let mut piece = [0u8; fm::wire::REMOTE_PAYLOAD];
+        let addr = piece.as_ptr() as u64;
+        piece[..8].copy_from_slice(&addr.to_le_bytes());
+        piece[8..].copy_from_slice(&u64::from(u32::MAX).to_le_bytes());
+        forge_first_packet(&mut fm, fm::wire::Kind::Remote, &piece)?;
         // Not extracting for a while: rank 1 waits for credit meanwhile.
         std::thread::sleep(std::time::Duration::from_secs(1));
         fm.extract_wait_timeout(usize::MAX, std::time::Duration::from_secs(2))
