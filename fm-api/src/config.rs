@@ -477,10 +477,15 @@ impl Config {
             .collect()
     }
 
-    /// More ranks on this host than it gives the job CPUs (`FM_CPUS`).
+    /// CPUs this host gives the job: `FM_CPUS`, else those this process
+    /// may run on.
+    pub fn job_cpus(&self) -> usize {
+        self.cpus.unwrap_or_else(fm_platform::cpus_allowed)
+    }
+
+    /// More ranks on this host than it gives the job CPUs.
     pub fn oversubscribed(&self) -> bool {
-        let cpus = self.cpus.unwrap_or_else(fm_platform::cpus_allowed);
-        self.local_ranks().len() > cpus
+        self.local_ranks().len() > self.job_cpus()
     }
 
     /// Whether this process's waits sleep after their busy period.

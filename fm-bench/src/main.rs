@@ -369,8 +369,7 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
     fm.barrier().map_err(e)?;
     if active {
         // Pinned ranks see one CPU in their mask: the launcher says how many the job has.
-        let cpus = fm.config().cpus.unwrap_or_else(fm_platform::cpus_allowed);
-        let oversubscribed = fm.config().local_ranks().len() > cpus;
+        let (cpus, oversubscribed) = (fm.config().job_cpus(), fm.config().oversubscribed());
         let format = match (opts.json, opts.csv) {
             (true, _) => Format::Json,
             (_, true) => Format::Csv,
