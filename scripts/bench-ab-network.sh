@@ -7,6 +7,9 @@
 # Usage: scripts/bench-ab-network.sh OLD_RELEASE_DIR NEW_RELEASE_DIR [OUT_DIR]
 #   each RELEASE_DIR holds that build's fm-bench and fmrun
 #   (e.g. /tmp/old/target/release target/release);  ROUNDS=7 (default)
+#   OLD_ENV / NEW_ENV: settings for that side's runs, e.g. the MAC's cost
+#   in one build: OLD_ENV=FM_ETH_AUTH=none scripts/bench-ab-network.sh \
+#   target/release target/release
 # Each round starts with the placement probe (../shared/peers' cache-line
 # one-way time) so rounds can be compared by placement. The namespaces
 # fmab-a and fmab-b (198.18.252.0/24) are removed on exit, also on failure.
@@ -43,10 +46,11 @@ for r in $(seq "$ROUNDS"); do
     echo "[$(date +%H:%M:%S)] round $r, probe ${p:-n/a} us" >&2
     for build in old new; do
         dir=$([ $build = old ] && echo "$OLD" || echo "$NEW")
+        vars=$([ $build = old ] && echo "${OLD_ENV:-}" || echo "${NEW_ENV:-}")
         {
-            "$dir/fm-bench" pingpong --device ethernet --sizes 8,65536 --json 2>/dev/null
-            "$dir/fm-bench" bw --device ethernet --sizes 1048576 --json 2>/dev/null
-            [ $NS = 1 ] && ip netns exec $A "$dir/fmrun" -n 2 --hosts $A:1,$B:1 \
+            env $vars "$dir/fm-bench" pingpong --device ethernet --sizes 8,65536,1048576 --json 2>/dev/null
+            env $vars "$dir/fm-bench" bw --device ethernet --sizes 1048576 --json 2>/dev/null
+            [ $NS = 1 ] && ip netns exec $A env $vars "$dir/fmrun" -n 2 --hosts $A:1,$B:1 \
                 --rsh 'ip netns exec {host}' --grm-listen 198.18.252.1:0 \
                 --net self,shmem,nic,null --timeout 120 \
                 "$dir/fm-bench" pingpong --device nic --sizes 8 --json 2>/dev/null
@@ -65,6 +69,7 @@ print("| metric | old median | new median | new / old | rounds |\n|---|---|---|-
 for bench, dev, size, key, what in [
         ("pingpong", "ethernet", 8, "median_us", "ethernet 8 B one-way µs"),
         ("pingpong", "ethernet", 65536, "median_us", "ethernet 64 KiB one-way µs"),
+        ("pingpong", "ethernet", 1048576, "median_us", "ethernet 1 MiB one-way µs"),
         ("bw", "ethernet", 1048576, "mb_s", "ethernet 1 MiB streaming MB/s"),
         ("pingpong", "nic", 8, "median_us", "nic 8 B one-way µs (veth)")]:
     o, n = vals("old", bench, dev, size, key), vals("new", bench, dev, size, key)

@@ -260,6 +260,7 @@ impl NicSocket {
             ethertype: self.cfg.ethertype.to_be_bytes(),
             words,
             rings: self.rings,
+            last_from: (0, [0; 6]),
         };
         let peers: Vec<_> = peers
             .iter()
@@ -466,8 +467,9 @@ impl Ring {
         unsafe { &*(frame as *const AtomicU32) }
     }
 
-    /// The next arrived frame's Ethernet payload, copied into `buf`.
-    fn recv(&mut self, buf: &mut [u8]) -> Option<usize> {
+    /// The next arrived frame's Ethernet payload, copied into `buf`, and
+    /// its source MAC in `from`.
+    fn recv(&mut self, buf: &mut [u8], from: &mut [u8; 6]) -> Option<usize> {
         let f = self.rx_frame(self.rx_head);
         if self.status(f).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
             return None;
@@ -482,6 +484,9 @@ impl Ring {
             // SAFETY: mac + snap ≤ frame: the frame's data, inside the mapping.
             let data = unsafe { std::slice::from_raw_parts(f.add(mac + ETH_HEADER), n) };
             buf[..n].copy_from_slice(data);
+            // SAFETY: as above; bytes 6..12 of the Ethernet header.
+            let src = unsafe { std::slice::from_raw_parts(f.add(mac + 6), 6) };
+            from.copy_from_slice(src);
             n
         } else {
             0 // truncated or broken: the reliable layer counts it malformed
@@ -597,6 +602,8 @@ struct RingLink {
     ethertype: [u8; 2],
     /// Per ring, the status word of its next RX frame (the arrival probe).
     words: Arc<[AtomicPtr<AtomicU32>]>,
+    /// The ring and source MAC of the frame `recv` returned last.
+    last_from: (usize, [u8; 6]),
 }
 
 impl Link for RingLink {
@@ -615,7 +622,9 @@ impl Link for RingLink {
 
     fn recv(&mut self, buf: &mut [u8]) -> Option<usize> {
         let rings = &mut self.rings;
-        let (i, len) = self.trunk.recv(|i| rings[i].recv(buf))?;
+        let mut from = [0u8; 6];
+        let (i, len) = self.trunk.recv(|i| rings[i].recv(buf, &mut from))?;
+        self.last_from = (i, from);
         let r = &self.rings[i];
         self.words[i].store(r.rx_status(r.rx_head), Ordering::Relaxed);
         Some(len)
@@ -631,6 +640,11 @@ impl Link for RingLink {
 
     fn arrival_probe(&self) -> Option<ArrivalProbe> {
         Some(ArrivalProbe::new(self.words.clone(), libc::TP_STATUS_USER))
+    }
+
+    fn came_from(&self, claimed: Rank) -> bool {
+        let (i, mac) = &self.last_from;
+        self.trunk.is_address_of(claimed, *i, mac)
     }
 
     fn kernel_drops(&mut self) -> u64 {

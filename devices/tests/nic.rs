@@ -80,7 +80,7 @@ fn two_devices_exchange_over_a_veth_pair() {
     in_veth_namespace("two_devices_exchange_over_a_veth_pair", 1500, || {
         let (mut a, mut b) = pair(None);
         let mtu = a.info().mtu;
-        assert_eq!(mtu, 1500 - 48);
+        assert_eq!(mtu, 1500 - fm_devices::reliable::header::HEADER);
         for i in 0..2000u32 {
             let len = (i as usize * 331) % (mtu + 1);
             send(&mut a, 1, i as u8, len);

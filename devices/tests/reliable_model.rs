@@ -22,7 +22,7 @@ type Dev = ReliableDevice<FaultyLink<MemLink>>;
 
 fn config(rank: Rank, window: u32, pool: usize) -> ReliableConfig {
     let mut c = ReliableConfig::new("test", JobKey(0xAB), rank, 2);
-    c.mtu = 48 + 256;
+    c.mtu = fm_devices::reliable::header::HEADER + 256;
     c.window = window;
     c.pool = pool;
     c.rto = Duration::from_micros(300);

@@ -5,6 +5,8 @@
 //! no sleeping, no threads: every message arrives exactly once, in order and
 //! intact, and nothing arrives after the last one. Small receive pools and
 //! windows bring in STOP/GO; `reorder` runs the trunk's reorder queue.
+//! A forger on the network races every packet with an altered copy; with
+//! the job's MAC on, none of them gets through.
 //!
 //! `devices/tests/reliable_model.rs` runs the same exchange through the
 //! driver (`ReliableDevice`) on the wall clock.
@@ -13,6 +15,7 @@ mod common;
 
 use common::{check_arrival, faults, message};
 
+use fm_devices::reliable::header::{checksum, MacKey, HEADER};
 use fm_devices::reliable::{Faults, Protocol, ReliableConfig, ReliableStats};
 use fm_devices::{DeviceError, JobKey, Rank};
 use proptest::prelude::*;
@@ -27,7 +30,7 @@ const POLL: Duration = Duration::from_micros(5);
 fn config(rank: Rank, window: u32, pool: usize, reorder: bool) -> ReliableConfig {
     let mut c = ReliableConfig::new("virtual", JobKey(0xAB), rank, 2);
     c.epoch = 0x1000 + rank;
-    c.mtu = 48 + 256;
+    c.mtu = HEADER + 256;
     c.window = window;
     c.pool = pool;
     c.rto = Duration::from_micros(300);
@@ -70,10 +73,52 @@ struct Net {
     /// that shows the checker catches what a protocol without a payload
     /// checksum lets through.
     corrupt_payload_only: bool,
+    /// Race every datagram with a forged copy (see [`forge`]).
+    forger: bool,
+}
+
+/// What the network does besides its faults, and whether the job MACs.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// The CRC covers payloads.
+    Checked,
+    /// The CRC covers headers only, and the network corrupts only payloads.
+    PayloadUnchecked,
+    /// A forger races every packet; the job uses MACs (or not).
+    Forged { mac: bool },
+}
+
+/// What someone who sees a packet but lacks the job's key can make of it:
+/// DATA with its payload changed, a control packet turned into STOP, the
+/// CRC made right again. It arrives before the real packet.
+fn forge(d: &[u8]) -> Vec<u8> {
+    let mut f = d.to_vec();
+    if f.len() > HEADER {
+        f[HEADER] ^= 0xff;
+    } else if f.len() == HEADER {
+        f[3] = 4; // STOP
+    }
+    f[40..44].fill(0);
+    let covered = if u32::from_le_bytes([f[44], f[45], f[46], f[47]]) & 1 != 0 {
+        f.len()
+    } else {
+        HEADER.min(f.len())
+    };
+    let crc = checksum(&f[..covered]);
+    f[40..44].copy_from_slice(&crc.to_le_bytes());
+    f
 }
 
 impl Net {
     fn send(&mut self, from: usize, dest: Rank, datagram: &[u8], now: Instant) {
+        if self.forger && datagram.len() >= HEADER {
+            self.sent += 1;
+            self.flight.push(InFlight {
+                at: std::cmp::Reverse((now + LATENCY / 2, self.sent)),
+                dest,
+                bytes: forge(datagram),
+            });
+        }
         let f = self.faults[from];
         let rng = &mut self.rng[from];
         if rng.chance(f.drop) {
@@ -81,7 +126,7 @@ impl Net {
         }
         let mut d = datagram.to_vec();
         // Payload-only corruption leaves the header alone.
-        let first = if self.corrupt_payload_only { 48 } else { 0 };
+        let first = if self.corrupt_payload_only { HEADER } else { 0 };
         if d.len() > first && rng.chance(f.corrupt) {
             let r = rng.next() as usize;
             let at = first + r % (d.len() - first);
@@ -165,13 +210,16 @@ fn run(
     total: u32,
     release_every: u32,
     reorder: bool,
-    payload_crc: bool,
+    mode: Mode,
 ) -> Result<(Duration, [ReliableStats; 2]), String> {
     let t0 = Instant::now();
     let mut now = t0;
     let mut s = [0, 1].map(|me: Rank| {
         let mut c = config(me, window, pool, reorder);
-        c.payload_crc = payload_crc;
+        c.payload_crc = mode != Mode::PayloadUnchecked;
+        if mode == (Mode::Forged { mac: true }) {
+            c.mac = Some(MacKey::from_token("the-job-token-0123456789abcdef"));
+        }
         let peer = config(1 - me, window, pool, reorder).epoch;
         let epochs = if me == 0 {
             [None, Some(peer)]
@@ -191,7 +239,8 @@ fn run(
         rng: f.map(|f| Rng(f.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)),
         flight: BinaryHeap::new(),
         sent: 0,
-        corrupt_payload_only: !payload_crc,
+        corrupt_payload_only: mode == Mode::PayloadUnchecked,
+        forger: matches!(mode, Mode::Forged { .. }),
     };
     let mut done_at = None;
     for tick in 0u64.. {
@@ -232,7 +281,7 @@ fn run(
             let buf = p.recv_buffer();
             let n = d.bytes.len().min(buf.len());
             buf[..n].copy_from_slice(&d.bytes[..n]);
-            p.handle_datagram(now, n);
+            p.handle_datagram(now, n, |_| true);
         }
     }
     unreachable!("the loop returns")
@@ -251,7 +300,7 @@ proptest! {
         release_every in 1u32..6,
         reorder in any::<bool>(),
     ) {
-        let r = run([f0, f1], window, pool, 300, release_every, reorder, true);
+        let r = run([f0, f1], window, pool, 300, release_every, reorder, Mode::Checked);
         prop_assert!(r.is_ok(), "{:?}", r);
     }
 }
@@ -261,8 +310,8 @@ proptest! {
 #[test]
 fn a_clean_network_needs_no_retransmission_and_runs_the_same_twice() {
     let clean = [Faults::default(); 2];
-    let a = run(clean, 16, 64, 1000, 1, false, true);
-    assert_eq!(a, run(clean, 16, 64, 1000, 1, false, true));
+    let a = run(clean, 16, 64, 1000, 1, false, Mode::Checked);
+    assert_eq!(a, run(clean, 16, 64, 1000, 1, false, Mode::Checked));
     let (_, [s0, s1]) = a.expect("a clean run completes");
     for s in [s0, s1] {
         assert_eq!(
@@ -284,8 +333,32 @@ fn the_checker_catches_a_corrupted_payload() {
         seed: 3,
         ..Faults::default()
     };
-    let r = run([f, f], 8, 16, 300, 1, false, false);
+    let r = run([f, f], 8, 16, 300, 1, false, Mode::PayloadUnchecked);
     let e = r.expect_err("corrupted payloads went unnoticed");
+    assert!(e.contains("expected message"), "{e}");
+}
+
+/// A forger who sees every packet and races it with an altered copy
+/// (payload changed or turned into STOP, CRC fixed up) gets nothing
+/// through the MAC: every message arrives exactly once and intact, each
+/// forgery is counted, and the forged STOPs do not stall the senders.
+/// Without the MAC the same forger gets its payloads delivered, and the
+/// check says so.
+#[test]
+fn forged_packets_are_dropped_and_counted_under_the_mac() {
+    let f = Faults {
+        drop: 0.02,
+        seed: 11,
+        ..Faults::default()
+    };
+    let (_, [s0, s1]) = run([f, f], 8, 16, 500, 1, false, Mode::Forged { mac: true })
+        .expect("exactly once and intact despite the forger");
+    for s in [s0, s1] {
+        assert!(s.dropped_unauthenticated >= 500, "{s:?}");
+        assert_eq!(s.stops_received, 0, "a forged STOP was taken: {s:?}");
+    }
+    let e = run([f, f], 8, 16, 500, 1, false, Mode::Forged { mac: false })
+        .expect_err("forged payloads went unnoticed without the MAC");
     assert!(e.contains("expected message"), "{e}");
 }
 

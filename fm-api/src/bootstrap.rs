@@ -281,8 +281,18 @@ fn bind_ethernet(g: &GrmJoin, c: &Config, pacer: &fm_pacer::Pacer) -> Result<Eth
     }
     e.addrs = addrs;
     e.mtu = c.eth.mtu;
-    e.reliable = c.reliable.clone();
+    e.reliable = reliable_settings(c, g);
     Ok(EthernetSocket::bind(e)?)
+}
+
+/// The reliable layer's settings for this job: the user's, and the
+/// packet key derived from the job's token (docs/SECURITY.md).
+fn reliable_settings(c: &Config, g: &GrmJoin) -> fm_devices::reliable::Settings {
+    let mut r = c.reliable.clone();
+    if r.authenticate {
+        r.mac = Some(fm_devices::reliable::header::MacKey::from_token(&g.token));
+    }
+    r
 }
 
 /// Each rank's endpoint for `device` in the node map, for ranks on other
@@ -357,7 +367,7 @@ fn open_nic(
         n.tx_frames = f;
     }
     n.network = c.nic.network.clone();
-    n.reliable = c.reliable.clone();
+    n.reliable = reliable_settings(c, g);
     match NicSocket::open(n) {
         Ok(s) => Ok((Some(s), None)),
         Err(e) if c.net.nic == Want::IfAvailable => Ok((None, Some(e.to_string()))),

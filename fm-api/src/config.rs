@@ -433,6 +433,16 @@ impl Config {
                 }
             };
         }
+        if let Some(v) = vars.get(&rel::ETH_AUTH)? {
+            r.authenticate = match v.as_str() {
+                "mac" => true,
+                "none" => false,
+                _ => {
+                    let why = "known values: mac, none".into();
+                    return Err(env_error(&rel::ETH_AUTH, &v, why));
+                }
+            };
+        }
         r.pool = vars.positive(&rel::ETH_POOL, "packet")?;
         if let Some(v) = vars.get(&rel::FAULTS)? {
             let f = fm_devices::reliable::Faults::parse(&v)

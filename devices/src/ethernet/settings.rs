@@ -27,7 +27,7 @@ pub const ETH_MTU: Setting = Setting {
     var: "FM_ETH_MTU",
     scope: Scope::Setting,
     default: r#"the pacer's choice, at most the interface's MTU − 28 (65507 on loopback)"#,
-    doc: r#"largest datagram, 48-byte header included. The job uses the smallest of its ranks' values. Setting it turns the pacer off for this knob."#,
+    doc: r#"largest datagram, 64-byte header included. The job uses the smallest of its ranks' values. Setting it turns the pacer off for this knob."#,
 };
 
 /// Every knob of this file, in documentation order.

@@ -27,7 +27,7 @@ pub const NIC_MTU: Setting = Setting {
     var: "FM_NIC_MTU",
     scope: Scope::Setting,
     default: r#"the interface's MTU"#,
-    doc: r#"largest frame payload, the reliable layer's 48-byte header included. The job uses the smallest of its ranks' values."#,
+    doc: r#"largest frame payload, the reliable layer's 64-byte header included. The job uses the smallest of its ranks' values."#,
 };
 
 pub const NIC_FRAMES: Setting = Setting {

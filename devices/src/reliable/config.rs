@@ -2,6 +2,7 @@
 //! user's [`Settings`] (the `FM_ETH_*` knobs), and the endpoint a network
 //! device advertises in the node map.
 
+use super::header::MacKey;
 use super::{Faults, FaultyLink, Link, NetDevice, ReliableDevice};
 use crate::{DeviceError, JobKey, Rank};
 use std::time::Duration;
@@ -33,6 +34,9 @@ pub struct ReliableConfig {
     pub reorder: bool,
     /// The checksum covers payloads too, not only headers (see `header`).
     pub payload_crc: bool,
+    /// Every packet carries a MAC under this key, and only packets with
+    /// a valid one are accepted (see `header`); `None`: no MACs.
+    pub mac: Option<MacKey>,
 }
 
 impl ReliableConfig {
@@ -66,6 +70,11 @@ pub struct Settings {
     /// Cover payloads with the CRC too (`FM_ETH_CHECKSUM=full`); always
     /// when fault injection corrupts packets.
     pub payload_crc: bool,
+    /// Authenticate every packet (`FM_ETH_AUTH`, default `mac`): the
+    /// job's bootstrap then sets `mac` from the job's token.
+    pub authenticate: bool,
+    /// The job's packet key (set by the bootstrap, not by the user).
+    pub mac: Option<MacKey>,
 }
 
 impl Default for Settings {
@@ -77,6 +86,8 @@ impl Default for Settings {
             dead_after: Duration::from_secs(10),
             faults: None,
             payload_crc: false,
+            authenticate: true,
+            mac: None,
         }
     }
 }
@@ -108,6 +119,7 @@ impl Settings {
             dead_after: self.dead_after,
             reorder: false,
             payload_crc: self.payload_crc || self.faults.is_some_and(|f| f.corrupt > 0.0),
+            mac: self.mac.clone().filter(|_| self.authenticate),
         }
     }
 

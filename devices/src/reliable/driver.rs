@@ -91,7 +91,9 @@ impl<L: Link> Driven<L> {
             };
             got += 1;
             let now = *clock.get_or_insert_with(Instant::now);
-            self.protocol.handle_datagram(now, n);
+            let link = &self.link;
+            self.protocol
+                .handle_datagram(now, n, |claimed| link.came_from(claimed));
             if self.protocol.ready_len() > 0 && self.was_drained {
                 // Data after an empty link: hand it over now rather than pay
                 // one more (usually empty) receive first. Behind a stream

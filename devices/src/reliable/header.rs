@@ -1,4 +1,4 @@
-//! The reliable layer's packet header, 48 bytes, little-endian:
+//! The reliable layer's packet header, 64 bytes, little-endian:
 //!
 //! ```text
 //!  0  u16 magic "Fm"        2  u8 version      3  u8 kind (DATA ACK LOSE STOP GO)
@@ -8,7 +8,9 @@
 //! 32  u32 cumulative ACK: last in-order sequence received from the destination
 //! 36  u32 payload length    40 u32 CRC-32C of the header (this field zero),
 //!                                 and of the payload when flag 1 is set
-//! 44  u32 flags: 1 = the CRC covers the payload; other bits zero
+//! 44  u32 flags: 1 = the CRC covers the payload; 2 = a MAC is present;
+//!                other bits zero
+//! 48  16 bytes: the MAC (flag 2), else zero
 //! ```
 //!
 //! The header is always checked. The payload is covered when the path has
@@ -16,16 +18,83 @@
 //! real links, so the ethernet device covers them only when asked
 //! (`FM_ETH_CHECKSUM=full`) or when fault injection corrupts packets.
 //!
+//! The MAC authenticates the packet: BLAKE3 in keyed mode under the job's
+//! [`MacKey`], over bytes 0..40 and 44..48 of the header and the whole
+//! payload, cut to 16 bytes. Only the job's ranks know the key (it is
+//! derived from the job's token, which never crosses the network), so a
+//! packet forged or altered by anyone else is dropped, whatever job key,
+//! epoch and sequence it claims. The CRC, which covers the MAC field, is
+//! checked first: garbage costs no MAC.
+//!
 //! An epoch is a random number drawn when a device opens: a packet of an
 //! earlier incarnation of a process, or meant for one, carries another and
 //! is dropped. [`Header::parse`] checks everything that can be checked
 //! without state and never panics on any bytes.
 
-pub const HEADER: usize = 48;
+pub const HEADER: usize = 64;
 pub const MAGIC: u16 = u16::from_le_bytes(*b"Fm");
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Flag: the CRC covers the payload too.
 pub const FLAG_PAYLOAD_CRC: u32 = 1;
+/// Flag: bytes 48..64 hold the packet's MAC.
+pub const FLAG_MAC: u32 = 2;
+/// Where the MAC sits in the header, and its length.
+const MAC_AT: usize = 48;
+pub const MAC_LEN: usize = 16;
+
+/// A job's key for packet MACs: derived from the job's token by every
+/// rank, so the token itself is never sent.
+#[derive(Clone)]
+pub struct MacKey([u8; 32]);
+
+impl std::fmt::Debug for MacKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MacKey(…)")
+    }
+}
+
+impl MacKey {
+    /// The packet key of the job whose token is `token`.
+    pub fn from_token(token: &str) -> MacKey {
+        MacKey(blake3::derive_key(
+            "fm 2026-11 reliable-layer packet MAC",
+            token.as_bytes(),
+        ))
+    }
+
+    /// The MAC of a whole datagram (header and payload); the CRC and MAC
+    /// fields are not covered.
+    pub fn tag(&self, d: &[u8]) -> [u8; MAC_LEN] {
+        let mut out = [0u8; MAC_LEN];
+        if d.len() <= 2 * HEADER {
+            // Small packets (every control packet, small DATA): one call
+            // over a contiguous copy, cheaper than the incremental hasher.
+            let mut buf = [0u8; 2 * HEADER];
+            let n = 44 + d.len().saturating_sub(HEADER);
+            buf[..40].copy_from_slice(&d[..40]);
+            buf[40..44].copy_from_slice(&d[44..48]);
+            buf[44..n].copy_from_slice(&d[HEADER.min(d.len())..]);
+            out.copy_from_slice(&blake3::keyed_hash(&self.0, &buf[..n]).as_bytes()[..MAC_LEN]);
+        } else {
+            let mut h = blake3::Hasher::new_keyed(&self.0);
+            h.update(&d[..40]);
+            h.update(&d[44..48]);
+            h.update(&d[HEADER..]);
+            h.finalize_xof().fill(&mut out);
+        }
+        out
+    }
+
+    /// Does the datagram carry this key's MAC? (Compared in constant time.)
+    pub fn verify(&self, d: &[u8]) -> bool {
+        if d.len() < HEADER {
+            return false;
+        }
+        let want = self.tag(d);
+        let got = &d[MAC_AT..MAC_AT + MAC_LEN];
+        want.iter().zip(got).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -68,6 +137,8 @@ pub struct Header {
     pub len: u32,
     /// The checksum covers the payload (flag 1).
     pub payload_crc: bool,
+    /// A MAC is present (flag 2); [`MacKey::verify`] checks it.
+    pub mac: bool,
 }
 
 /// Why a datagram was dropped before it reached the protocol.
@@ -83,8 +154,9 @@ pub enum Malformed {
 }
 
 impl Header {
-    /// Write the header into `out[..HEADER]` with the checksum over `out[..HEADER + len]`.
-    pub fn write(&self, out: &mut [u8]) {
+    /// Write the header into `out[..HEADER]`: the MAC under `key` when
+    /// given (over `out[..HEADER + len]`), then the checksum.
+    pub fn write(&self, out: &mut [u8], key: Option<&MacKey>) {
         out[0..2].copy_from_slice(&MAGIC.to_le_bytes());
         out[2] = VERSION;
         out[3] = self.kind as u8;
@@ -97,17 +169,21 @@ impl Header {
         out[32..36].copy_from_slice(&self.ack.to_le_bytes());
         out[36..40].copy_from_slice(&self.len.to_le_bytes());
         out[40..44].fill(0);
-        let flags = if self.payload_crc {
-            FLAG_PAYLOAD_CRC
-        } else {
-            0
-        };
+        let mut flags = 0;
+        if self.payload_crc {
+            flags |= FLAG_PAYLOAD_CRC;
+        }
+        if key.is_some() {
+            flags |= FLAG_MAC;
+        }
         out[44..48].copy_from_slice(&flags.to_le_bytes());
-        let covered = if self.payload_crc {
-            HEADER + self.len as usize
-        } else {
-            HEADER
-        };
+        let whole = HEADER + self.len as usize;
+        out[MAC_AT..MAC_AT + MAC_LEN].fill(0);
+        if let Some(k) = key {
+            let tag = k.tag(&out[..whole]);
+            out[MAC_AT..MAC_AT + MAC_LEN].copy_from_slice(&tag);
+        }
+        let covered = if self.payload_crc { whole } else { HEADER };
         let crc = checksum(&out[..covered]);
         out[40..44].copy_from_slice(&crc.to_le_bytes());
     }
@@ -130,10 +206,11 @@ impl Header {
             return Err(Malformed::Length);
         }
         let flags = u32_at(44);
-        if flags & !FLAG_PAYLOAD_CRC != 0 {
+        if flags & !(FLAG_PAYLOAD_CRC | FLAG_MAC) != 0 {
             return Err(Malformed::Reserved);
         }
         let payload_crc = flags & FLAG_PAYLOAD_CRC != 0;
+        let mac = flags & FLAG_MAC != 0;
         let want = u32_at(40);
         let mut h = crc32c_update(0, &d[..40]);
         h = crc32c_update(h, &[0; 4]);
@@ -152,6 +229,7 @@ impl Header {
             ack: u32_at(32),
             len,
             payload_crc,
+            mac,
         })
     }
 }
@@ -193,6 +271,7 @@ mod tests {
             ack: 17,
             len,
             payload_crc: true,
+            mac: false,
         }
     }
 
@@ -204,7 +283,7 @@ mod tests {
             for (i, b) in d[HEADER..].iter_mut().enumerate() {
                 *b = i as u8;
             }
-            h.write(&mut d);
+            h.write(&mut d, None);
             assert_eq!(Header::parse(&d), Ok(h));
             for i in 0..d.len() {
                 for bit in 0..8 {
@@ -237,7 +316,7 @@ mod tests {
             let mut h = sample(len);
             h.kind = kind;
             let mut d = vec![7u8; HEADER + len as usize];
-            h.write(&mut d);
+            h.write(&mut d, None);
             std::fs::write(dir.join(format!("seed-{i}-{kind:?}")), &d).unwrap();
         }
     }
@@ -247,12 +326,50 @@ mod tests {
         let mut h = sample(16);
         h.payload_crc = false;
         let mut d = vec![5u8; HEADER + 16];
-        h.write(&mut d);
+        h.write(&mut d, None);
         assert_eq!(Header::parse(&d), Ok(h));
         d[HEADER + 3] ^= 1;
         assert_eq!(Header::parse(&d), Ok(h), "payload not covered");
         d[20] ^= 1;
         assert!(Header::parse(&d).is_err(), "header covered");
+    }
+
+    #[test]
+    fn the_mac_covers_header_and_payload_and_needs_the_key() {
+        let key = MacKey::from_token("token-of-this-job-0123456789");
+        let other = MacKey::from_token("token-of-another-job-0123456");
+        // Both sides of the small-packet path, and a large payload.
+        for len in [0u32, 8, 63, 64, 65, 3000] {
+            let mut h = sample(len);
+            h.payload_crc = false;
+            h.mac = true;
+            let mut d = vec![3u8; HEADER + len as usize];
+            h.write(&mut d, Some(&key));
+            assert_eq!(Header::parse(&d), Ok(h));
+            assert!(key.verify(&d), "len {len}");
+            assert!(!other.verify(&d), "another job's key accepted, len {len}");
+            for i in (0..d.len()).filter(|i| !(40..44).contains(i)) {
+                let mut e = d.clone();
+                e[i] ^= 0x10;
+                assert!(!key.verify(&e), "len {len}: change at byte {i} accepted");
+            }
+            // A forger who fixes the CRC after changing the payload still fails.
+            if len > 0 {
+                let mut e = d.clone();
+                e[HEADER] ^= 1;
+                let crc = checksum(&{
+                    let mut z = e[..HEADER].to_vec();
+                    z[40..44].fill(0);
+                    z
+                });
+                e[40..44].copy_from_slice(&crc.to_le_bytes());
+                assert!(Header::parse(&e).is_ok() && !key.verify(&e));
+            }
+        }
+        let mut d = vec![0u8; HEADER];
+        sample(0).write(&mut d, None);
+        assert!(!key.verify(&d), "a packet without a MAC");
+        assert!(!key.verify(&d[..10]));
     }
 
     #[test]

@@ -19,10 +19,11 @@ impl Protocol {
     }
 
     /// The datagram of `len` bytes now in [`Protocol::recv_buffer`],
-    /// arrived at (about) `now`.
-    pub fn handle_datagram(&mut self, now: Instant, len: usize) {
+    /// arrived at (about) `now`; `came_from(r)` says whether it came from
+    /// rank r's address (the link's [`came_from`](super::Link::came_from)).
+    pub fn handle_datagram(&mut self, now: Instant, len: usize, came_from: impl Fn(Rank) -> bool) {
         let slot = self.free.last().copied();
-        let Some(h) = self.check(slot, len) else {
+        let Some(h) = self.check(slot, len, came_from) else {
             return;
         };
         let src = h.src;
@@ -57,14 +58,22 @@ impl Protocol {
         }
     }
 
-    /// The header of a datagram that belongs to this job, this process
-    /// and a known incarnation of a peer; anything else is counted.
-    fn check(&mut self, slot: Option<u32>, len: usize) -> Option<Header> {
+    /// The header of a datagram that belongs to this job, carries its MAC
+    /// (when the job uses them), came from the address of the rank it
+    /// names, and is meant for this process and a known incarnation of
+    /// its peer; anything else is counted.
+    fn check(
+        &mut self,
+        slot: Option<u32>,
+        len: usize,
+        came_from: impl Fn(Rank) -> bool,
+    ) -> Option<Header> {
         let buf = match slot {
             Some(s) => &self.pool[s as usize],
             None => &self.scratch,
         };
-        let h = match Header::parse(&buf[..len.min(buf.len())]) {
+        let d = &buf[..len.min(buf.len())];
+        let h = match Header::parse(d) {
             Ok(h) => h,
             Err(Malformed::Checksum) => {
                 self.rstats.dropped_checksum += 1;
@@ -77,6 +86,10 @@ impl Protocol {
         };
         if h.job_key != self.cfg.job_key.0 {
             self.rstats.dropped_foreign_job += 1;
+        } else if (self.cfg.mac.as_ref()).is_some_and(|k| !h.mac || !k.verify(d)) {
+            self.rstats.dropped_unauthenticated += 1;
+        } else if !came_from(h.src) {
+            self.rstats.dropped_wrong_address += 1;
         } else if h.dst != self.cfg.rank || h.src as usize >= self.cfg.size {
             self.rstats.dropped_misdirected += 1;
         } else if h.dst_epoch != self.cfg.epoch

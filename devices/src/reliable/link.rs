@@ -38,6 +38,11 @@ pub trait Link: Send {
     fn wait_fds(&self) -> Vec<RawFd> {
         Vec::new()
     }
+    /// Did the datagram that `recv` returned last come from `claimed`'s
+    /// address on the link it arrived on? Links that cannot tell say yes.
+    fn came_from(&self, _claimed: Rank) -> bool {
+        true
+    }
 }
 
 /// Where a memory-notified link's next arrival will show: per ring, a
@@ -91,6 +96,9 @@ impl<L: Link + ?Sized> Link for Box<L> {
     fn wait_fds(&self) -> Vec<RawFd> {
         (**self).wait_fds()
     }
+    fn came_from(&self, claimed: Rank) -> bool {
+        (**self).came_from(claimed)
+    }
 }
 
 /// The links of a trunk (thesis chapter 6): packets to a peer go round-robin
@@ -125,6 +133,14 @@ impl<A> Trunk<A> {
         let i = self.next_path[d] % paths;
         self.next_path[d] = self.next_path[d].wrapping_add(1);
         Ok((i, &self.peers[d][i]))
+    }
+
+    /// Is `addr` `rank`'s address on link `link`?
+    pub fn is_address_of(&self, rank: Rank, link: usize, addr: &A) -> bool
+    where
+        A: PartialEq,
+    {
+        (self.peers.get(rank as usize)).is_some_and(|p| p.get(link) == Some(addr))
     }
 
     /// `read(i)` on each link in turn, from the one after the link that
@@ -368,5 +384,8 @@ impl<L: Link> Link for FaultyLink<L> {
     }
     fn wait_fds(&self) -> Vec<RawFd> {
         self.inner.wait_fds()
+    }
+    fn came_from(&self, claimed: Rank) -> bool {
+        self.inner.came_from(claimed)
     }
 }

@@ -33,7 +33,7 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `header.rs` | the 48-byte packet header, its checksum, serial arithmetic |
+//! | `header.rs` | the 64-byte packet header, its checksum and MAC, serial arithmetic |
 //! | `config.rs` | [`ReliableConfig`], the user's [`Settings`], the advertised endpoint |
 //! | `settings.rs` | the `FM_ETH_*` window, pool and timers, `FM_ETH_CHECKSUM`, `FM_FAULTS` in fm's table of settings |
 //! | `send.rs`, `recv.rs`, `timers.rs`, `session.rs` | one peer's protocol state |

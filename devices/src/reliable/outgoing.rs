@@ -95,8 +95,9 @@ impl Protocol {
             ack,
             len: len as u32,
             payload_crc: self.cfg.payload_crc,
+            mac: self.cfg.mac.is_some(),
         }
-        .write(&mut slot.buf);
+        .write(&mut slot.buf, self.cfg.mac.as_ref());
         if retransmit {
             self.rstats.retransmits += 1;
         } else {
@@ -130,8 +131,9 @@ impl Protocol {
             ack: s.recv.last_in_order(),
             len: 0,
             payload_crc: false,
+            mac: self.cfg.mac.is_some(),
         }
-        .write(&mut self.control);
+        .write(&mut self.control, self.cfg.mac.as_ref());
         s.recv.acked();
         match kind {
             Kind::Ack => self.rstats.acks_sent += 1,

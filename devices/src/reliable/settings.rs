@@ -37,6 +37,13 @@ pub const ETH_CHECKSUM: Setting = Setting {
     doc: r#"what the CRC-32C in every datagram covers: `header` (always checked: garbage, truncation and forged headers are dropped; payloads rely on UDP's own checksum, which the kernel computes and the NIC or kernel verifies on real links) or `full` (payloads too, for paths without a checksum; costs about 16 % of 1 MiB bandwidth on loopback). Fault injection with `corrupt` turns `full` on."#,
 };
 
+pub const ETH_AUTH: Setting = Setting {
+    var: "FM_ETH_AUTH",
+    scope: Scope::Setting,
+    default: r#"`mac`"#,
+    doc: r#"`mac`: every packet of ethernet and nic carries a 16-byte MAC (keyed BLAKE3) under a key each rank derives from the job's token, and packets without a valid one are dropped and counted (`dropped_unauthenticated`), as are packets from an address that is not the rank's they name (`dropped_wrong_address`); see docs/SECURITY.md. `none`: no MAC, for measuring its cost on a network you trust; every rank of a job must agree (fmrun passes `FM_*` variables to every rank)."#,
+};
+
 pub const FAULTS: Setting = Setting {
     var: "FM_FAULTS",
     scope: Scope::Setting,
@@ -51,5 +58,6 @@ pub const SETTINGS: &[Setting] = &[
     ETH_RTO_US,
     ETH_DEAD_AFTER,
     ETH_CHECKSUM,
+    ETH_AUTH,
     FAULTS,
 ];

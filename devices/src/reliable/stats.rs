@@ -24,6 +24,11 @@ pub struct ReliableStats {
     pub dropped_foreign_job: u64,
     pub dropped_stale_epoch: u64,
     pub dropped_misdirected: u64,
+    /// Without a valid MAC under the job's key: forged, altered, or from
+    /// a process that does not hold the job's token.
+    pub dropped_unauthenticated: u64,
+    /// From an address that is not the rank's it names.
+    pub dropped_wrong_address: u64,
     pub link_errors: u64,
     pub window_full: u64,
     pub unreachable: u64,
@@ -67,6 +72,8 @@ impl std::fmt::Display for ReliableStats {
             ("dropped_foreign_job", self.dropped_foreign_job),
             ("dropped_stale_epoch", self.dropped_stale_epoch),
             ("dropped_misdirected", self.dropped_misdirected),
+            ("dropped_unauthenticated", self.dropped_unauthenticated),
+            ("dropped_wrong_address", self.dropped_wrong_address),
         ];
         let shown: Vec<String> = (all.iter())
             .filter(|(_, v)| *v != 0)
@@ -81,9 +88,11 @@ impl std::fmt::Display for ReliableStats {
 
 impl ReliableStats {
     /// Datagrams dropped as invalid: malformed, bad checksum, another job,
-    /// a stale epoch, misdirected.
+    /// a stale epoch, misdirected, unauthenticated, from the wrong address.
     pub fn invalid_drops(&self) -> u64 {
-        self.dropped_malformed
+        self.dropped_unauthenticated
+            + self.dropped_wrong_address
+            + self.dropped_malformed
             + self.dropped_checksum
             + self.dropped_foreign_job
             + self.dropped_stale_epoch
@@ -120,6 +129,8 @@ mod tests {
             dropped_foreign_job: 1,
             dropped_stale_epoch: 1,
             dropped_misdirected: 1,
+            dropped_unauthenticated: 1,
+            dropped_wrong_address: 1,
             link_errors: 1,
             window_full: 1,
             unreachable: 1,
@@ -127,7 +138,7 @@ mod tests {
             spurious_timeouts: 1,
         };
         let shown = all.to_string();
-        assert_eq!(shown.matches(" 1").count(), 25, "{shown}");
+        assert_eq!(shown.matches(" 1").count(), 27, "{shown}");
         assert_eq!(ReliableStats::default().to_string(), "all zero");
         let some = ReliableStats {
             retransmits: 3,

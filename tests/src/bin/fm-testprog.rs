@@ -811,12 +811,13 @@ fn frames(iface: String, count: u64) -> Res {
                         ack: 0,
                         len: 16,
                         payload_crc: false,
+                        mac: false,
                     };
                     let mut d = vec![0u8; HEADER + 16];
-                    h.write(&mut d);
+                    h.write(&mut d, None);
                     f.extend_from_slice(&d);
                 }
-                1 => f.extend_from_slice(&b"Fm\x01\x01truncated header"[..]),
+                1 => f.extend_from_slice(&b"Fm\x02\x01truncated header"[..]),
                 _ => f.extend((0..40 + rng.upto(1400)).map(|_| rng.next_u64() as u8)),
             }
             let rc = libc::sendto(
