@@ -103,6 +103,9 @@ impl Device for Member {
     fn has_arrivals(&self) -> bool {
         each!(self, d => d.has_arrivals())
     }
+    fn peer_failure(&self, dest: Rank) -> Option<DeviceError> {
+        each!(self, d => d.peer_failure(dest))
+    }
     fn attach_doorbell(&mut self, bell: &Arc<Doorbell>) {
         each!(self, d => d.attach_doorbell(bell))
     }
@@ -579,6 +582,13 @@ impl Device for Composite {
     #[inline(always)]
     fn raw_receive(&mut self) -> Option<RawRecv> {
         self.poll(false)
+    }
+
+    fn peer_failure(&self, dest: Rank) -> Option<DeviceError> {
+        match *self.table.get(dest as usize)? {
+            Route::Other(i) => self.others[i as usize].peer_failure(dest),
+            _ => None,
+        }
     }
 
     fn has_arrivals(&self) -> bool {

@@ -240,6 +240,15 @@ pub trait Device {
         true
     }
 
+    /// A failure that ends every send to `dest` through this device (the
+    /// peer is unreachable), asked by a sender that has no credit towards
+    /// `dest` and so would not otherwise ask the device: the wait ends
+    /// with it instead of lasting for ever.
+    fn peer_failure(&self, dest: Rank) -> Option<DeviceError> {
+        let _ = dest;
+        None
+    }
+
     /// The process's doorbell, for devices that must ring it from outside
     /// the application's calls (a background thread).
     fn attach_doorbell(&mut self, bell: &std::sync::Arc<doorbell::Doorbell>) {

@@ -385,7 +385,10 @@ fn join_job(
     endpoints: Vec<fm_grm::proto::DeviceEndpoint>,
 ) -> Result<Membership> {
     let join = fm_grm::proto::Join {
-        token: g.token.clone(),
+        // Filled in by `Membership::join` from the token.
+        job: [0; 16],
+        nonce: [0; 32],
+        proof: [0; 32],
         rank: g.rank,
         host: config.host.clone(),
         pid: std::process::id(),
@@ -393,10 +396,16 @@ fn join_job(
         handlers: names.to_vec(),
         endpoints,
     };
-    let m = Membership::join(&g.addr, join, config.shm.attach_timeout, |reason| {
-        tracing::error!("fm: the job has ended: {reason}");
-        wait::end_job(reason);
-    })?;
+    let m = Membership::join(
+        &g.addr,
+        &g.token,
+        join,
+        config.shm.attach_timeout,
+        |reason| {
+            tracing::error!("fm: the job has ended: {reason}");
+            wait::end_job(reason);
+        },
+    )?;
     let w = &m.welcome;
     let size = w.nodes.len();
     if w.rank as usize >= size

@@ -762,6 +762,10 @@ impl Endpoint {
                     Err(DeviceError::NoBuffer { .. }) => {}
                     Err(e) => return Err(e.into()),
                 }
+            } else if let Some(e) = self.dev.peer_failure(dest) {
+                // No credit, so the device is not asked for a buffer; a
+                // peer it has given up on must still end this wait.
+                return Err(e.into());
             } else if self.dev.is_null_route(dest) {
                 // The null transport: the device itself reports no route.
                 return Err(self

@@ -4,6 +4,7 @@
 //! thread sends a heartbeat every [`HEARTBEAT`], another reads what the GRM
 //! says (a peer died, the job ended) and hands it to a callback.
 
+use crate::auth::{self, Proof};
 use crate::proto::{self, Join, Msg, ProtoError, Welcome};
 use fm_devices::JobKey;
 use std::io;
@@ -32,6 +33,8 @@ pub enum GrmError {
     },
     #[error("the job ended before it started: {0}")]
     JobEnded(String),
+    #[error("the GRM at {addr} sent a node map not signed with this job's token (it is not the job's GRM, or the connection was tampered with)")]
+    Forged { addr: String },
     #[error("the GRM at {addr} sent {got} where {expected} was expected")]
     Unexpected {
         addr: String,
@@ -59,10 +62,19 @@ fn connect(addr: &str) -> Result<TcpStream, GrmError> {
     Err(err(last))
 }
 
-/// Ask the GRM what it knows.
-pub fn status(addr: &str) -> Result<proto::GrmStatus, GrmError> {
+/// Connect and read the GRM's challenge (the GRM speaks first).
+fn greeted(addr: &str) -> Result<(TcpStream, Proof), GrmError> {
     let mut s = connect(addr)?;
     let _ = s.set_read_timeout(Some(CONNECT_TIMEOUT));
+    match proto::read_msg(&mut s).map_err(|e| protocol(addr, e))? {
+        Msg::Challenge { nonce } => Ok((s, nonce)),
+        m => Err(unexpected(addr, &m, "Challenge")),
+    }
+}
+
+/// Ask the GRM what it knows.
+pub fn status(addr: &str) -> Result<proto::GrmStatus, GrmError> {
+    let (mut s, _) = greeted(addr)?;
     proto::write_msg(&mut s, &Msg::Status).map_err(|e| protocol(addr, e.into()))?;
     match proto::read_msg(&mut s).map_err(|e| protocol(addr, e))? {
         Msg::StatusReply(st) => Ok(st),
@@ -229,18 +241,23 @@ pub struct Membership {
 }
 
 impl Membership {
-    /// Join the job `join.token` at the GRM `addr` and wait (up to `timeout`)
-    /// for the fence: every process of the job joined. `on_end` runs on a
+    /// Join the job of `token` at the GRM `addr` and wait (up to `timeout`)
+    /// for the fence: every process of the job joined. The Join proves the
+    /// token without sending it (its `job`, `nonce` and `proof` are filled
+    /// in here), and the Welcome must prove it back. `on_end` runs on a
     /// background thread if the job ends under this process (a peer died, the
     /// launcher went away, the GRM was lost).
     pub fn join(
         addr: &str,
+        token: &str,
         join: Join,
         timeout: Duration,
         mut on_end: impl FnMut(String) + Send + 'static,
     ) -> Result<Membership, GrmError> {
-        let mut s = connect(addr)?;
-        proto::write_msg(&mut s, &Msg::Join(join)).map_err(|e| protocol(addr, e.into()))?;
+        let (mut s, challenge) = greeted(addr)?;
+        let verifier = auth::verifier(token);
+        let join = signed_join(token, &challenge, join);
+        proto::write_msg(&mut s, &Msg::Join(join.clone())).map_err(|e| protocol(addr, e.into()))?;
         let link = Arc::new(Link {
             stream: Mutex::new(s.try_clone().map_err(|e| protocol(addr, e.into()))?),
             done: AtomicBool::new(false),
@@ -250,7 +267,23 @@ impl Membership {
         let _ = s.set_read_timeout(Some(timeout));
         let reply = proto::read_msg(&mut s);
         let welcome = match reply {
-            Ok(Msg::Welcome(w)) => w,
+            Ok(Msg::Welcome(w))
+                if auth::check(
+                    &verifier,
+                    "welcome",
+                    &join.nonce,
+                    &w.signed_bytes(),
+                    &w.proof,
+                ) =>
+            {
+                w
+            }
+            Ok(Msg::Welcome(_)) => {
+                link.close();
+                return Err(GrmError::Forged {
+                    addr: addr.to_string(),
+                });
+            }
             Ok(m) => {
                 link.close();
                 return Err(unexpected(addr, &m, "Welcome"));
@@ -326,8 +359,9 @@ pub struct LauncherLink {
 }
 
 impl LauncherLink {
-    /// Register a job of `size` processes under `token`; `on_event` receives
-    /// its events on a background thread.
+    /// Register a job of `size` processes under `token` (the GRM is given
+    /// the job's id and verifier, not the token); `on_event` receives its
+    /// events on a background thread.
     pub fn register(
         addr: &str,
         token: &str,
@@ -335,10 +369,10 @@ impl LauncherLink {
         program: &str,
         on_event: impl FnMut(Event) + Send + 'static,
     ) -> Result<LauncherLink, GrmError> {
-        let mut s = connect(addr)?;
-        let _ = s.set_read_timeout(Some(CONNECT_TIMEOUT));
+        let (mut s, _) = greeted(addr)?;
         let m = Msg::Register {
-            token: token.to_string(),
+            job: auth::job_id(token),
+            verifier: auth::verifier(token),
             size,
             program: program.to_string(),
         };
@@ -361,6 +395,20 @@ impl Drop for LauncherLink {
     fn drop(&mut self) {
         self.link.close();
     }
+}
+
+/// `join` made a Join of `token`'s job for the connection whose GRM sent
+/// `challenge`: its job id, a fresh nonce and the proof (`auth`).
+pub fn signed_join(token: &str, challenge: &Proof, mut join: Join) -> Join {
+    join.job = auth::job_id(token);
+    join.nonce = auth::nonce();
+    join.proof = auth::prove(
+        &auth::verifier(token),
+        "join",
+        challenge,
+        &join.signed_bytes(),
+    );
+    join
 }
 
 /// A fresh random job token (128 bits, hex).

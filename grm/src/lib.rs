@@ -10,14 +10,17 @@
 //! - [`client`]: joining a job ([`Membership`], used by `fm` at init) and
 //!   registering one ([`LauncherLink`], used by `fmrun`).
 //!
-//! Life of a job: the launcher registers it (token, size, program) and gets
-//! the job key; each process joins with the token, host, pid, handler-table
+//! Life of a job: the launcher registers it (its id and verifier, size,
+//! program) and gets the job key; each process joins with proof of the
+//! job's token ([`auth`]), host, pid, handler-table
 //! fingerprint and its endpoints per device; when all have joined (the
 //! fence) each gets the node map. Heartbeats and the open connection show
 //! who is alive: a process that dies ends the job — its peers and the
 //! launcher are told who and why — and the job's shared segments are removed.
 
+pub mod auth;
 pub mod client;
+pub mod peer;
 pub mod proto;
 pub mod server;
 

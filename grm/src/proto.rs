@@ -1,4 +1,4 @@
-//! The GRM wire protocol, version 1.
+//! The GRM wire protocol, version 2.
 //!
 //! Every message is one frame:
 //!
@@ -7,16 +7,21 @@
 //! u16  protocol version (VERSION)
 //! u8   message type
 //! ...  body: integers little-endian; strings u16 length + UTF-8 (≤ MAX_STR);
-//!      byte strings u32 length; lists u32 count; options a u8 0/1 then the value
+//!      byte strings u32 length; lists u32 count; options a u8 0/1 then the value;
+//!      ids, nonces and proofs their fixed number of bytes
 //! ```
+//!
+//! The GRM speaks first: a `Challenge` on every connection. Jobs are named
+//! by an id and joined by proof of their token (`auth`), never by the token.
 //!
 //! The length is checked before anything is allocated, every count against
 //! the bytes that remain, and a frame with bytes left over is refused: a
 //! decoder fed any bytes returns a message or a [`ProtoError`], never panics.
 
+use crate::auth::{JobId, Proof};
 use std::io::{self, Read, Write};
 
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Largest frame accepted (a node map of thousands of ranks fits).
 pub const MAX_FRAME: usize = 1 << 20;
 /// Largest string field.
@@ -63,7 +68,13 @@ pub struct DeviceEndpoint {
 /// A process asks to join a job.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Join {
-    pub token: String,
+    /// The job (`auth::job_id` of its token).
+    pub job: JobId,
+    /// The joiner's nonce, which the Welcome's proof answers.
+    pub nonce: Proof,
+    /// Proof of the token over the GRM's challenge and this Join
+    /// ([`Join::signed_bytes`]).
+    pub proof: Proof,
     /// The rank it wants, or `None` to be given one.
     pub rank: Option<u32>,
     pub host: String,
@@ -92,6 +103,31 @@ pub struct Welcome {
     pub rank: u32,
     /// Every process of the job, by rank.
     pub nodes: Vec<Node>,
+    /// Proof of the job's verifier over the joiner's nonce and this
+    /// Welcome ([`Welcome::signed_bytes`]).
+    pub proof: Proof,
+}
+
+impl Join {
+    /// What the proof covers: the whole message with the proof zero.
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        Msg::Join(Join {
+            proof: [0; 32],
+            ..self.clone()
+        })
+        .encode()
+    }
+}
+
+impl Welcome {
+    /// What the proof covers: the whole message with the proof zero.
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        Msg::Welcome(Welcome {
+            proof: [0; 32],
+            ..self.clone()
+        })
+        .encode()
+    }
 }
 
 /// What the GRM knows, for `fm-info` and tests.
@@ -108,7 +144,9 @@ pub enum Msg {
     /// Launcher → GRM: create a job of `size` processes; the connection then
     /// carries the job's events to the launcher.
     Register {
-        token: String,
+        job: JobId,
+        /// The key of the job's proofs (`auth::verifier` of the token).
+        verifier: Proof,
         size: u32,
         program: String,
     },
@@ -161,6 +199,10 @@ pub enum Msg {
     /// Anyone → GRM.
     Status,
     StatusReply(GrmStatus),
+    /// GRM → anyone, first on every connection: the nonce a Join's proof covers.
+    Challenge {
+        nonce: Proof,
+    },
 }
 
 impl Msg {
@@ -181,6 +223,7 @@ impl Msg {
             Msg::Status => 13,
             Msg::StatusReply(_) => 14,
             Msg::Abort { .. } => 15,
+            Msg::Challenge { .. } => 16,
         }
     }
 
@@ -202,10 +245,14 @@ impl Msg {
             Msg::Status => "Status",
             Msg::StatusReply(_) => "StatusReply",
             Msg::Abort { .. } => "Abort",
+            Msg::Challenge { .. } => "Challenge",
         }
     }
 
     /// The whole frame, length prefix included.
+    // Long for the reason `decode` is: the wire format written out, one
+    // arm per message kind, in the layout's order.
+    #[allow(clippy::too_many_lines)]
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer(Vec::with_capacity(64));
         w.u32(0);
@@ -213,17 +260,21 @@ impl Msg {
         w.u8(self.type_code());
         match self {
             Msg::Register {
-                token,
+                job,
+                verifier,
                 size,
                 program,
             } => {
-                w.str(token);
+                w.fixed(job);
+                w.fixed(verifier);
                 w.u32(*size);
                 w.str(program);
             }
             Msg::Registered { job_key } => w.u64(*job_key),
             Msg::Join(j) => {
-                w.str(&j.token);
+                w.fixed(&j.job);
+                w.fixed(&j.nonce);
+                w.fixed(&j.proof);
                 w.opt_u32(j.rank);
                 w.str(&j.host);
                 w.u32(j.pid);
@@ -250,6 +301,7 @@ impl Msg {
                     }
                     w.endpoints(&n.endpoints);
                 }
+                w.fixed(&wl.proof);
             }
             Msg::Ready { table } => w.long_str(table),
             Msg::RankReady { rank, table } => {
@@ -275,6 +327,7 @@ impl Msg {
             Msg::JobEnded { reason } | Msg::Refused { reason } | Msg::Abort { reason } => {
                 w.str(reason)
             }
+            Msg::Challenge { nonce } => w.fixed(nonce),
             Msg::StatusReply(s) => {
                 w.u32(s.jobs);
                 w.u32(s.members);
@@ -306,7 +359,8 @@ impl Msg {
         }
         let msg = match r.u8("type")? {
             1 => Msg::Register {
-                token: r.str("token")?,
+                job: r.fixed("job")?,
+                verifier: r.fixed("verifier")?,
                 size: r.u32("size")?,
                 program: r.str("program")?,
             },
@@ -314,7 +368,9 @@ impl Msg {
                 job_key: r.u64("job_key")?,
             },
             3 => {
-                let token = r.str("token")?;
+                let job = r.fixed("job")?;
+                let nonce = r.fixed("nonce")?;
+                let proof = r.fixed("proof")?;
                 let rank = r.opt_u32("rank")?;
                 let host = r.str("host")?;
                 let pid = r.u32("pid")?;
@@ -326,7 +382,9 @@ impl Msg {
                 }
                 let endpoints = r.endpoints()?;
                 Msg::Join(Join {
-                    token,
+                    job,
+                    nonce,
+                    proof,
                     rank,
                     host,
                     pid,
@@ -362,6 +420,7 @@ impl Msg {
                     job_key,
                     rank,
                     nodes,
+                    proof: r.fixed("proof")?,
                 })
             }
             5 => Msg::Ready {
@@ -398,6 +457,9 @@ impl Msg {
             }),
             15 => Msg::Abort {
                 reason: r.str("reason")?,
+            },
+            16 => Msg::Challenge {
+                nonce: r.fixed("nonce")?,
             },
             t => return Err(ProtoError::UnknownType(t)),
         };
@@ -458,6 +520,9 @@ impl Writer {
         }
         self.u16(end as u16);
         self.0.extend_from_slice(&s.as_bytes()[..end]);
+    }
+    fn fixed(&mut self, b: &[u8]) {
+        self.0.extend_from_slice(b);
     }
     fn long_str(&mut self, s: &str) {
         self.bytes(s.as_bytes());
@@ -521,6 +586,11 @@ impl Reader<'_> {
         let b = self.take(n, what)?;
         String::from_utf8(b.to_vec()).map_err(|_| ProtoError::Utf8(what))
     }
+    fn fixed<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], ProtoError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N, what)?);
+        Ok(a)
+    }
     fn bytes(&mut self, what: &'static str) -> Result<Vec<u8>, ProtoError> {
         let n = self.u32(what)? as usize;
         Ok(self.take(n, what)?.to_vec())
@@ -563,13 +633,16 @@ impl Reader<'_> {
 pub fn examples() -> Vec<Msg> {
     vec![
         Msg::Register {
-            token: "t".repeat(32),
+            job: [1; 16],
+            verifier: [2; 32],
             size: 4,
             program: "ring".into(),
         },
         Msg::Registered { job_key: u64::MAX },
         Msg::Join(Join {
-            token: "abc".into(),
+            job: [3; 16],
+            nonce: [4; 32],
+            proof: [5; 32],
             rank: Some(3),
             host: "h".into(),
             pid: 42,
@@ -590,6 +663,7 @@ pub fn examples() -> Vec<Msg> {
                 contexts: vec![("shmem".into(), 0)],
                 endpoints: vec![],
             }],
+            proof: [6; 32],
         }),
         Msg::Ready {
             table: "x\n".repeat(5000),
@@ -615,6 +689,7 @@ pub fn examples() -> Vec<Msg> {
             reason: "panicked".into(),
         },
         Msg::Status,
+        Msg::Challenge { nonce: [7; 32] },
         Msg::StatusReply(GrmStatus {
             jobs: 1,
             members: 2,
@@ -675,10 +750,11 @@ mod tests {
             job_key: 1,
             rank: 0,
             nodes: vec![],
+            proof: [0; 32],
         })
         .encode();
-        let at = f.len() - 4;
-        f[at..].copy_from_slice(&u32::MAX.to_le_bytes());
+        let at = f.len() - 36;
+        f[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(matches!(
             Msg::decode(&f[4..]),
             Err(ProtoError::Truncated("nodes"))

@@ -1,76 +1,102 @@
 //! The GRM service: registers jobs, admits their processes, fences, hands
 //! out the node map, watches liveness and ends jobs whose processes die.
 //!
-//! One thread per connection (a job's processes, its launcher, a status
-//! query); all job state sits behind one mutex, held only for bookkeeping and
-//! for short writes that have a timeout, so a client that stops reading
-//! cannot stall the GRM.
+//! One thread reads each connection, each frame within a deadline (a
+//! client that dribbles bytes is cut off, not waited for); what the GRM
+//! says to a job's members and launcher goes through a per-connection
+//! [`Outbox`] whose own thread does the writing, so no client, reading or
+//! not, can hold the lock that every job shares. Connections and jobs are
+//! limited per client (a local user, or a remote host).
 
+use crate::auth::{self, JobId, Proof};
+use crate::peer::{client_of, Client};
 use crate::proto::{self, GrmStatus, Join, Msg, Node, ProtoError, Welcome, MAX_JOB};
 use fm_devices::shmem::segment::remove_job_segments;
 use fm_devices::JobKey;
-use std::collections::HashMap;
-use std::io::{self, ErrorKind};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Settings of a GRM.
 #[derive(Clone, Debug)]
 pub struct GrmOptions {
     /// Where to listen (loopback by default; port 0 picks a free one).
     pub listen: SocketAddr,
-    /// A process or launcher silent for this long is declared dead.
+    /// More addresses to listen on, at the same port: fmrun's own GRM
+    /// listens on the addresses its hosts reach it at, not everywhere.
+    pub also_listen: Vec<IpAddr>,
+    /// A process or launcher silent for this long is declared dead; a
+    /// frame must arrive whole within it, and a client must take what is
+    /// written to it within it.
     pub heartbeat_timeout: Duration,
-    /// A new connection must say what it wants within this time.
+    /// A new connection must say what it wants, in one whole frame, within
+    /// this time.
     pub greeting_timeout: Duration,
     /// Connections beyond this are refused.
     pub max_connections: u32,
+    /// Connections of one client (a local user, or a remote host) beyond
+    /// this are refused: one user cannot lock out the others.
+    pub max_per_client: u32,
+    /// Jobs registered by one client beyond this are refused.
+    pub max_jobs_per_client: u32,
 }
 
 impl Default for GrmOptions {
     fn default() -> Self {
         GrmOptions {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            also_listen: Vec::new(),
             heartbeat_timeout: Duration::from_secs(10),
             greeting_timeout: Duration::from_secs(10),
-            max_connections: 4096,
+            max_connections: 8192,
+            max_per_client: 2048,
+            max_jobs_per_client: 256,
         }
     }
 }
 
 /// A running GRM. Dropping it stops accepting and ends its jobs.
 pub struct Grm {
-    addr: SocketAddr,
+    addrs: Vec<SocketAddr>,
     shared: Arc<Shared>,
-    accept: Option<JoinHandle<()>>,
+    accept: Vec<JoinHandle<()>>,
 }
 
 struct Shared {
     opts: GrmOptions,
     state: Mutex<State>,
     connections: AtomicU32,
+    per_client: Mutex<HashMap<Client, u32>>,
     rejected: AtomicU64,
     stopping: AtomicBool,
 }
 
 #[derive(Default)]
 struct State {
-    /// Jobs by token.
-    jobs: HashMap<String, Job>,
+    /// Jobs by id.
+    jobs: HashMap<JobId, Job>,
 }
 
 struct Job {
     key: JobKey,
+    /// The key its members' proofs are checked with.
+    verifier: Proof,
+    /// Who registered it: a local user's job is joined only by that user.
+    owner: Client,
     program: String,
     size: u32,
-    /// Write side of the launcher's connection.
-    launcher: Option<TcpStream>,
-    members: Vec<Option<Member>>,
-    joined: u32,
+    launcher: Option<Outbox>,
+    /// Members by rank, made as they join: a registered job costs nothing
+    /// per rank until its processes come.
+    members: BTreeMap<u32, Member>,
+    /// No rank below this is free (for joiners that ask for none).
+    first_free: u32,
     left: u32,
     welcomed: bool,
     /// The first joiner's handler table: every later one must match it.
@@ -84,36 +110,129 @@ struct Member {
     host: String,
     pid: u32,
     endpoints: Vec<proto::DeviceEndpoint>,
-    conn: TcpStream,
+    /// The nonce of its Join, which the Welcome's proof answers.
+    nonce: Proof,
+    outbox: Outbox,
     left: bool,
+}
+
+/// What the GRM writes to one client, written by a thread of its own: a
+/// full queue or a write that does not finish within the timeout cuts the
+/// connection (its reader then sees it end), so a client that does not
+/// read stalls nobody. Dropping the outbox writes what is queued, then
+/// closes the sending side.
+struct Outbox {
+    tx: SyncSender<Vec<u8>>,
+    conn: TcpStream,
+}
+
+/// Frames queued to one client before it counts as not reading.
+const OUTBOX_FRAMES: usize = 64;
+
+impl Outbox {
+    fn start(conn: &TcpStream, timeout: Duration) -> io::Result<Outbox> {
+        let (tx, rx) = sync_channel::<Vec<u8>>(OUTBOX_FRAMES);
+        let mut w = conn.try_clone()?;
+        w.set_write_timeout(Some(timeout))?;
+        std::thread::Builder::new()
+            .name("grm-write".into())
+            .spawn(move || {
+                for frame in rx {
+                    if let Err(e) = w.write_all(&frame).and_then(|()| w.flush()) {
+                        tracing::debug!("grm: a client did not take what was written: {e}");
+                        let _ = w.shutdown(Shutdown::Both);
+                        return;
+                    }
+                }
+                let _ = w.shutdown(Shutdown::Write);
+            })?;
+        Ok(Outbox {
+            tx,
+            conn: conn.try_clone()?,
+        })
+    }
+
+    fn send(&self, m: &Msg) {
+        self.send_frame(m.encode());
+    }
+
+    fn send_frame(&self, frame: Vec<u8>) {
+        match self.tx.try_send(frame) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+            Err(TrySendError::Full(_)) => {
+                tracing::debug!("grm: a client's queue is full: cut off");
+                let _ = self.conn.shutdown(Shutdown::Both);
+            }
+        }
+    }
+}
+
+/// Reads one frame within a deadline, however the bytes trickle in.
+struct Deadline<'a> {
+    conn: &'a TcpStream,
+    until: Instant,
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(ErrorKind::TimedOut, "frame deadline passed"));
+        }
+        self.conn.set_read_timeout(Some(left))?;
+        (&mut &*self.conn).read(buf)
+    }
 }
 
 impl Grm {
     /// Bind and start serving in background threads.
     pub fn start(opts: GrmOptions) -> io::Result<Grm> {
-        let listener = TcpListener::bind(opts.listen)?;
-        let addr = listener.local_addr()?;
+        let first = TcpListener::bind(opts.listen)?;
+        let port = first.local_addr()?.port();
+        let mut listeners = vec![first];
+        for ip in &opts.also_listen {
+            let a = SocketAddr::new(*ip, port);
+            if listeners.iter().any(|l| l.local_addr().ok() == Some(a)) {
+                continue;
+            }
+            listeners.push(TcpListener::bind(a)?);
+        }
+        let addrs = (listeners.iter())
+            .map(TcpListener::local_addr)
+            .collect::<io::Result<Vec<_>>>()?;
         let shared = Arc::new(Shared {
             opts,
             state: Mutex::new(State::default()),
             connections: AtomicU32::new(0),
+            per_client: Mutex::new(HashMap::new()),
             rejected: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
         });
-        let s = shared.clone();
-        let accept = std::thread::Builder::new()
-            .name("grm-accept".into())
-            .spawn(move || accept_loop(listener, s))?;
-        tracing::info!(%addr, "grm: listening");
+        let mut accept = Vec::new();
+        for l in listeners {
+            let s = shared.clone();
+            accept.push(
+                std::thread::Builder::new()
+                    .name("grm-accept".into())
+                    .spawn(move || accept_loop(l, s))?,
+            );
+        }
+        tracing::info!(?addrs, "grm: listening");
         Ok(Grm {
-            addr,
+            addrs,
             shared,
-            accept: Some(accept),
+            accept,
         })
     }
 
+    /// The first address listened on.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.addrs[0]
+    }
+
+    /// Every address listened on.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
     }
 
     pub fn status(&self) -> GrmStatus {
@@ -122,7 +241,7 @@ impl Grm {
 
     /// Serve until the process ends (the daemon's main loop).
     pub fn serve_forever(mut self) {
-        if let Some(h) = self.accept.take() {
+        for h in std::mem::take(&mut self.accept) {
             let _ = h.join();
         }
     }
@@ -131,17 +250,23 @@ impl Grm {
 impl Drop for Grm {
     fn drop(&mut self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
-        // Wake the accept loop with a connection of our own.
-        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
-        if let Some(h) = self.accept.take() {
+        // Wake the accept loops with connections of our own.
+        for a in &self.addrs {
+            let a = match a.ip() {
+                ip if ip.is_unspecified() => SocketAddr::from(([127, 0, 0, 1], a.port())),
+                _ => *a,
+            };
+            let _ = TcpStream::connect_timeout(&a, Duration::from_millis(200));
+        }
+        for h in std::mem::take(&mut self.accept) {
             let _ = h.join();
         }
         let mut st = self.shared.lock();
-        let tokens: Vec<String> = st.jobs.keys().cloned().collect();
-        for t in tokens {
+        let ids: Vec<JobId> = st.jobs.keys().copied().collect();
+        for id in ids {
             end_job(
                 &mut st,
-                &t,
+                &id,
                 Ending::Ended("the GRM is shutting down".into()),
             );
         }
@@ -171,7 +296,10 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let spawned = std::thread::Builder::new()
             .name("grm-conn".into())
             .spawn(move || {
-                serve(&s, stream);
+                if let Some(client) = s.admit(&stream) {
+                    serve(&s, stream, client);
+                    s.release(client);
+                }
                 s.connections.fetch_sub(1, Ordering::SeqCst);
             });
         if let Err(e) = spawned {
@@ -188,6 +316,37 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Count the connection against its client, or refuse it.
+    fn admit(&self, conn: &TcpStream) -> Option<Client> {
+        let client = client_of(conn)?;
+        let mut per = self.per_client.lock().unwrap_or_else(|p| p.into_inner());
+        let n = per.entry(client).or_insert(0);
+        if *n >= self.opts.max_per_client {
+            drop(per);
+            self.rejected.fetch_add(1, Ordering::SeqCst);
+            refuse(
+                conn,
+                &format!(
+                    "{client} has {} connections to this GRM, the most one client may have",
+                    self.opts.max_per_client
+                ),
+            );
+            return None;
+        }
+        *n += 1;
+        Some(client)
+    }
+
+    fn release(&self, client: Client) {
+        let mut per = self.per_client.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = per.get_mut(&client) {
+            *n -= 1;
+            if *n == 0 {
+                per.remove(&client);
+            }
+        }
+    }
+
     fn status(&self) -> GrmStatus {
         let st = self.lock();
         GrmStatus {
@@ -195,16 +354,21 @@ impl Shared {
             members: st
                 .jobs
                 .values()
-                .map(|j| j.members.iter().flatten().filter(|m| !m.left).count() as u32)
+                .map(|j| j.members.values().filter(|m| !m.left).count() as u32)
                 .sum(),
             connections: self.connections.load(Ordering::SeqCst),
             rejected_frames: self.rejected.load(Ordering::SeqCst),
         }
     }
 
-    /// Read one message; a malformed one is counted and answered with Refused.
-    fn read(&self, conn: &mut TcpStream) -> Result<Msg, ReadEnd> {
-        match proto::read_msg(conn) {
+    /// Read one message, whole within `limit`; a malformed one is counted
+    /// and answered with Refused.
+    fn read(&self, conn: &mut TcpStream, limit: Duration) -> Result<Msg, ReadEnd> {
+        let mut r = Deadline {
+            conn,
+            until: Instant::now() + limit,
+        };
+        match proto::read_msg(&mut r) {
             Ok(m) => Ok(m),
             Err(ProtoError::Io(e)) => Err(ReadEnd::Closed(e)),
             Err(e) => {
@@ -214,6 +378,12 @@ impl Shared {
                 Err(ReadEnd::Malformed(e.to_string()))
             }
         }
+    }
+
+    /// Count a refused request and say why.
+    fn refuse(&self, conn: &TcpStream, reason: &str) {
+        self.rejected.fetch_add(1, Ordering::SeqCst);
+        refuse(conn, reason);
     }
 }
 
@@ -244,7 +414,8 @@ impl ReadEnd {
     }
 }
 
-/// Best effort: say why, then close.
+/// Best effort: say why, then close. Only ever called by the
+/// connection's own thread, never under the lock.
 fn refuse(conn: &TcpStream, reason: &str) {
     let mut c = conn;
     let _ = c.set_write_timeout(Some(Duration::from_millis(500)));
@@ -257,78 +428,71 @@ fn refuse(conn: &TcpStream, reason: &str) {
     let _ = conn.shutdown(Shutdown::Write);
 }
 
-/// Send to a client; a client that does not read within a second loses it.
-fn send(conn: &TcpStream, m: &Msg) {
-    let mut c = conn;
-    if let Err(e) = proto::write_msg(&mut c, m) {
-        tracing::debug!("grm: could not send {}: {e}", m.name());
-    }
-}
-
-fn serve(shared: &Shared, mut conn: TcpStream) {
+fn serve(shared: &Shared, mut conn: TcpStream, client: Client) {
     let _ = conn.set_nodelay(true);
-    let _ = conn.set_read_timeout(Some(shared.opts.greeting_timeout));
-    let first = match shared.read(&mut conn) {
+    let challenge = auth::nonce();
+    {
+        let mut c = &conn;
+        let _ = c.set_write_timeout(Some(shared.opts.greeting_timeout));
+        if proto::write_msg(&mut c, &Msg::Challenge { nonce: challenge }).is_err() {
+            return;
+        }
+    }
+    let first = match shared.read(&mut conn, shared.opts.greeting_timeout) {
         Ok(m) => m,
         Err(_) => return,
     };
     match first {
-        Msg::Status => send(&conn, &Msg::StatusReply(shared.status())),
+        Msg::Status => {
+            let mut c = &conn;
+            let _ = proto::write_msg(&mut c, &Msg::StatusReply(shared.status()));
+        }
         Msg::Register {
-            token,
+            job,
+            verifier,
             size,
             program,
-        } => {
-            if let Some(token) = register(shared, &conn, token, size, program) {
-                watch_launcher(shared, conn, &token);
-            }
-        }
-        Msg::Join(j) => {
-            if let Some((token, rank)) = join(shared, &conn, j) {
-                watch_member(shared, conn, &token, rank);
-            }
-        }
-        other => {
-            shared.rejected.fetch_add(1, Ordering::SeqCst);
-            refuse(
-                &conn,
-                &format!(
-                    "a connection starts with Register, Join or Status, not {}",
-                    other.name()
-                ),
-            );
-        }
+        } => match register(shared, &conn, client, job, verifier, size, program) {
+            Ok(()) => watch_launcher(shared, conn, &job),
+            Err(why) => shared.refuse(&conn, &why),
+        },
+        Msg::Join(j) => match join(shared, &conn, client, &challenge, j) {
+            Ok((job, rank)) => watch_member(shared, conn, &job, rank),
+            Err(why) => shared.refuse(&conn, &why),
+        },
+        other => shared.refuse(
+            &conn,
+            &format!(
+                "a connection starts with Register, Join or Status, not {}",
+                other.name()
+            ),
+        ),
     }
-}
-
-/// Tokens are secrets the launcher makes up: long enough not to be guessed.
-fn valid_token(t: &str) -> bool {
-    (16..=256).contains(&t.len()) && t.bytes().all(|b| b.is_ascii_graphic())
 }
 
 fn register(
     shared: &Shared,
     conn: &TcpStream,
-    token: String,
+    client: Client,
+    id: JobId,
+    verifier: Proof,
     size: u32,
     program: String,
-) -> Option<String> {
-    if !valid_token(&token) {
-        refuse(conn, "a job token is 16 to 256 printable characters");
-        return None;
-    }
+) -> Result<(), String> {
     if size == 0 || size > MAX_JOB {
-        refuse(
-            conn,
-            &format!("a job has 1 to {MAX_JOB} processes, not {size}"),
-        );
-        return None;
+        return Err(format!("a job has 1 to {MAX_JOB} processes, not {size}"));
     }
+    let launcher = Outbox::start(conn, shared.opts.heartbeat_timeout)
+        .map_err(|e| format!("GRM out of resources: {e}"))?;
     let mut st = shared.lock();
-    if st.jobs.contains_key(&token) {
-        drop(st);
-        refuse(conn, "a job with this token is already registered");
-        return None;
+    if st.jobs.contains_key(&id) {
+        return Err("a job with this id is already registered".into());
+    }
+    let owned = st.jobs.values().filter(|j| j.owner == client).count();
+    if owned >= shared.opts.max_jobs_per_client as usize {
+        return Err(format!(
+            "{client} has {owned} jobs at this GRM, the most one client may have"
+        ));
     }
     // Program ID from the program's name, instance at random: the key names
     // the job's shared segments, so it must differ from every live job's on
@@ -342,98 +506,112 @@ fn register(
             break key;
         }
     };
-    let launcher = conn.try_clone().ok();
-    if let Some(l) = &launcher {
-        let _ = l.set_write_timeout(Some(Duration::from_secs(1)));
-    }
+    launcher.send(&Msg::Registered { job_key: key.0 });
     st.jobs.insert(
-        token.clone(),
+        id,
         Job {
             key,
+            verifier,
+            owner: client,
             program: program.clone(),
             size,
-            launcher,
-            members: (0..size).map(|_| None).collect(),
-            joined: 0,
+            launcher: Some(launcher),
+            members: BTreeMap::new(),
+            first_free: 0,
             left: 0,
             welcomed: false,
             reference: None,
         },
     );
     drop(st);
-    tracing::info!(%key, size, program, "grm: job registered");
-    send(conn, &Msg::Registered { job_key: key.0 });
-    Some(token)
+    tracing::info!(%key, size, program, %client, "grm: job registered");
+    Ok(())
 }
 
 /// The launcher's connection: heartbeats until the job ends; its loss ends the job.
-fn watch_launcher(shared: &Shared, mut conn: TcpStream, token: &str) {
-    let _ = conn.set_read_timeout(Some(shared.opts.heartbeat_timeout));
+fn watch_launcher(shared: &Shared, mut conn: TcpStream, id: &JobId) {
     let end = loop {
-        match shared.read(&mut conn) {
+        match shared.read(&mut conn, shared.opts.heartbeat_timeout) {
             Ok(Msg::Heartbeat) => continue,
             Ok(m) => {
-                shared.rejected.fetch_add(1, Ordering::SeqCst);
-                refuse(&conn, &format!("a launcher does not send {}", m.name()));
+                shared.refuse(&conn, &format!("a launcher does not send {}", m.name()));
                 break format!("its launcher sent an unexpected {}", m.name());
             }
             Err(e) => break format!("its launcher {}", e.describe(shared.opts.heartbeat_timeout)),
         }
     };
     let mut st = shared.lock();
-    if let Some(job) = st.jobs.get_mut(token) {
+    if let Some(job) = st.jobs.get_mut(id) {
         job.launcher = None;
-        end_job(&mut st, token, Ending::Ended(end));
+        end_job(&mut st, id, Ending::Ended(end));
     }
 }
 
 /// The rank a joining process gets: the one it asks for if that is free,
 /// else the first free one; why not, when there is none.
-fn choose_rank(job: &Job, asked: Option<u32>) -> Result<u32, String> {
+fn choose_rank(job: &mut Job, asked: Option<u32>) -> Result<u32, String> {
     match asked {
         Some(r) if r >= job.size => Err(format!(
             "rank {r} is outside this job of {} processes",
             job.size
         )),
-        Some(r) => match &job.members[r as usize] {
+        Some(r) => match job.members.get(&r) {
             Some(m) => Err(format!(
                 "rank {r} has already joined (pid {} on {})",
                 m.pid, m.host
             )),
             None => Ok(r),
         },
-        None => (job.members.iter().position(Option::is_none))
-            .map(|r| r as u32)
-            .ok_or_else(|| "every rank of this job has joined".to_string()),
+        None => {
+            while job.members.contains_key(&job.first_free) {
+                job.first_free += 1;
+            }
+            (job.first_free < job.size)
+                .then_some(job.first_free)
+                .ok_or_else(|| "every rank of this job has joined".to_string())
+        }
     }
 }
 
-fn join(shared: &Shared, conn: &TcpStream, j: Join) -> Option<(String, u32)> {
+/// Admit a process to its job: Ok((job, rank)), or why not.
+fn join(
+    shared: &Shared,
+    conn: &TcpStream,
+    client: Client,
+    challenge: &Proof,
+    j: Join,
+) -> Result<(JobId, u32), String> {
+    let outbox = Outbox::start(conn, shared.opts.heartbeat_timeout)
+        .map_err(|e| format!("GRM out of resources: {e}"))?;
     let mut st = shared.lock();
-    let Some(job) = st.jobs.get_mut(&j.token) else {
-        drop(st);
-        let shown: String = j.token.chars().take(6).collect();
-        refuse(
-            conn,
-            &format!(
-                "no job with token {shown}… is registered at this GRM (wrong or stale FM_JOB_TOKEN; start jobs with fmrun)"
-            ),
+    let Some(job) = st.jobs.get_mut(&j.job) else {
+        return Err(
+            "no job with this token is registered at this GRM (wrong or stale FM_JOB_TOKEN; start jobs with fmrun)".into(),
         );
-        return None;
     };
-    if job.welcomed {
-        drop(st);
-        refuse(conn, "this job has already started with all its processes");
-        return None;
+    if !auth::check(
+        &job.verifier,
+        "join",
+        challenge,
+        &j.signed_bytes(),
+        &j.proof,
+    ) {
+        tracing::warn!(key = %job.key, %client, "grm: a Join without a valid proof of the job's token");
+        return Err("the Join does not prove the job's token".into());
     }
-    let rank = match choose_rank(job, j.rank) {
-        Ok(r) => r,
-        Err(why) => {
-            drop(st);
-            refuse(conn, &why);
-            return None;
-        }
-    };
+    if matches!(job.owner, Client::User(_))
+        && matches!(client, Client::User(_))
+        && job.owner != client
+    {
+        return Err(format!(
+            "this job belongs to {}, not to {client}",
+            job.owner
+        ));
+    }
+    if job.welcomed {
+        return Err("this job has already started with all its processes".into());
+    }
+    let rank = choose_rank(job, j.rank)?;
     match &job.reference {
         None => job.reference = Some((rank, j.fingerprint, j.handlers.clone())),
         Some((first, fp, table)) if *fp != j.fingerprint || *table != j.handlers => {
@@ -441,44 +619,35 @@ fn join(shared: &Shared, conn: &TcpStream, j: Join) -> Option<(String, u32)> {
                 "rank {rank}'s handler table differs from rank {first}'s: {}",
                 handler_difference(*first, table, rank, &j.handlers)
             );
-            let token = j.token.clone();
-            refuse(conn, &why);
-            end_job(&mut st, &token, Ending::Ended(why));
-            return None;
+            let id = j.job;
+            end_job(&mut st, &id, Ending::Ended(why.clone()));
+            return Err(why);
         }
         Some(_) => {}
     }
-    let member_conn = match conn.try_clone() {
-        Ok(c) => c,
-        Err(e) => {
-            drop(st);
-            refuse(conn, &format!("GRM out of resources: {e}"));
-            return None;
-        }
-    };
-    let _ = member_conn.set_write_timeout(Some(Duration::from_secs(1)));
-    job.members[rank as usize] = Some(Member {
-        host: j.host.clone(),
-        pid: j.pid,
-        endpoints: j.endpoints.clone(),
-        conn: member_conn,
-        left: false,
-    });
-    job.joined += 1;
+    job.members.insert(
+        rank,
+        Member {
+            host: j.host.clone(),
+            pid: j.pid,
+            endpoints: j.endpoints.clone(),
+            nonce: j.nonce,
+            outbox,
+            left: false,
+        },
+    );
+    let joined = job.members.len() as u32;
     tracing::debug!(key = %job.key, rank, pid = j.pid, host = j.host, "grm: joined");
     if let Some(l) = &job.launcher {
-        send(
-            l,
-            &Msg::Progress {
-                joined: job.joined,
-                size: job.size,
-            },
-        );
+        l.send(&Msg::Progress {
+            joined,
+            size: job.size,
+        });
     }
-    if job.joined == job.size {
+    if joined == job.size {
         fence(job);
     }
-    Some((j.token, rank))
+    Ok((j.job, rank))
 }
 
 /// Name the first handler where two tables differ.
@@ -509,13 +678,13 @@ fn handler_difference(
     "the fingerprints differ".into()
 }
 
-/// Everyone joined: give each process the node map.
+/// Everyone joined: give each process the node map, with the proof that
+/// answers its nonce.
 fn fence(job: &mut Job) {
     job.welcomed = true;
     let mut per_host: HashMap<(&str, &str), u32> = HashMap::new();
     let mut nodes = Vec::with_capacity(job.size as usize);
-    for (rank, m) in job.members.iter().enumerate() {
-        let Some(m) = m else { continue };
+    for (&rank, m) in &job.members {
         let mut contexts = Vec::new();
         for e in &m.endpoints {
             let n = per_host.entry((&m.host, &e.device)).or_insert(0);
@@ -523,7 +692,7 @@ fn fence(job: &mut Job) {
             *n += 1;
         }
         nodes.push(Node {
-            rank: rank as u32,
+            rank,
             host: m.host.clone(),
             pid: m.pid,
             contexts,
@@ -531,49 +700,54 @@ fn fence(job: &mut Job) {
         });
     }
     tracing::info!(key = %job.key, size = job.size, program = job.program, "grm: job complete, node map sent");
-    for (rank, m) in job.members.iter().enumerate() {
-        if let Some(m) = m {
-            let w = Msg::Welcome(Welcome {
-                job_key: job.key.0,
-                rank: rank as u32,
-                nodes: nodes.clone(),
-            });
-            send(&m.conn, &w);
-        }
+    let mut w = Welcome {
+        job_key: job.key.0,
+        rank: 0,
+        nodes,
+        proof: [0; 32],
+    };
+    for (&rank, m) in &job.members {
+        w.rank = rank;
+        // The proof is the frame's last field: sign the frame with it zero,
+        // then put it in place.
+        let mut frame = w.signed_bytes();
+        let proof = auth::prove(&job.verifier, "welcome", &m.nonce, &frame);
+        let at = frame.len() - proof.len();
+        frame[at..].copy_from_slice(&proof);
+        m.outbox.send_frame(frame);
     }
 }
 
-fn watch_member(shared: &Shared, mut conn: TcpStream, token: &str, rank: u32) {
-    let _ = conn.set_read_timeout(Some(shared.opts.heartbeat_timeout));
+fn watch_member(shared: &Shared, mut conn: TcpStream, id: &JobId, rank: u32) {
+    let timeout = shared.opts.heartbeat_timeout;
     let end = loop {
-        match shared.read(&mut conn) {
+        match shared.read(&mut conn, timeout) {
             Ok(Msg::Heartbeat) => {}
             Ok(Msg::Ready { table }) => {
                 let st = shared.lock();
-                if let Some(l) = st.jobs.get(token).and_then(|j| j.launcher.as_ref()) {
-                    send(l, &Msg::RankReady { rank, table });
+                if let Some(l) = st.jobs.get(id).and_then(|j| j.launcher.as_ref()) {
+                    l.send(&Msg::RankReady { rank, table });
                 }
             }
             Ok(Msg::Leave) => {
                 let mut st = shared.lock();
-                let Some(job) = st.jobs.get_mut(token) else {
+                let Some(job) = st.jobs.get_mut(id) else {
                     return;
                 };
-                if let Some(m) = job.members[rank as usize].as_mut() {
+                if let Some(m) = job.members.get_mut(&rank) {
                     if !m.left {
                         m.left = true;
                         job.left += 1;
                     }
                 }
                 if job.left == job.size {
-                    end_job(&mut st, token, Ending::Completed);
+                    end_job(&mut st, id, Ending::Completed);
                 }
                 return;
             }
             Ok(Msg::Abort { reason }) => break ReadEnd::Aborted(reason),
             Ok(m) => {
-                shared.rejected.fetch_add(1, Ordering::SeqCst);
-                refuse(
+                shared.refuse(
                     &conn,
                     &format!("a joined process does not send {}", m.name()),
                 );
@@ -583,21 +757,21 @@ fn watch_member(shared: &Shared, mut conn: TcpStream, token: &str, rank: u32) {
         }
     };
     let mut st = shared.lock();
-    let Some(job) = st.jobs.get_mut(token) else {
+    let Some(job) = st.jobs.get_mut(id) else {
         return;
     };
-    let Some(m) = job.members[rank as usize].as_ref() else {
+    let Some(m) = job.members.get(&rank) else {
         return;
     };
     if m.left {
         return;
     }
-    let reason = end.describe(shared.opts.heartbeat_timeout);
+    let reason = end.describe(timeout);
     let (host, pid) = (m.host.clone(), m.pid);
     tracing::warn!(key = %job.key, rank, pid, host, "grm: rank {reason}");
     end_job(
         &mut st,
-        token,
+        id,
         Ending::Died {
             rank,
             host,
@@ -618,9 +792,10 @@ enum Ending {
     },
 }
 
-/// Reclaim the job's segments, tell everyone still there, forget it.
-fn end_job(st: &mut State, token: &str, how: Ending) {
-    let Some(job) = st.jobs.remove(token) else {
+/// Reclaim the job's segments, tell everyone still there, forget it
+/// (dropping the outboxes writes what they hold, then closes them).
+fn end_job(st: &mut State, id: &JobId, how: Ending) {
+    let Some(job) = st.jobs.remove(id) else {
         return;
     };
     let msg = match &how {
@@ -643,8 +818,7 @@ fn end_job(st: &mut State, token: &str, how: Ending) {
     // Segments first: whoever hears of the end finds them gone.
     let dirs: std::collections::BTreeSet<PathBuf> = job
         .members
-        .iter()
-        .flatten()
+        .values()
         .flat_map(|m| &m.endpoints)
         .filter(|e| e.device == "shmem")
         .filter_map(|e| std::str::from_utf8(&e.address).ok().map(PathBuf::from))
@@ -655,14 +829,10 @@ fn end_job(st: &mut State, token: &str, how: Ending) {
     }
     // The launcher first: it hears who died before the others react.
     if let Some(l) = &job.launcher {
-        send(l, &msg);
-        let _ = l.shutdown(Shutdown::Write);
+        l.send(&msg);
     }
-    for m in job.members.iter().flatten() {
-        if !m.left {
-            send(&m.conn, &msg);
-        }
-        let _ = m.conn.shutdown(Shutdown::Write);
+    for m in job.members.values().filter(|m| !m.left) {
+        m.outbox.send(&msg);
     }
     match how {
         Ending::Completed => tracing::info!(key = %job.key, "grm: job completed"),

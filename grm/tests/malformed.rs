@@ -64,7 +64,11 @@ fn send_raw(addr: &str, bytes: &[u8]) -> Option<Msg> {
         .expect("timeout");
     let _ = s.write_all(bytes);
     let _ = s.shutdown(Shutdown::Write);
-    let reply = proto::read_msg(&mut s).ok();
+    // The GRM speaks first (its challenge); then its answer.
+    let reply = match proto::read_msg(&mut s).ok() {
+        Some(Msg::Challenge { .. }) => proto::read_msg(&mut s).ok(),
+        other => other,
+    };
     // The GRM closes its side after refusing.
     let mut rest = Vec::new();
     let _ = s.read_to_end(&mut rest);
@@ -147,7 +151,9 @@ fn malformed_frames_and_the_fuzz_corpus_are_refused_while_a_job_runs() {
             let (a, t, h) = (addr.clone(), token.clone(), hurt.clone());
             std::thread::spawn(move || {
                 let j = proto::Join {
-                    token: t,
+                    job: [0; 16],
+                    nonce: [0; 32],
+                    proof: [0; 32],
                     rank: Some(r),
                     host: "h".into(),
                     pid: std::process::id(),
@@ -155,7 +161,7 @@ fn malformed_frames_and_the_fuzz_corpus_are_refused_while_a_job_runs() {
                     handlers: vec![],
                     endpoints: vec![],
                 };
-                Membership::join(&a, j, Duration::from_secs(10), move |_| {
+                Membership::join(&a, &t, j, Duration::from_secs(10), move |_| {
                     h.store(true, Ordering::SeqCst)
                 })
                 .expect("join")

@@ -26,9 +26,12 @@ fn launcher(g: &Grm, size: u32) -> (LauncherLink, String, mpsc::Receiver<Event>)
     (l, token, rx)
 }
 
-fn join_req(token: &str, rank: Option<u32>, host: &str, shm: Option<&str>) -> Join {
-    Join {
-        token: token.to_string(),
+/// A join request of `token`'s job (the client signs it per connection).
+fn join_req(token: &str, rank: Option<u32>, host: &str, shm: Option<&str>) -> (String, Join) {
+    let j = Join {
+        job: [0; 16],
+        nonce: [0; 32],
+        proof: [0; 32],
         rank,
         host: host.to_string(),
         pid: std::process::id(),
@@ -41,17 +44,30 @@ fn join_req(token: &str, rank: Option<u32>, host: &str, shm: Option<&str>) -> Jo
             })
             .into_iter()
             .collect(),
-    }
+    };
+    (token.to_string(), j)
+}
+
+/// A raw connection that joined `token`'s job: read the challenge, send
+/// the signed Join.
+fn raw_join(g: &Grm, (token, j): (String, Join)) -> TcpStream {
+    let mut raw = TcpStream::connect(g.addr()).expect("connect");
+    let Ok(Msg::Challenge { nonce }) = proto::read_msg(&mut raw) else {
+        panic!("no challenge");
+    };
+    let j = fm_grm::client::signed_join(&token, &nonce, j);
+    proto::write_msg(&mut raw, &Msg::Join(j)).expect("send");
+    raw
 }
 
 /// Join `reqs` concurrently (the fence needs them all); results in order.
-fn join_all(g: &Grm, reqs: Vec<Join>) -> Vec<Result<Membership, fm_grm::GrmError>> {
+fn join_all(g: &Grm, reqs: Vec<(String, Join)>) -> Vec<Result<Membership, fm_grm::GrmError>> {
     let addr = g.addr().to_string();
     let threads: Vec<_> = reqs
         .into_iter()
-        .map(|j| {
+        .map(|(t, j)| {
             let a = addr.clone();
-            std::thread::spawn(move || Membership::join(&a, j, Duration::from_secs(10), |_| {}))
+            std::thread::spawn(move || Membership::join(&a, &t, j, Duration::from_secs(10), |_| {}))
         })
         .collect();
     threads
@@ -124,19 +140,26 @@ fn admission_errors_are_clear() {
     let g = grm(Duration::from_secs(10));
     let addr = g.addr().to_string();
     let (_l, token, _rx) = launcher(&g, 2);
-    let refuse = |j: Join| match Membership::join(&addr, j, Duration::from_secs(5), |_| {}) {
+    let refuse = |(t, j): (String, Join)| match Membership::join(
+        &addr,
+        &t,
+        j,
+        Duration::from_secs(5),
+        |_| {},
+    ) {
         Err(e) => e.to_string(),
         Ok(_) => panic!("admitted"),
     };
-    assert!(refuse(join_req("no-such-token-0000", None, "h", None))
-        .contains("no job with token no-suc"));
+    assert!(
+        refuse(join_req("no-such-token-0000", None, "h", None)).contains("no job with this token")
+    );
     assert!(
         refuse(join_req(&token, Some(2), "h", None)).contains("rank 2 is outside this job of 2")
     );
     // A rank taken twice: the first waits at the fence, the second is refused.
     let first = {
-        let (a, j) = (addr.clone(), join_req(&token, Some(0), "h", None));
-        std::thread::spawn(move || Membership::join(&a, j, Duration::from_secs(10), |_| {}))
+        let (a, (t, j)) = (addr.clone(), join_req(&token, Some(0), "h", None));
+        std::thread::spawn(move || Membership::join(&a, &t, j, Duration::from_secs(10), |_| {}))
     };
     let deadline = Instant::now() + Duration::from_secs(5);
     while g.status().members < 1 {
@@ -145,8 +168,8 @@ fn admission_errors_are_clear() {
     }
     assert!(refuse(join_req(&token, Some(0), "h", None)).contains("rank 0 has already joined"));
     let mut odd = join_req(&token, Some(1), "h", None);
-    odd.handlers = vec![(1, "pong".into())];
-    odd.fingerprint = 43;
+    odd.1.handlers = vec![(1, "pong".into())];
+    odd.1.fingerprint = 43;
     let why = refuse(odd);
     assert!(
         why.contains("handler 1 is \"pong\" on rank 1 but \"ping\" on rank 0"),
@@ -155,11 +178,7 @@ fn admission_errors_are_clear() {
     // The mismatch ended the job: the first joiner is told.
     let e = first.join().expect("thread").err().expect("job ended");
     assert!(e.to_string().contains("handler table differs"), "{e}");
-    // Registering needs a real token and size.
-    let bad = LauncherLink::register(&addr, "short", 2, "x", |_| {})
-        .err()
-        .expect("refused");
-    assert!(bad.to_string().contains("16 to 256"), "{bad}");
+    // Registering needs a real size.
     let bad = LauncherLink::register(&addr, &fm_grm::client::new_token(), 0, "x", |_| {})
         .err()
         .expect("refused");
@@ -196,20 +215,15 @@ fn a_dead_process_ends_the_job_tells_everyone_and_reclaims_its_segment() {
     let (tx, ended) = mpsc::channel();
     let addr = g.addr().to_string();
     let survivor = {
-        let (a, j) = (addr.clone(), join_req(&token, Some(0), "h", Some(&d)));
+        let (a, (t, j)) = (addr.clone(), join_req(&token, Some(0), "h", Some(&d)));
         std::thread::spawn(move || {
-            Membership::join(&a, j, Duration::from_secs(10), move |why| {
+            Membership::join(&a, &t, j, Duration::from_secs(10), move |why| {
                 let _ = tx.send(why);
             })
         })
     };
     // Rank 1 joins over a raw connection and then "dies": the connection closes without Leave.
-    let mut raw = TcpStream::connect(g.addr()).expect("connect");
-    proto::write_msg(
-        &mut raw,
-        &Msg::Join(join_req(&token, Some(1), "h", Some(&d))),
-    )
-    .expect("send");
+    let mut raw = raw_join(&g, join_req(&token, Some(1), "h", Some(&d)));
     assert!(matches!(proto::read_msg(&mut raw), Ok(Msg::Welcome(_))));
     let m0 = survivor.join().expect("thread").expect("welcome");
     drop(raw);
@@ -230,8 +244,7 @@ fn a_silent_process_is_declared_dead_after_the_heartbeat_timeout() {
     let g = grm(Duration::from_millis(2500));
     let (_l, token, rx) = launcher(&g, 1);
     // Joins, then neither sends heartbeats nor closes: hung.
-    let mut raw = TcpStream::connect(g.addr()).expect("connect");
-    proto::write_msg(&mut raw, &Msg::Join(join_req(&token, None, "h", None))).expect("send");
+    let mut raw = raw_join(&g, join_req(&token, None, "h", None));
     assert!(matches!(proto::read_msg(&mut raw), Ok(Msg::Welcome(_))));
     let t0 = Instant::now();
     let e = wait_for(&rx, |e| matches!(e, Event::PeerDied { .. }));
@@ -259,4 +272,147 @@ fn an_aborting_process_ends_the_job_with_its_reason() {
         e.describe().contains("failed: could not open its devices"),
         "{e:?}"
     );
+}
+
+/// A Join recorded on the wire (as by anyone who can capture the
+/// traffic) is worthless on another connection: the GRM's challenge
+/// differs, so its proof does not hold, and the job's rank stays free.
+#[test]
+fn a_captured_and_replayed_join_cannot_join() {
+    let g = grm(Duration::from_secs(10));
+    let (_l, token, _rx) = launcher(&g, 2);
+    // The real rank 0 joins; its Join is captured.
+    let mut first = TcpStream::connect(g.addr()).expect("connect");
+    let Ok(Msg::Challenge { nonce }) = proto::read_msg(&mut first) else {
+        panic!("no challenge");
+    };
+    let (_, j) = join_req(&token, Some(1), "h", None);
+    let captured = fm_grm::client::signed_join(&token, &nonce, j);
+    // Replayed on a connection of the attacker's, before the real one is sent.
+    let mut replay = TcpStream::connect(g.addr()).expect("connect");
+    let _ = proto::read_msg(&mut replay).expect("challenge");
+    proto::write_msg(&mut replay, &Msg::Join(captured.clone())).expect("send");
+    match proto::read_msg(&mut replay) {
+        Ok(Msg::Refused { reason }) => {
+            assert!(
+                reason.contains("does not prove the job's token"),
+                "{reason}"
+            )
+        }
+        other => panic!("a replayed Join was answered {other:?}"),
+    }
+    // A changed field breaks the proof too (here: the rank).
+    let mut changed = TcpStream::connect(g.addr()).expect("connect");
+    let Ok(Msg::Challenge { nonce: n2 }) = proto::read_msg(&mut changed) else {
+        panic!("no challenge");
+    };
+    let mut j = fm_grm::client::signed_join(&token, &n2, join_req(&token, Some(0), "h", None).1);
+    j.rank = Some(1);
+    proto::write_msg(&mut changed, &Msg::Join(j)).expect("send");
+    assert!(matches!(
+        proto::read_msg(&mut changed),
+        Ok(Msg::Refused { .. })
+    ));
+    assert_eq!(g.status().members, 0, "nobody joined");
+    // The genuine Join, on its own connection, still works.
+    proto::write_msg(&mut first, &Msg::Join(captured)).expect("send");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while g.status().members < 1 {
+        assert!(Instant::now() < deadline, "the real rank did not join");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A GRM that does not hold the job's verifier (an impostor at the
+/// address, or a man in the middle) cannot hand out a node map.
+#[test]
+fn a_welcome_not_signed_with_the_token_is_refused() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr").to_string();
+    let impostor = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().expect("accept");
+        proto::write_msg(&mut c, &Msg::Challenge { nonce: [9; 32] }).expect("send");
+        let Ok(Msg::Join(j)) = proto::read_msg(&mut c) else {
+            panic!("no join");
+        };
+        let w = proto::Welcome {
+            job_key: 1,
+            rank: j.rank.unwrap_or(0),
+            nodes: vec![],
+            proof: [0; 32],
+        };
+        proto::write_msg(&mut c, &Msg::Welcome(w)).expect("send");
+        std::thread::sleep(Duration::from_millis(200));
+    });
+    let (t, j) = join_req(&fm_grm::client::new_token(), Some(0), "h", None);
+    let e = Membership::join(&addr, &t, j, Duration::from_secs(5), |_| {})
+        .err()
+        .expect("a forged Welcome was taken");
+    assert!(matches!(e, fm_grm::GrmError::Forged { .. }), "{e}");
+    impostor.join().expect("impostor");
+}
+
+/// Neither clients that dribble a byte at a time nor members that never
+/// read what the GRM writes them delay another job: a second job's two
+/// processes are welcomed within a second while both go on.
+#[test]
+fn a_slowloris_client_and_a_non_reading_member_do_not_delay_another_job() {
+    let g = grm(Duration::from_secs(10));
+    // A job whose 8 members join and never read: its node map, 8 × 200 KiB
+    // of endpoint addresses, fills their socket buffers.
+    let (_la, ta, _rxa) = launcher(&g, 8);
+    let stuck: Vec<TcpStream> = (0..8)
+        .map(|r| {
+            let (t, mut j) = join_req(&ta, Some(r), "h", None);
+            j.endpoints = vec![DeviceEndpoint {
+                device: "ethernet".into(),
+                address: vec![b'x'; 200 << 10],
+            }];
+            raw_join(&g, (t, j))
+        })
+        .collect();
+    // 64 connections that send one byte every 100 ms.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dribblers: Vec<_> = (0..64)
+        .map(|_| {
+            let (addr, stop) = (g.addr(), stop.clone());
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let Ok(mut c) = TcpStream::connect(addr) else {
+                    return;
+                };
+                let frame = Msg::Status.encode();
+                for b in frame.iter().cycle().take(1000) {
+                    if stop.load(std::sync::atomic::Ordering::SeqCst) || c.write_all(&[*b]).is_err()
+                    {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    let (_lb, tb, _rxb) = launcher(&g, 2);
+    let ms = join_all(
+        &g,
+        vec![
+            join_req(&tb, None, "h", None),
+            join_req(&tb, None, "h", None),
+        ],
+    );
+    let took = t0.elapsed();
+    for m in &ms {
+        assert!(m.is_ok(), "{:?}", m.as_ref().err());
+    }
+    assert!(
+        took < Duration::from_secs(1),
+        "the second job took {took:?} to start"
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for d in dribblers {
+        let _ = d.join();
+    }
+    drop(stuck);
 }

@@ -102,9 +102,9 @@ pub struct Cli {
         value_name = "TEMPLATE"
     )]
     rsh: String,
-    /// Where the embedded GRM listens. Default: loopback for a job on this
-    /// host, every address when ranks run elsewhere (each is given the
-    /// address this host uses towards it).
+    /// Where the embedded GRM listens. Default: loopback, and when ranks
+    /// run elsewhere also the address this host uses towards each of their
+    /// hosts (each rank is given that one), never every interface.
     #[arg(long, value_name = "IP:PORT")]
     grm_listen: Option<SocketAddr>,
     /// Inside a Slurm allocation, start the ranks here instead of with srun.
@@ -253,17 +253,32 @@ fn run(cli: Cli) -> Result<u8, String> {
     let shm_dir = fm::config::shm_dir().map_err(|e| e.to_string())?;
 
     signals::install();
-    // The embedded resource manager lives as long as the job.
-    let listen = cli.grm_listen.unwrap_or(if elsewhere {
-        SocketAddr::from(([0, 0, 0, 0], 0))
-    } else {
-        SocketAddr::from(([127, 0, 0, 1], 0))
-    });
+    // The embedded resource manager lives as long as the job. When ranks
+    // run elsewhere it listens on loopback and on the address this host
+    // uses towards each of their hosts (what `GrmAddress::for_rank` hands
+    // them), not on every interface.
+    let listen = cli
+        .grm_listen
+        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)));
+    let also_listen: Vec<IpAddr> = match (cli.grm_listen, elsewhere) {
+        (None, true) => {
+            let mut ips: Vec<IpAddr> = (plan.spots.iter())
+                .map(|s| Some(s.target.as_str()))
+                .chain(matches!(plan.mode, Mode::Slurm).then_some(None))
+                .map(address_towards)
+                .collect();
+            ips.sort();
+            ips.dedup();
+            ips
+        }
+        _ => Vec::new(),
+    };
     let embedded = match &cli.grm {
         Some(_) => None,
         None => Some(
             Grm::start(GrmOptions {
                 listen,
+                also_listen: also_listen.clone(),
                 ..GrmOptions::default()
             })
             .map_err(|e| format!("cannot start the resource manager on {listen}: {e}"))?,
@@ -271,6 +286,7 @@ fn run(cli: Cli) -> Result<u8, String> {
     };
     let grm = match (&cli.grm, &embedded) {
         (Some(a), _) => GrmAddress::Given(a.clone()),
+        (None, Some(g)) if !also_listen.is_empty() => GrmAddress::Routed(g.addr().port()),
         (None, Some(g)) => GrmAddress::Listening(g.addr()),
         (None, None) => unreachable!("one of the two is set"),
     };
@@ -388,6 +404,9 @@ enum GrmAddress {
     Given(String),
     /// The embedded one's socket.
     Listening(SocketAddr),
+    /// The embedded one, at this port on loopback and on the address this
+    /// host uses towards each rank's host.
+    Routed(u16),
 }
 
 impl GrmAddress {
@@ -398,6 +417,7 @@ impl GrmAddress {
                 SocketAddr::from(([127, 0, 0, 1], a.port())).to_string()
             }
             GrmAddress::Listening(a) => a.to_string(),
+            GrmAddress::Routed(port) => SocketAddr::from(([127, 0, 0, 1], *port)).to_string(),
         }
     }
 
@@ -406,22 +426,27 @@ impl GrmAddress {
     /// listening everywhere is reached at the address this host uses
     /// towards that host, else at this host's first outside address.
     fn for_rank(&self, target: Option<&str>) -> String {
-        let a = match self {
+        let port = match self {
             GrmAddress::Given(a) => return a.clone(),
             GrmAddress::Listening(a) if !a.ip().is_unspecified() => return a.to_string(),
-            GrmAddress::Listening(a) => a,
+            GrmAddress::Listening(a) => a.port(),
+            GrmAddress::Routed(port) => *port,
         };
-        let host = target.map(|t| t.rsplit_once('@').map_or(t, |(_, h)| h));
-        let towards = host
-            .and_then(|h| (h, a.port()).to_socket_addrs().ok()?.find(|s| s.is_ipv4()))
-            .and_then(fm_devices::ethernet::local_addr_towards);
-        let ip = towards
-            .or_else(|| {
-                sys::find_address(|_, ip, _| (ip.is_ipv4() && !ip.is_loopback()).then_some(ip))
-            })
-            .unwrap_or(IpAddr::from([127, 0, 0, 1]));
-        SocketAddr::new(ip, a.port()).to_string()
+        SocketAddr::new(address_towards(target), port).to_string()
     }
+}
+
+/// The address this host uses towards `target` (an ssh destination,
+/// `user@host` or an address; `None`: somewhere in the Slurm allocation),
+/// else this host's first outside address.
+fn address_towards(target: Option<&str>) -> IpAddr {
+    let host = target.map(|t| t.rsplit_once('@').map_or(t, |(_, h)| h));
+    let towards = host
+        .and_then(|h| (h, 9).to_socket_addrs().ok()?.find(|s| s.is_ipv4()))
+        .and_then(fm_devices::ethernet::local_addr_towards);
+    towards
+        .or_else(|| sys::find_address(|_, ip, _| (ip.is_ipv4() && !ip.is_loopback()).then_some(ip)))
+        .unwrap_or(IpAddr::from([127, 0, 0, 1]))
 }
 
 /// What every rank's start needs.

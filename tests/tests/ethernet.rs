@@ -137,3 +137,49 @@ fn a_slow_receiver_engages_stop_and_go_and_nothing_is_lost() {
     );
     assert!(network_counter(&o, "ethernet", "stops-received") > 0, "{o}");
 }
+
+/// Total loss between two hosts: the sender, out of credit, is not left
+/// waiting for ever. Once the reliable layer gives up on the peer
+/// (`FM_ETH_DEAD_AFTER`), the send fails naming the rank, and the job
+/// ends with it, within that time plus two seconds.
+#[test]
+fn total_loss_ends_the_job_naming_the_unreachable_rank() {
+    let dir = TempDir::for_segments("eth-dead");
+    let mut c = fmrun(
+        TESTPROG,
+        &dir,
+        &[
+            "-n",
+            "2",
+            "--hosts",
+            "a,b",
+            "--rsh",
+            "local",
+            "--timeout",
+            "60",
+        ],
+        Path::new(TESTPROG),
+        &["stream", "100", "1000"],
+    );
+    c.env("FM_FAULTS", "drop=1.0").env("FM_ETH_DEAD_AFTER", "3");
+    let t0 = Instant::now();
+    let out = c.output().expect("fmrun");
+    let took = t0.elapsed();
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        !out.status.success(),
+        "the job cannot succeed with every packet lost\n{o}\n{e}"
+    );
+    assert!(
+        e.contains("rank 1 is unreachable") || e.contains("rank 0 is unreachable"),
+        "the failure names the rank:\n{e}"
+    );
+    assert!(
+        took < Duration::from_secs(3 + 2 + 3),
+        "took {took:?} (3 s to give up, 2 s to end, and start-up)\n{e}"
+    );
+    assert!(dir.segments().is_empty());
+}

@@ -283,6 +283,9 @@ impl<L: Link + 'static> Device for ReliableDevice<L> {
     fn window(&self, _dest: Rank) -> u32 {
         self.lock().protocol.config().window
     }
+    fn peer_failure(&self, dest: Rank) -> Option<DeviceError> {
+        self.lock().protocol.peer_failure(dest)
+    }
     fn raw_send_buffer(&mut self, dest: Rank, len: usize) -> Result<RawSend, DeviceError> {
         let mut d = self.lock();
         let r = d.protocol.send_buffer(dest, len);

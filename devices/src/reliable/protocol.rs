@@ -168,6 +168,16 @@ impl Protocol {
         self.sessions.iter().any(Session::live)
     }
 
+    /// `dest` is unreachable: every send to it fails with this.
+    pub fn peer_failure(&self, dest: Rank) -> Option<DeviceError> {
+        let s = self.sessions.get(dest as usize)?;
+        s.send.unreachable.then_some(DeviceError::Unreachable {
+            device: self.cfg.device,
+            dest,
+            secs: self.cfg.dead_after.as_secs(),
+        })
+    }
+
     /// A send slot for `len` bytes to `dest`; `NoBuffer` when the window is
     /// full (the caller lets the protocol run and tries again).
     pub fn send_buffer(&mut self, dest: Rank, len: usize) -> Result<RawSend, DeviceError> {
@@ -180,11 +190,7 @@ impl Protocol {
             return Err(DeviceError::NotAPeer { device, dest });
         };
         if s.send.unreachable {
-            return Err(DeviceError::Unreachable {
-                device,
-                dest,
-                secs: self.cfg.dead_after.as_secs(),
-            });
+            return Err(self.peer_failure(dest).expect("unreachable"));
         }
         if s.send.full() {
             self.rstats.window_full += 1;
