@@ -217,7 +217,15 @@ impl Config {
                 .into())
             }
         };
-        if size == 0 || rank as usize >= size {
+        if size == 0 || size > fm_grm::proto::MAX_JOB as usize {
+            return Err(ErrorKind::Env {
+                var: settings::SIZE.var,
+                value: size.to_string(),
+                reason: format!("must be 1 to {}", fm_grm::proto::MAX_JOB),
+            }
+            .into());
+        }
+        if rank as usize >= size {
             return Err(ErrorKind::Env {
                 var: settings::RANK.var,
                 value: rank.to_string(),
@@ -313,11 +321,11 @@ impl Config {
                 parse_routes(&v).map_err(|reason| env_error(&settings::ROUTES, &v, reason))?;
             self.routes = Some(routes);
         }
-        self.max_credits = vars.positive(&settings::CREDITS, "credit")?;
+        self.max_credits = vars.within(&settings::CREDITS, "credit", 1..=65536)?;
         if let Some(b) = vars.parse(&settings::STASH_BYTES)? {
             self.stash_bytes = b;
         }
-        if let Some(s) = vars.positive::<u64>(&settings::WAIT_TIMEOUT, "second")? {
+        if let Some(s) = vars.within::<u64>(&settings::WAIT_TIMEOUT, "second", 1..=31_536_000)? {
             self.wait_timeout = Some(Duration::from_secs(s));
         }
         if let Some(v) = vars.get(&settings::WAIT)? {
@@ -328,7 +336,7 @@ impl Config {
         if let Some(us) = vars.parse::<u64>(&settings::WAIT_SPIN_US)? {
             self.wait_spin = Duration::from_micros(us);
         }
-        self.cpus = vars.positive(&settings::CPUS, "CPU")?;
+        self.cpus = vars.within(&settings::CPUS, "CPU", 1..=65536)?;
         self.apply_shmem(vars)?;
         self.apply_ethernet(vars)?;
         self.apply_nic(vars)
@@ -337,8 +345,8 @@ impl Config {
     /// The shmem device's settings (`fm_devices::shmem::settings`).
     fn apply_shmem(&mut self, vars: &Vars) -> Result<()> {
         use fm_devices::shmem::settings as shm;
-        if let Some(d) = vars.get(&shm::SHM_DIR)? {
-            self.shm.dir = PathBuf::from(d);
+        if let Some(d) = vars.shm_dir()? {
+            self.shm.dir = d;
         }
         self.shm.queues = vars.parse(&shm::SHM_QUEUES)?;
         self.shm.frames = vars.parse(&shm::SHM_FRAMES)?;
@@ -414,13 +422,13 @@ impl Config {
         }
         self.eth.mtu = vars.parse(&eth::ETH_MTU)?;
         let r = &mut self.reliable;
-        if let Some(w) = vars.positive(&rel::ETH_WINDOW, "packet")? {
+        if let Some(w) = vars.within(&rel::ETH_WINDOW, "packet", 1..=4096)? {
             r.window = w;
         }
-        if let Some(us) = vars.parse::<u64>(&rel::ETH_RTO_US)? {
-            r.rto = Duration::from_micros(us.max(10));
+        if let Some(us) = vars.within::<u64>(&rel::ETH_RTO_US, "µ", 10..=10_000_000)? {
+            r.rto = Duration::from_micros(us);
         }
-        if let Some(s) = vars.parse::<u64>(&rel::ETH_DEAD_AFTER)? {
+        if let Some(s) = vars.within::<u64>(&rel::ETH_DEAD_AFTER, "second", 1..=86_400)? {
             r.dead_after = Duration::from_secs(s);
         }
         if let Some(v) = vars.get(&rel::ETH_CHECKSUM)? {
@@ -443,7 +451,7 @@ impl Config {
                 }
             };
         }
-        r.pool = vars.positive(&rel::ETH_POOL, "packet")?;
+        r.pool = vars.within(&rel::ETH_POOL, "packet", 1..=65536)?;
         if let Some(v) = vars.get(&rel::FAULTS)? {
             let f = fm_devices::reliable::Faults::parse(&v)
                 .map_err(|reason| env_error(&rel::FAULTS, &v, reason))?;
@@ -473,7 +481,7 @@ impl Config {
                 Some(ethertype.ok_or_else(|| env_error(&nic::NIC_ETHERTYPE, &v, why()))?);
         }
         self.nic.mtu = vars.parse(&nic::NIC_MTU)?;
-        self.nic.frames = vars.positive(&nic::NIC_FRAMES, "frame")?;
+        self.nic.frames = vars.within(&nic::NIC_FRAMES, "frame", 1..=65536)?;
         if let Some(v) = vars.get(&nic::NIC_NETWORK)? {
             self.nic.network = Some(v);
         }
@@ -571,9 +579,8 @@ pub fn shm_dir() -> Result<PathBuf> {
     let vars = Vars {
         file: file.as_ref(),
     };
-    let dir = vars.get(&fm_devices::shmem::settings::SHM_DIR);
-    let dir = dir.map_err(|e| vars.locate(e))?;
-    Ok(dir.map_or_else(|| ShmemSettings::default().dir, PathBuf::from))
+    let dir = vars.shm_dir().map_err(|e| vars.locate(e))?;
+    Ok(dir.unwrap_or_else(|| ShmemSettings::default().dir))
 }
 
 /// `FM_PACER` from the environment or the settings file (for tools such as
@@ -622,21 +629,37 @@ impl Vars<'_> {
         }
     }
 
-    /// Like [`Vars::parse`], for counts that must be at least one.
-    /// `unit` names what is counted, for the error.
-    fn positive<T>(&self, setting: &'static Setting, unit: &str) -> Result<Option<T>>
-    where
-        T: std::str::FromStr + Default + PartialEq,
-        T::Err: std::fmt::Display,
-    {
-        match self.parse::<T>(setting)? {
-            Some(v) if v == T::default() => Err(ErrorKind::Env {
+    /// Like [`Vars::parse`], for a number that must lie in `range`
+    /// (its documented bounds); `unit` names what is counted, for the error.
+    fn within<T: TryFrom<u64>>(
+        &self,
+        setting: &'static Setting,
+        unit: &str,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> Result<Option<T>> {
+        let Some(v) = self.parse::<u64>(setting)? else {
+            return Ok(None);
+        };
+        match T::try_from(v) {
+            Ok(t) if range.contains(&v) => Ok(Some(t)),
+            _ => Err(ErrorKind::Env {
                 var: setting.var,
-                value: "0".into(),
-                reason: format!("at least one {unit} is needed"),
+                value: v.to_string(),
+                reason: format!("must be {} to {} {unit}s", range.start(), range.end()),
             }
             .into()),
-            v => Ok(v),
+        }
+    }
+
+    /// `FM_SHM_DIR`, which may not be empty.
+    fn shm_dir(&self) -> Result<Option<PathBuf>> {
+        let var = &fm_devices::shmem::settings::SHM_DIR;
+        match self.get(var)? {
+            Some(d) if d.trim().is_empty() => {
+                let why = "an empty path would put segments in the current folder".into();
+                Err(env_error(var, &d, why))
+            }
+            d => Ok(d.map(PathBuf::from)),
         }
     }
 

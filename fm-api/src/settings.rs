@@ -35,7 +35,7 @@ pub const SIZE: Setting = Setting {
     var: "FM_SIZE",
     scope: Scope::Job,
     default: r#"—"#,
-    doc: r#"number of ranks in the job."#,
+    doc: r#"number of ranks in the job. Bounds: 1 to 65536."#,
 };
 
 pub const JOB_KEY: Setting = Setting {
@@ -77,7 +77,7 @@ pub const CREDITS: Setting = Setting {
     var: "FM_CREDITS",
     scope: Scope::Setting,
     default: r#"the device's window (60 packets for shmem with few ranks)"#,
-    doc: r#"upper bound on packets in flight to one destination. Lower it to test flow control; 1 works, handlers replying included (a handler's packet is released before it can wait: the credit rule in `fm-api/src/endpoint.rs`)."#,
+    doc: r#"upper bound on packets in flight to one destination. Lower it to test flow control; 1 works, handlers replying included (a handler's packet is released before it can wait: the credit rule in `fm-api/src/endpoint.rs`). Bounds: 1 to 65536."#,
 };
 
 pub const STASH_BYTES: Setting = Setting {
@@ -91,7 +91,7 @@ pub const WAIT_TIMEOUT: Setting = Setting {
     var: "FM_WAIT_TIMEOUT",
     scope: Scope::Setting,
     default: r#"none (wait for ever)"#,
-    doc: r#"seconds any wait inside fm (credit, a single-copy completion, the rest of a message, `barrier`, `extract_wait`) may take before it fails with `ErrorKind::Timeout` naming what it waited for; `Fm::set_wait_timeout` sets it per endpoint."#,
+    doc: r#"seconds any wait inside fm (credit, a single-copy completion, the rest of a message, `barrier`, `extract_wait`) may take before it fails with `ErrorKind::Timeout` naming what it waited for; `Fm::set_wait_timeout` sets it per endpoint. Bounds: 1 to 31536000."#,
 };
 
 pub const WAIT: Setting = Setting {
@@ -112,7 +112,7 @@ pub const CPUS: Setting = Setting {
     var: "FM_CPUS",
     scope: Scope::Setting,
     default: r#"the CPUs this process may use"#,
-    doc: r#"CPUs the job has on this host. With more local ranks than CPUs the host is oversubscribed: waits yield after a short spin so a descheduled peer can run, and with `FM_WAIT=auto` they sleep after the busy period; otherwise they spin up to 50 µs first. Launchers that pin ranks to single CPUs set it (fmrun does)."#,
+    doc: r#"CPUs the job has on this host. With more local ranks than CPUs the host is oversubscribed: waits yield after a short spin so a descheduled peer can run, and with `FM_WAIT=auto` they sleep after the busy period; otherwise they spin up to 50 µs first. Launchers that pin ranks to single CPUs set it (fmrun does). Bounds: 1 to 65536."#,
 };
 
 /// Every knob of this file, in documentation order.

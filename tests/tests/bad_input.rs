@@ -219,3 +219,53 @@ fn full_segment_directory_is_a_clean_error_when_root() {
     );
     assert!(!c.segment_path().exists());
 }
+
+/// Every bounded numeric setting at its bounds and one beyond: inside is
+/// taken, outside is a clear error naming the setting and its bounds (it
+/// used to abort, wrap or be taken). An empty segment folder is refused.
+#[test]
+fn numeric_settings_at_their_bounds_and_one_beyond() {
+    let prog = env!("CARGO_BIN_EXE_fm-testprog");
+    let run = |var: &str, value: &str| {
+        let mut c = std::process::Command::new(prog);
+        c.arg("config").env_remove("FM_GRM").env_remove("FM_LOG");
+        for v in ["FM_RANK", "FM_SIZE", "FM_JOB_KEY"] {
+            c.env_remove(v);
+        }
+        if var == "FM_SIZE" {
+            c.env("FM_RANK", "0").env("FM_JOB_KEY", "00000000000000ab");
+        }
+        let o = c.env(var, value).output().expect("fm-testprog");
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+        )
+    };
+    let bounded: &[(&str, u64, u64)] = &[
+        ("FM_ETH_WINDOW", 1, 4096),
+        ("FM_ETH_POOL", 1, 65536),
+        ("FM_ETH_RTO_US", 10, 10_000_000),
+        ("FM_ETH_DEAD_AFTER", 1, 86_400),
+        ("FM_CREDITS", 1, 65536),
+        ("FM_CPUS", 1, 65536),
+        ("FM_NIC_FRAMES", 1, 65536),
+        ("FM_WAIT_TIMEOUT", 1, 31_536_000),
+        ("FM_SIZE", 1, 65536),
+    ];
+    for &(var, lo, hi) in bounded {
+        for v in [lo, hi] {
+            let (ok, out) = run(var, &v.to_string());
+            assert!(ok, "{var}={v} refused: {out}");
+        }
+        for v in [lo - 1, hi + 1, u32::MAX as u64, u64::MAX] {
+            let (ok, out) = run(var, &v.to_string());
+            assert!(!ok, "{var}={v} taken: {out}");
+            assert!(
+                out.contains(var) && out.contains(&format!("{lo} to {hi}")),
+                "{var}={v}: {out}"
+            );
+        }
+    }
+    let (ok, out) = run("FM_SHM_DIR", "");
+    assert!(!ok && out.contains("FM_SHM_DIR"), "{out}");
+}

@@ -34,7 +34,7 @@ pub const NIC_FRAMES: Setting = Setting {
     var: "FM_NIC_FRAMES",
     scope: Scope::Setting,
     default: r#"1024 RX, 256 TX"#,
-    doc: r#"frames in each ring (rounded up to whole ring blocks)."#,
+    doc: r#"frames in each ring (rounded up to whole ring blocks). Bounds: 1 to 65536."#,
 };
 
 /// Every knob of this file, in documentation order.

@@ -6,28 +6,28 @@ pub const ETH_WINDOW: Setting = Setting {
     var: "FM_ETH_WINDOW",
     scope: Scope::Setting,
     default: r#"64"#,
-    doc: r#"packets a sender may have unacknowledged per peer (also FM's credit window towards that peer)."#,
+    doc: r#"packets a sender may have unacknowledged per peer (also FM's credit window towards that peer). Bounds: 1 to 4096."#,
 };
 
 pub const ETH_POOL: Setting = Setting {
     var: "FM_ETH_POOL",
     scope: Scope::Setting,
     default: r#"16 MiB worth of datagrams, 128 to 4096"#,
-    doc: r#"receive pool, packets, shared by all senders; when full, senders get STOP and later GO."#,
+    doc: r#"receive pool, packets, shared by all senders; when full, senders get STOP and later GO. Bounds: 1 to 65536."#,
 };
 
 pub const ETH_RTO_US: Setting = Setting {
     var: "FM_ETH_RTO_US",
     scope: Scope::Setting,
     default: r#"2000"#,
-    doc: r#"smallest retransmission timeout, µs; above it the timeout follows the measured round trip (RFC 6298, Karn's rule) and doubles per timeout up to 100× this."#,
+    doc: r#"smallest retransmission timeout, µs; above it the timeout follows the measured round trip (RFC 6298, Karn's rule) and doubles per timeout up to 100× this. Bounds: 10 to 10000000."#,
 };
 
 pub const ETH_DEAD_AFTER: Setting = Setting {
     var: "FM_ETH_DEAD_AFTER",
     scope: Scope::Setting,
     default: r#"10"#,
-    doc: r#"seconds without any acknowledgement, with packets outstanding, after which a peer is unreachable: sends to it fail with "rank R is unreachable"."#,
+    doc: r#"seconds without any acknowledgement, with packets outstanding, after which a peer is unreachable: sends to it fail with "rank R is unreachable". Bounds: 1 to 86400."#,
 };
 
 pub const ETH_CHECKSUM: Setting = Setting {

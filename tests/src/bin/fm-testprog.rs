@@ -79,6 +79,9 @@ fn main() -> ExitCode {
         Some("threads") => threads(arg(2)),
         Some("claim") => claim(),
         Some("claim-remote") => claim_remote(),
+        Some("config") => fm::config::Config::from_env()
+            .map(|_| println!("config ok"))
+            .map_err(err),
         _ => Err("usage: fm-testprog alltoall|headtohead|ring|noroute ...".into()),
     };
     fm_tests::exit_with("fm-testprog", r)
