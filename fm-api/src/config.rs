@@ -351,12 +351,8 @@ impl Config {
         self.shm.queues = vars.parse(&shm::SHM_QUEUES)?;
         self.shm.frames = vars.parse(&shm::SHM_FRAMES)?;
         self.shm.payload = vars.parse(&shm::SHM_PAYLOAD)?;
-        if let Some(v) = vars.get(&shm::SHM_INLINE)? {
-            self.shm.inline = match v.trim() {
-                "1" => true,
-                "0" => false,
-                _ => return Err(env_error(&shm::SHM_INLINE, &v, "known values: 1, 0".into())),
-            };
+        if let Some(inline) = vars.switch(&shm::SHM_INLINE, "1", "0")? {
+            self.shm.inline = inline;
         }
         if let Some(v) = vars.get(&shm::SHM_CMA)? {
             self.shm.cma = match v.as_str() {
@@ -431,25 +427,11 @@ impl Config {
         if let Some(s) = vars.within::<u64>(&rel::ETH_DEAD_AFTER, "second", 1..=86_400)? {
             r.dead_after = Duration::from_secs(s);
         }
-        if let Some(v) = vars.get(&rel::ETH_CHECKSUM)? {
-            r.payload_crc = match v.as_str() {
-                "full" => true,
-                "header" => false,
-                _ => {
-                    let why = "known values: header, full".into();
-                    return Err(env_error(&rel::ETH_CHECKSUM, &v, why));
-                }
-            };
+        if let Some(full) = vars.switch(&rel::ETH_CHECKSUM, "full", "header")? {
+            r.payload_crc = full;
         }
-        if let Some(v) = vars.get(&rel::ETH_AUTH)? {
-            r.authenticate = match v.as_str() {
-                "mac" => true,
-                "none" => false,
-                _ => {
-                    let why = "known values: mac, none".into();
-                    return Err(env_error(&rel::ETH_AUTH, &v, why));
-                }
-            };
+        if let Some(mac) = vars.switch(&rel::ETH_AUTH, "mac", "none")? {
+            r.authenticate = mac;
         }
         r.pool = vars.within(&rel::ETH_POOL, "packet", 1..=65536)?;
         if let Some(v) = vars.get(&rel::FAULTS)? {
@@ -648,6 +630,16 @@ impl Vars<'_> {
                 reason: format!("must be {} to {} {unit}s", range.start(), range.end()),
             }
             .into()),
+        }
+    }
+
+    /// A setting with two values: `on` is true, `off` false.
+    fn switch(&self, setting: &'static Setting, on: &str, off: &str) -> Result<Option<bool>> {
+        match self.get(setting)? {
+            None => Ok(None),
+            Some(v) if v.trim() == on => Ok(Some(true)),
+            Some(v) if v.trim() == off => Ok(Some(false)),
+            Some(v) => Err(env_error(setting, &v, format!("known values: {on}, {off}"))),
         }
     }
 

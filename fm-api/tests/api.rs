@@ -168,7 +168,7 @@ fn bad_environment_is_a_clear_error() {
     ])
     .contains("one host for each"));
     assert!(err(&[("FM_NET", "carrier-pigeon")]).contains("FM_NET"));
-    assert!(err(&[("FM_CREDITS", "0")]).contains("at least one credit"));
+    assert!(err(&[("FM_CREDITS", "0")]).contains("must be 1 to 65536 credits"));
     assert!(err(&[("FM_SHM_CMA", "maybe")]).contains("FM_SHM_CMA"));
     let e = err(&[("FM_SHM_CMA_ADAPT", "64k")]);
     assert!(

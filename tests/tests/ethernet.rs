@@ -36,6 +36,21 @@ fn job(dir: &TempDir, faults: &str, args: &[&str]) -> Command {
     c
 }
 
+/// 2 ranks on 2 virtual hosts, ended by fmrun after `timeout` seconds.
+fn pair(dir: &TempDir, timeout: &str, args: &[&str]) -> Command {
+    let fmrun_args = [
+        "-n",
+        "2",
+        "--hosts",
+        "a,b",
+        "--rsh",
+        "local",
+        "--timeout",
+        timeout,
+    ];
+    fmrun(TESTPROG, dir, &fmrun_args, Path::new(TESTPROG), args)
+}
+
 #[test]
 fn four_hosts_of_two_ranks_all_to_all_under_loss_duplication_and_reordering() {
     let dir = TempDir::for_segments("eth-a2a");
@@ -110,25 +125,10 @@ fn garbage_datagrams_at_the_device_port_are_dropped_and_counted() {
 fn a_slow_receiver_engages_stop_and_go_and_nothing_is_lost() {
     let dir = TempDir::for_segments("eth-stopgo");
     let (o, e) = succeed(
-        fmrun(
-            TESTPROG,
-            &dir,
-            &[
-                "-n",
-                "2",
-                "--hosts",
-                "a,b",
-                "--rsh",
-                "local",
-                "--timeout",
-                "240",
-            ],
-            Path::new(TESTPROG),
-            &["stream", "1500", "20000"],
-        )
-        // A receive pool of 8 packets, far below the 64 credits a sender has.
-        .env("FM_ETH_POOL", "8")
-        .env("FM_TEST_SLOW_RANK", "1"),
+        pair(&dir, "240", &["stream", "1500", "20000"])
+            // A receive pool of 8 packets, far below the 64 credits a sender has.
+            .env("FM_ETH_POOL", "8")
+            .env("FM_TEST_SLOW_RANK", "1"),
     );
     assert!(e.contains("rank 1: ok, received 1500 messages"), "{e}");
     assert!(
@@ -145,22 +145,7 @@ fn a_slow_receiver_engages_stop_and_go_and_nothing_is_lost() {
 #[test]
 fn total_loss_ends_the_job_naming_the_unreachable_rank() {
     let dir = TempDir::for_segments("eth-dead");
-    let mut c = fmrun(
-        TESTPROG,
-        &dir,
-        &[
-            "-n",
-            "2",
-            "--hosts",
-            "a,b",
-            "--rsh",
-            "local",
-            "--timeout",
-            "60",
-        ],
-        Path::new(TESTPROG),
-        &["stream", "100", "1000"],
-    );
+    let mut c = pair(&dir, "60", &["stream", "100", "1000"]);
     c.env("FM_FAULTS", "drop=1.0").env("FM_ETH_DEAD_AFTER", "3");
     let t0 = Instant::now();
     let out = c.output().expect("fmrun");
