@@ -9,9 +9,9 @@
 //! device's cost per packet, not the copy, is what large frames save.
 
 use super::{CmaMode, ShmemConfig, ShmemDevice};
-use crate::{DeviceError, DeviceExt, JobKey};
+use crate::{Device, DeviceError, DeviceExt, JobKey};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// The message the sender streams from and the receiver copies into,
@@ -35,24 +35,35 @@ const FRAMES: u32 = 32;
 
 /// The sender of [`stream_rates`]: messages of `src` to rank 0 through
 /// device `phase` (of `payloads` bytes per packet), until `phase` names no
-/// device.
+/// device. It keeps within each device's window as FM's credits do:
+/// `received[i]` is what the receiver has taken from device i. (A sender
+/// beyond the window overruns the receive queue: the device contract,
+/// `Device::window`; the last packet's tail may be carried in a queue
+/// slot, which no frame count bounds.)
 fn stream_to_rank0(
     devs: &mut [ShmemDevice],
     payloads: &[u32],
     phase: &AtomicUsize,
+    received: &[AtomicU64],
     src: &[u8],
 ) -> Result<(), DeviceError> {
     let mut off = 0;
+    let mut sent = vec![0u64; devs.len()];
     loop {
         let i = phase.load(Ordering::Relaxed);
         let Some(dev) = devs.get_mut(i) else {
             return Ok(());
         };
+        if sent[i] - received[i].load(Ordering::Acquire) >= dev.window(0) as u64 {
+            std::hint::spin_loop();
+            continue;
+        }
         let n = (payloads[i] as usize).min(MESSAGE - off);
         match dev.get_send_buffer(0, n) {
             Ok(mut b) => {
                 b.copy_from_slice(&src[off..off + n]);
                 b.send();
+                sent[i] += 1;
                 off = if off + n == MESSAGE { 0 } else { off + n };
             }
             Err(DeviceError::NoBuffer { .. }) => std::hint::spin_loop(),
@@ -89,13 +100,14 @@ pub fn stream_rates(payloads: &[u32], dir: &Path, window: Duration) -> Vec<Optio
     };
     const STOP: usize = usize::MAX;
     let phase = AtomicUsize::new(0);
+    let received: Vec<AtomicU64> = distinct.iter().map(|_| AtomicU64::new(0)).collect();
     let src = vec![0x5au8; MESSAGE];
     let mut dst = vec![0u8; MESSAGE];
     let cpus = crate::sys::CpuPair::take();
     let rates = std::thread::scope(|s| {
         let sender = s.spawn(|| -> Result<(), DeviceError> {
             cpus.pin_other();
-            stream_to_rank0(&mut open_all(1)?, &distinct, &phase, &src)
+            stream_to_rank0(&mut open_all(1)?, &distinct, &phase, &received, &src)
         });
         let mut devs = match open_all(0) {
             Ok(d) => d,
@@ -105,6 +117,7 @@ pub fn stream_rates(payloads: &[u32], dir: &Path, window: Duration) -> Vec<Optio
                 return vec![None; payloads.len()];
             }
         };
+        let mut taken = vec![0u64; distinct.len()];
         // One window more on the first size: the other CPU wakes up.
         let order = std::iter::once((payloads[0], window))
             .chain(payloads.iter().map(|&p| (p, Duration::ZERO)));
@@ -121,6 +134,9 @@ pub fn stream_rates(payloads: &[u32], dir: &Path, window: Duration) -> Vec<Optio
                         dst[off..off + n].copy_from_slice(&r[..n]);
                         off = if off + n == MESSAGE { 0 } else { off + n };
                         moved += r.len();
+                        drop(r);
+                        taken[i] += 1;
+                        received[i].store(taken[i], Ordering::Release);
                     }
                     polls = polls.wrapping_add(1);
                     if polls % 8 != 0 {
@@ -156,9 +172,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fm-pace-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let payloads: Vec<u32> = FRAME_SIZES.iter().map(|&f| payload_of_frame(f)).collect();
-        // A window long enough that a sender descheduled on a loaded two-CPU
-        // machine still moves data within it (2 ms once measured nothing).
-        let rates = stream_rates(&payloads, &dir, Duration::from_millis(50));
+        let rates = stream_rates(&payloads, &dir, Duration::from_millis(2));
         let left = std::fs::read_dir(&dir).unwrap().count();
         std::fs::remove_dir_all(&dir).unwrap();
         for (p, r) in payloads.iter().zip(&rates) {
