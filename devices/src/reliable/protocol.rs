@@ -186,12 +186,12 @@ impl Protocol {
         if len > mtu {
             return Err(DeviceError::TooLarge { device, len, mtu });
         }
+        if let Some(e) = self.peer_failure(dest) {
+            return Err(e);
+        }
         let Some(s) = (self.sessions.get_mut(dest as usize)).filter(|s| s.epoch.is_some()) else {
             return Err(DeviceError::NotAPeer { device, dest });
         };
-        if s.send.unreachable {
-            return Err(self.peer_failure(dest).expect("unreachable"));
-        }
         if s.send.full() {
             self.rstats.window_full += 1;
             self.stats.no_buffer += 1;
