@@ -120,7 +120,7 @@ struct Member {
 /// full queue or a write that does not finish within the timeout cuts the
 /// connection (its reader then sees it end), so a client that does not
 /// read stalls nobody. Dropping the outbox writes what is queued, then
-/// closes the sending side.
+/// closes the sending side (if anything was sent).
 struct Outbox {
     tx: SyncSender<Vec<u8>>,
     conn: TcpStream,
@@ -137,14 +137,20 @@ impl Outbox {
         std::thread::Builder::new()
             .name("grm-write".into())
             .spawn(move || {
+                let mut used = false;
                 for frame in rx {
                     if let Err(e) = w.write_all(&frame).and_then(|()| w.flush()) {
                         tracing::debug!("grm: a client did not take what was written: {e}");
                         let _ = w.shutdown(Shutdown::Both);
                         return;
                     }
+                    used = true;
                 }
-                let _ = w.shutdown(Shutdown::Write);
+                // An outbox dropped unused (the request was refused) leaves
+                // the connection to its reader, which is writing the refusal.
+                if used {
+                    let _ = w.shutdown(Shutdown::Write);
+                }
             })?;
         Ok(Outbox {
             tx,
