@@ -33,6 +33,41 @@ pub fn payload_of_frame(frame_bytes: u64) -> u32 {
 /// keeps the stream pipelined.
 const FRAMES: u32 = 32;
 
+/// The receiver of [`stream_rates`]: what arrives from rank 1 on `dev`,
+/// copied out to `dst`, until `clock` gives the rate (or the sender ended);
+/// `received` counts the packets taken, for the sender's window.
+fn receive_from_rank1(
+    dev: &mut ShmemDevice,
+    clock: &mut crate::sys::RateWindow,
+    dst: &mut [u8],
+    received: &AtomicU64,
+    sender_ended: impl Fn() -> bool,
+) -> Option<f64> {
+    let (mut off, mut moved, mut polls) = (0usize, 0usize, 0u32);
+    let mut taken = received.load(Ordering::Relaxed);
+    loop {
+        if let Some(r) = dev.receive() {
+            let n = r.len().min(MESSAGE - off);
+            dst[off..off + n].copy_from_slice(&r[..n]);
+            off = if off + n == MESSAGE { 0 } else { off + n };
+            moved += r.len();
+            drop(r);
+            taken += 1;
+            received.store(taken, Ordering::Release);
+        }
+        polls = polls.wrapping_add(1);
+        if polls % 8 != 0 {
+            continue;
+        }
+        if let Some(rate) = clock.check(moved) {
+            return rate;
+        }
+        if sender_ended() {
+            return None;
+        }
+    }
+}
+
 /// The sender of [`stream_rates`]: messages of `src` to rank 0 through
 /// device `phase` (of `payloads` bytes per packet), until `phase` names no
 /// device. It keeps within each device's window as FM's credits do:
@@ -117,7 +152,6 @@ pub fn stream_rates(payloads: &[u32], dir: &Path, window: Duration) -> Vec<Optio
                 return vec![None; payloads.len()];
             }
         };
-        let mut taken = vec![0u64; distinct.len()];
         // One window more on the first size: the other CPU wakes up.
         let order = std::iter::once((payloads[0], window))
             .chain(payloads.iter().map(|&p| (p, Duration::ZERO)));
@@ -125,30 +159,10 @@ pub fn stream_rates(payloads: &[u32], dir: &Path, window: Duration) -> Vec<Optio
             .map(|(p, extra)| {
                 let i = distinct.binary_search(&p).unwrap_or(0);
                 phase.store(i, Ordering::Relaxed);
-                let dev = &mut devs[i];
-                let (mut off, mut moved, mut polls) = (0usize, 0usize, 0u32);
                 let mut clock = crate::sys::RateWindow::new(window, extra);
-                loop {
-                    if let Some(r) = dev.receive() {
-                        let n = r.len().min(MESSAGE - off);
-                        dst[off..off + n].copy_from_slice(&r[..n]);
-                        off = if off + n == MESSAGE { 0 } else { off + n };
-                        moved += r.len();
-                        drop(r);
-                        taken[i] += 1;
-                        received[i].store(taken[i], Ordering::Release);
-                    }
-                    polls = polls.wrapping_add(1);
-                    if polls % 8 != 0 {
-                        continue;
-                    }
-                    if let Some(rate) = clock.check(moved) {
-                        break rate;
-                    }
-                    if sender.is_finished() {
-                        break None;
-                    }
-                }
+                receive_from_rank1(&mut devs[i], &mut clock, &mut dst, &received[i], || {
+                    sender.is_finished()
+                })
             })
             .collect();
         rates.remove(0);
