@@ -18,9 +18,9 @@
 //! real links, so the ethernet device covers them only when asked
 //! (`FM_ETH_CHECKSUM=full`) or when fault injection corrupts packets.
 //!
-//! The MAC authenticates the packet: BLAKE3 in keyed mode under the job's
-//! [`MacKey`], over bytes 0..40 and 44..48 of the header and the whole
-//! payload, cut to 16 bytes. Only the job's ranks know the key (it is
+//! The MAC authenticates the packet: 16 bytes under the job's [`MacKey`]
+//! (SipHash-2-4-128 for short datagrams, keyed BLAKE3 for the rest), over
+//! bytes 0..40 and 44..48 of the header and the whole payload. Only the job's ranks know the key (it is
 //! derived from the job's token, which never crosses the network), so a
 //! packet forged or altered by anyone else is dropped, whatever job key,
 //! epoch and sequence it claims. The CRC, which covers the MAC field, is
@@ -42,10 +42,21 @@ pub const FLAG_MAC: u32 = 2;
 const MAC_AT: usize = 48;
 pub const MAC_LEN: usize = 16;
 
-/// A job's key for packet MACs: derived from the job's token by every
-/// rank, so the token itself is never sent.
+/// A job's keys for packet MACs: derived from the job's token by every
+/// rank, so the token itself is never sent. Two functions, chosen by the
+/// datagram's length (which the MAC covers, so a forger cannot choose):
+/// SipHash-2-4 with 128-bit output for datagrams of up to [`SHORT_MAC`]
+/// bytes (every control packet, small DATA: 30 ns where BLAKE3 takes 90,
+/// and the 8 B latency pays it twice), keyed BLAKE3 above (6 GB/s here,
+/// where SipHash does 1.5).
 #[derive(Clone)]
-pub struct MacKey([u8; 32]);
+pub struct MacKey {
+    short: [u8; 16],
+    long: [u8; 32],
+}
+
+/// Datagrams of at most this many bytes are authenticated by SipHash.
+pub const SHORT_MAC: usize = 2 * HEADER;
 
 impl std::fmt::Debug for MacKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -54,32 +65,36 @@ impl std::fmt::Debug for MacKey {
 }
 
 impl MacKey {
-    /// The packet key of the job whose token is `token`.
+    /// The packet keys of the job whose token is `token`.
     pub fn from_token(token: &str) -> MacKey {
-        MacKey(blake3::derive_key(
-            "fm 2026-11 reliable-layer packet MAC",
-            token.as_bytes(),
-        ))
+        let derive = |what| blake3::derive_key(what, token.as_bytes());
+        let mut short = [0u8; 16];
+        short.copy_from_slice(&derive("fm 2026-11 reliable-layer short packet MAC")[..16]);
+        MacKey {
+            short,
+            long: derive("fm 2026-11 reliable-layer packet MAC"),
+        }
     }
 
     /// The MAC of a whole datagram (header and payload); the CRC and MAC
     /// fields are not covered.
     pub fn tag(&self, d: &[u8]) -> [u8; MAC_LEN] {
+        let (head, flags, payload) = (&d[..40], &d[44..48], &d[HEADER.min(d.len())..]);
         let mut out = [0u8; MAC_LEN];
-        if d.len() <= 2 * HEADER {
-            // Small packets (every control packet, small DATA): one call
-            // over a contiguous copy, cheaper than the incremental hasher.
-            let mut buf = [0u8; 2 * HEADER];
-            let n = 44 + d.len().saturating_sub(HEADER);
-            buf[..40].copy_from_slice(&d[..40]);
-            buf[40..44].copy_from_slice(&d[44..48]);
-            buf[44..n].copy_from_slice(&d[HEADER.min(d.len())..]);
-            out.copy_from_slice(&blake3::keyed_hash(&self.0, &buf[..n]).as_bytes()[..MAC_LEN]);
+        if d.len() <= SHORT_MAC {
+            use std::hash::Hasher;
+            let mut h = siphasher::sip128::SipHasher24::new_with_key(&self.short);
+            h.write(head);
+            h.write(flags);
+            h.write(payload);
+            out = siphasher::sip128::Hasher128::finish128(&h).as_bytes();
         } else {
-            let mut h = blake3::Hasher::new_keyed(&self.0);
-            h.update(&d[..40]);
-            h.update(&d[44..48]);
-            h.update(&d[HEADER..]);
+            // The payload first: whole chunks from its start go to the
+            // SIMD path instead of being shifted behind the header bytes.
+            let mut h = blake3::Hasher::new_keyed(&self.long);
+            h.update(payload);
+            h.update(head);
+            h.update(flags);
             h.finalize_xof().fill(&mut out);
         }
         out
@@ -338,7 +353,7 @@ mod tests {
     fn the_mac_covers_header_and_payload_and_needs_the_key() {
         let key = MacKey::from_token("token-of-this-job-0123456789");
         let other = MacKey::from_token("token-of-another-job-0123456");
-        // Both sides of the small-packet path, and a large payload.
+        // Both MAC functions, at the boundary between them and beyond.
         for len in [0u32, 8, 63, 64, 65, 3000] {
             let mut h = sample(len);
             h.payload_crc = false;

@@ -41,7 +41,7 @@ pub const ETH_AUTH: Setting = Setting {
     var: "FM_ETH_AUTH",
     scope: Scope::Setting,
     default: r#"`mac`"#,
-    doc: r#"`mac`: every packet of ethernet and nic carries a 16-byte MAC (keyed BLAKE3) under a key each rank derives from the job's token, and packets without a valid one are dropped and counted (`dropped_unauthenticated`), as are packets from an address that is not the rank's they name (`dropped_wrong_address`); see docs/SECURITY.md. `none`: no MAC, for measuring its cost on a network you trust; every rank of a job must agree (fmrun passes `FM_*` variables to every rank)."#,
+    doc: r#"`mac`: every packet of ethernet and nic carries a 16-byte MAC (SipHash-2-4-128 for packets of up to 128 bytes, keyed BLAKE3 above) under a key each rank derives from the job's token, and packets without a valid one are dropped and counted (`dropped_unauthenticated`), as are packets from an address that is not the rank's they name (`dropped_wrong_address`); see docs/SECURITY.md. `none`: no MAC, for measuring its cost on a network you trust; every rank of a job must agree (fmrun passes `FM_*` variables to every rank)."#,
 };
 
 pub const FAULTS: Setting = Setting {
