@@ -280,8 +280,12 @@ fn cleanup(dir: &std::path::Path, dry_run: bool) -> ExitCode {
         let verb = if dry_run { "would remove" } else { "removed" };
         if dry_run || std::fs::remove_file(&s.path).is_ok() {
             removed += 1;
+            let why = match s.unfinished {
+                Some(_) => "never initialised: its creator died while making it",
+                None => "no process alive",
+            };
             println!(
-                "{verb} {} (job {}, {} KiB, no process alive)",
+                "{verb} {} (job {}, {} KiB, {why})",
                 s.path.display(),
                 s.job_key,
                 s.bytes / 1024

@@ -69,6 +69,44 @@ fn cleanup_removes_dead_jobs_segments_only() {
     );
 }
 
+/// A segment whose creator died between creating the file and writing
+/// its header (all zeros, or empty) is recognised by its name: left alone
+/// while it could still be in the making, removed once old; a file that
+/// only looks like one (no key in its name, or another header) stays.
+#[test]
+fn cleanup_removes_a_zero_filled_leftover_once_it_is_old() {
+    let dir = TempDir::new("cleanup-zero");
+    let zero = dir.0.join(format!("fm-{}-h", JobKey(0x4444)));
+    let empty = dir.0.join(format!("fm-{}-h", JobKey(0x5555)));
+    let not_ours = dir.0.join("fm-notakey-h");
+    let foreign = dir.0.join(format!("fm-{}-x", JobKey(0x6666)));
+    std::fs::write(&zero, vec![0u8; 2 * 4096]).expect("write");
+    std::fs::write(&empty, b"").expect("write");
+    std::fs::write(&not_ours, vec![0u8; 4096]).expect("write");
+    std::fs::write(&foreign, vec![7u8; 4096]).expect("write");
+    let d = dir.0.to_str().expect("utf-8");
+    let o = fm_info(&["cleanup", "--dir", d]);
+    assert!(o.status.success());
+    assert!(
+        zero.exists() && empty.exists(),
+        "removed while it could be in the making"
+    );
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for p in [&zero, &empty, &not_ours, &foreign] {
+        let f = std::fs::File::options().write(true).open(p).expect("open");
+        f.set_modified(old).expect("age it");
+    }
+    let o = fm_info(&["cleanup", "--dir", d]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(!zero.exists() && !empty.exists(), "{out}");
+    assert!(out.contains("never initialised"), "{out}");
+    assert!(
+        not_ours.exists() && foreign.exists(),
+        "removed a file that is no segment: {out}"
+    );
+}
+
 #[test]
 fn doctor_names_stale_segments_and_the_fix() {
     let dir = TempDir::new("doctor");

@@ -39,9 +39,62 @@ fn open_err(c: &ShmemConfig) -> String {
 fn segment_with_wrong_magic_is_refused() {
     let dir = TempDir::new("magic");
     let c = config(&dir, 0x11, 0, 2);
-    std::fs::write(c.segment_path(), vec![0xA5u8; 64 * 1024]).expect("write");
+    write_private(&c.segment_path(), &vec![0xA5u8; 64 * 1024]);
     let e = open_err(&c);
     assert!(e.contains("wrong magic"), "{e}");
+}
+
+/// A file of this user, mode 600, as fm makes segments.
+fn write_private(path: &std::path::Path, bytes: &[u8]) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .expect("create");
+    f.write_all(bytes).expect("write");
+}
+
+/// What sits in a segment's place must be this user's private regular
+/// file: a symbolic link (to a real segment, even), a file others may
+/// open, and (as root) another user's file are refused with the reason,
+/// before anything in them is read.
+#[test]
+fn a_symlink_another_users_file_or_an_open_mode_in_a_segments_place_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("owner");
+    let c = config(&dir, 0x18, 0, 2);
+    let real = dir.0.join("real");
+    drop(
+        Segment::create_or_open(
+            &real,
+            c.job_key,
+            c.geometry(),
+            false,
+            Duration::from_secs(1),
+        )
+        .expect("create"),
+    );
+    std::os::unix::fs::symlink(&real, c.segment_path()).expect("symlink");
+    let e = open_err(&c);
+    assert!(e.contains("symbolic link"), "{e}");
+    std::fs::remove_file(c.segment_path()).expect("unlink");
+    std::fs::rename(&real, c.segment_path()).expect("rename");
+    std::fs::set_permissions(c.segment_path(), std::fs::Permissions::from_mode(0o644))
+        .expect("chmod");
+    let e = open_err(&c);
+    assert!(e.contains("mode 644"), "{e}");
+    if fm_tests::is_root() {
+        std::fs::set_permissions(c.segment_path(), std::fs::Permissions::from_mode(0o600))
+            .expect("chmod");
+        std::os::unix::fs::chown(c.segment_path(), Some(65534), Some(65534)).expect("chown");
+        let e = open_err(&c);
+        assert!(e.contains("belongs to user 65534"), "{e}");
+    } else {
+        eprintln!("SKIPPED the other-owner case: needs root to make another user's file");
+    }
 }
 
 /// Create the segment `c` would open, as another process (or job) would,

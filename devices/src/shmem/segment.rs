@@ -349,6 +349,33 @@ impl QueueMemory for QueueRef {
 // (the device owns both).
 unsafe impl Send for QueueRef {}
 
+/// A segment to attach to is a regular file of this user that no other
+/// user can open: anything else in its place (another user's file, a
+/// device, a file others may write) is refused.
+fn check_ownership(path: &Path, file: &File) -> Result<(), DeviceError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let m = file.metadata().map_err(|e| io_err(path, "stat", e))?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if !m.is_file() {
+        return Err(bad(path, "is not a regular file"));
+    }
+    if m.uid() != me {
+        return Err(bad(
+            path,
+            format!("belongs to user {}, not to this user ({me})", m.uid()),
+        ));
+    }
+    let mode = m.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(bad(
+            path,
+            format!("has mode {mode:03o}: other users could reach it (fm makes 600)"),
+        ));
+    }
+    Ok(())
+}
+
 fn bad(path: &Path, reason: impl Into<String>) -> DeviceError {
     DeviceError::BadSegment {
         path: path.to_path_buf(),
@@ -380,6 +407,8 @@ impl Segment {
             device: "shmem",
             reason: e,
         })?;
+        // O_EXCL refuses a symlink in the segment's place as it refuses
+        // any existing name.
         match OpenOptions::new()
             .read(true)
             .write(true)
@@ -456,8 +485,13 @@ impl Segment {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path)
-            .map_err(|e| io_err(path, "open", e))?;
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => bad(path, "is a symbolic link, not a segment"),
+                _ => io_err(path, "open", e),
+            })?;
+        check_ownership(path, &file)?;
         // Wait for the creator to size the file and publish the header.
         loop {
             let len = file.metadata().map_err(|e| io_err(path, "stat", e))?.len();
@@ -608,15 +642,49 @@ pub struct SegmentFile {
     /// Pids of the processes that attached (0 for a slot nobody took).
     pub pids: Vec<u32>,
     pub bytes: u64,
+    /// The creator never finished writing the header (it died between
+    /// creating the file and initialising it): the job key is the name's,
+    /// and no pid is known.
+    pub unfinished: Option<std::time::SystemTime>,
+}
+
+/// An unfinished segment older than this has no live creator: creating
+/// one takes milliseconds, and attaching gives up after
+/// `FM_ATTACH_TIMEOUT` (at most a few minutes in practice).
+pub const UNFINISHED_STALE_AFTER: Duration = Duration::from_secs(600);
+
+/// The job key in a segment's name, `fm-KEY-HOST`.
+fn key_in_name(path: &Path) -> Option<JobKey> {
+    let name = path.file_name()?.to_str()?;
+    let hex = name.strip_prefix("fm-")?.get(..16)?;
+    (name.as_bytes().get(19) == Some(&b'-'))
+        .then(|| u64::from_str_radix(hex, 16).ok().map(JobKey))
+        .flatten()
 }
 
 impl SegmentFile {
-    /// Read the header and process table of `path`; `None` if it is not an fm segment.
+    /// Read the header and process table of `path`; `None` if it is not an
+    /// fm segment, neither by its header nor, unfinished, by its name.
     pub fn read(path: &Path) -> Option<SegmentFile> {
-        let file = File::open(path).ok()?;
-        let bytes = file.metadata().ok()?.len();
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .ok()?;
+        let meta = file.metadata().ok()?;
+        let bytes = meta.len();
+        let unfinished = |bytes| {
+            Some(SegmentFile {
+                path: path.to_path_buf(),
+                job_key: key_in_name(path)?,
+                creator_pid: 0,
+                pids: Vec::new(),
+                bytes,
+                unfinished: Some(meta.modified().ok()?),
+            })
+        };
         if bytes < HEADER_BYTES as u64 {
-            return None;
+            return unfinished(bytes);
         }
         // Header and the largest process table, or the whole file if smaller:
         // one read-only map. SAFETY: a prefix of the file; segments are never
@@ -625,6 +693,13 @@ impl SegmentFile {
         let map = unsafe { memmap2::MmapOptions::new().len(len as usize).map(&file) }.ok()?;
         // SAFETY: as in `open`; only plain fields and atomics are read.
         let h = unsafe { &*(map.as_ptr() as *const Header) };
+        if h.ready.load(Ordering::Acquire) != READY {
+            return if h.magic == 0 || h.magic == MAGIC {
+                unfinished(bytes)
+            } else {
+                None
+            };
+        }
         if h.magic != MAGIC {
             return None;
         }
@@ -643,11 +718,16 @@ impl SegmentFile {
             creator_pid: h.creator_pid,
             pids,
             bytes,
+            unfinished: None,
         })
     }
 
     /// No process that created or attached to it is alive: its job is dead.
+    /// An unfinished one is stale once it is [`UNFINISHED_STALE_AFTER`] old.
     pub fn is_stale(&self) -> bool {
+        if let Some(t) = self.unfinished {
+            return t.elapsed().is_ok_and(|age| age >= UNFINISHED_STALE_AFTER);
+        }
         std::iter::once(self.creator_pid)
             .chain(self.pids.iter().copied())
             .filter(|&p| p != 0)
