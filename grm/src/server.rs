@@ -123,7 +123,8 @@ struct Member {
 /// closes the sending side (if anything was sent).
 struct Outbox {
     tx: SyncSender<Vec<u8>>,
-    conn: TcpStream,
+    /// One handle shared with the writer thread (one descriptor per client).
+    conn: Arc<TcpStream>,
 }
 
 /// Frames queued to one client before it counts as not reading.
@@ -132,14 +133,15 @@ const OUTBOX_FRAMES: usize = 64;
 impl Outbox {
     fn start(conn: &TcpStream, timeout: Duration) -> io::Result<Outbox> {
         let (tx, rx) = sync_channel::<Vec<u8>>(OUTBOX_FRAMES);
-        let mut w = conn.try_clone()?;
-        w.set_write_timeout(Some(timeout))?;
+        let conn = Arc::new(conn.try_clone()?);
+        conn.set_write_timeout(Some(timeout))?;
+        let w = conn.clone();
         std::thread::Builder::new()
             .name("grm-write".into())
             .spawn(move || {
                 let mut used = false;
                 for frame in rx {
-                    if let Err(e) = w.write_all(&frame).and_then(|()| w.flush()) {
+                    if let Err(e) = (&*w).write_all(&frame).and_then(|()| (&*w).flush()) {
                         tracing::debug!("grm: a client did not take what was written: {e}");
                         let _ = w.shutdown(Shutdown::Both);
                         return;
@@ -152,10 +154,7 @@ impl Outbox {
                     let _ = w.shutdown(Shutdown::Write);
                 }
             })?;
-        Ok(Outbox {
-            tx,
-            conn: conn.try_clone()?,
-        })
+        Ok(Outbox { tx, conn })
     }
 
     fn send(&self, m: &Msg) {

@@ -253,6 +253,7 @@ fn run(cli: Cli) -> Result<u8, String> {
     let shm_dir = fm::config::shm_dir().map_err(|e| e.to_string())?;
 
     signals::install();
+    check_open_files(n, cli.grm.is_none());
     // The embedded resource manager lives as long as the job. When ranks
     // run elsewhere it listens on loopback and on the address this host
     // uses towards each of their hosts (what `GrmAddress::for_rank` hands
@@ -396,6 +397,28 @@ fn run(cli: Cli) -> Result<u8, String> {
         job.escalate();
     }
     Ok(job.finish(&link, &shm_dir))
+}
+
+/// Descriptors fmrun holds per rank: the rank's output pipes, and with its
+/// own resource manager the rank's connection and its writer's handle.
+const FDS_PER_RANK: u64 = 2;
+const FDS_PER_MEMBER: u64 = 2;
+
+/// Raise the open-files limit to the hard limit, and say so when even that
+/// cannot hold what `n` ranks need here (the job would fail to start one
+/// rank or connection in, with a less clear error).
+fn check_open_files(n: u32, own_grm: bool) {
+    let per = FDS_PER_RANK + if own_grm { FDS_PER_MEMBER } else { 0 };
+    let need = per * n as u64 + 64;
+    let limit = sys::raise_open_files_limit();
+    tracing::debug!(limit, need, "fmrun: open files");
+    if need > limit {
+        eprintln!(
+            "fmrun: {n} ranks need about {need} open files in fmrun, and its hard limit here is \
+             {limit} (`ulimit -Hn`): raise it (limits.conf, or `ulimit -Hn` in a \
+             root shell), or start fewer ranks per fmrun"
+        );
+    }
 }
 
 /// Where ranks find the resource manager.

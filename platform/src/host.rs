@@ -59,3 +59,21 @@ mod tests {
         assert!(!hostname().is_empty());
     }
 }
+
+/// Raise this process's soft limit of open files to its hard limit; the
+/// new soft limit (unchanged if it could not be raised).
+pub fn raise_open_files_limit() -> u64 {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let lim = getrlimit(Resource::Nofile);
+    let (soft, hard) = (lim.current.unwrap_or(u64::MAX), lim.maximum);
+    if hard.is_none_or(|h| h > soft) {
+        let raised = Rlimit {
+            current: hard,
+            maximum: hard,
+        };
+        if setrlimit(Resource::Nofile, raised).is_ok() {
+            return hard.unwrap_or(u64::MAX);
+        }
+    }
+    soft
+}

@@ -16,6 +16,7 @@ pub mod syscalls;
 pub use cpu::{cpus_allowed, pin_to_cpu, CpuPair, RateWindow};
 pub use host::{
     allow_any_ptracer, die_quietly_on_closed_pipe, die_with_parent, hostname, pid_alive,
+    raise_open_files_limit,
 };
 pub use memory::{fallocate, process_read, process_write};
 pub use net::{find_address, for_each_address, interface_mac, interface_mtu, Ipv4Net};

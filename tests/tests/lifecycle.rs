@@ -321,3 +321,34 @@ fn an_unknown_fm_variable_is_reported_once_per_job() {
     assert!(warnings[0].starts_with("[0] ") && warnings[0].contains("FM_CREDITZ"));
     assert!(!f.stderr.contains("FM_RSH is not") && !f.stderr.contains("FM_TEST_NOTHING"));
 }
+
+/// fmrun raises its open-files limit to the hard limit: 40 ranks start
+/// under a soft limit of 64 (they used to fail with "Too many open
+/// files"), and when even the hard limit is too small fmrun says so,
+/// naming what it needs.
+#[test]
+fn fmrun_raises_its_open_files_limit_and_says_when_the_hard_limit_is_too_small() {
+    let fmrun = workspace_bin(TESTPROG, "fmrun");
+    let run = |limits: &str| {
+        let script = format!("{limits}; exec \"$0\" -n 40 --oversubscribe sleep 0.2",);
+        let c = Command::new("sh")
+            .args(["-c", &script])
+            .arg(&fmrun)
+            .env_remove("FM_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("sh");
+        finish(c, Duration::from_secs(60))
+    };
+    let f = run("ulimit -Sn 64");
+    assert!(f.status.success(), "{}", f.stderr);
+    assert!(!f.stderr.contains("open files"), "{}", f.stderr);
+    let f = run("ulimit -Sn 64; ulimit -Hn 64");
+    assert!(
+        f.stderr.contains("40 ranks need about") && f.stderr.contains("its hard limit here is 64"),
+        "{}",
+        f.stderr
+    );
+}
