@@ -48,18 +48,6 @@ pub fn die_quietly_on_closed_pipe() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn this_process_lives_and_pid_zero_does_not() {
-        assert!(pid_alive(std::process::id()));
-        assert!(!pid_alive(0) && !pid_alive(u32::MAX));
-        assert!(!hostname().is_empty());
-    }
-}
-
 /// Raise this process's soft limit of open files to its hard limit; the
 /// new soft limit (unchanged if it could not be raised).
 pub fn raise_open_files_limit() -> u64 {
@@ -76,4 +64,16 @@ pub fn raise_open_files_limit() -> u64 {
         }
     }
     soft
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_lives_and_pid_zero_does_not() {
+        assert!(pid_alive(std::process::id()));
+        assert!(!pid_alive(0) && !pid_alive(u32::MAX));
+        assert!(!hostname().is_empty());
+    }
 }
