@@ -401,10 +401,7 @@ fn join_job(
         &g.token,
         join,
         config.shm.attach_timeout,
-        |reason| {
-            tracing::error!("fm: the job has ended: {reason}");
-            wait::end_job(reason);
-        },
+        wait::job_ended_by_grm,
     )?;
     let w = &m.welcome;
     let size = w.nodes.len();

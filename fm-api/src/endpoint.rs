@@ -45,7 +45,7 @@ use crate::sender::{FmSender, Outbox};
 use crate::wait::{WaitPolicy, Waiter};
 use crate::wire::{self, Header, Kind, ABORT, FIRST, HEADER, LAST};
 use fm_composite::Composite;
-use fm_devices::{Device, DeviceError, Rank, RawRecv, RawSend};
+use fm_devices::{Device, DeviceError, DeviceKind, Rank, RawRecv, RawSend};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -191,6 +191,15 @@ impl Drop for Endpoint {
         if let Some(o) = &self.outbox {
             o.close();
         }
+        crate::wait::endpoint_open(false);
+        if crate::wait::job_end_reason().is_some() {
+            // Nobody waits for our last packets: close without the linger.
+            for kind in [DeviceKind::Nic, DeviceKind::Ethernet] {
+                if let Some(d) = self.dev.network_mut(kind) {
+                    d.skip_linger();
+                }
+            }
+        }
     }
 }
 
@@ -200,6 +209,7 @@ impl Endpoint {
         c: &crate::Config,
         handlers: Vec<Option<crate::Handler>>,
     ) -> Self {
+        crate::wait::endpoint_open(true);
         let (max_credits, cma_threshold, cma_adapt_from) =
             (c.max_credits, c.cma_threshold, c.cma_adapt_from);
         let size = dev.size();

@@ -16,7 +16,7 @@ use crate::endpoint::Endpoint;
 use crate::error::{ErrorKind, Result};
 use fm_devices::doorbell::Doorbell;
 use fm_devices::Device;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,16 @@ static JOB_ENDED: AtomicBool = AtomicBool::new(false);
 static JOB_END_REASON: Mutex<String> = Mutex::new(String::new());
 /// Every endpoint's doorbell in this process, rung when the job ends.
 static DOORBELLS: Mutex<Vec<Weak<Doorbell>>> = Mutex::new(Vec::new());
+/// Endpoints of this process not yet dropped.
+static OPEN_ENDPOINTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Once the resource manager says the job is over, the time a process
+/// that still holds an endpoint has to end by itself (its waits fail at
+/// once) before fm ends it: a rank started through a remote shell is
+/// nobody's child here, and must not outlive its job.
+pub const JOB_END_GRACE: Duration = Duration::from_secs(1);
+/// The exit status of a process fm ends that way.
+pub const JOB_END_EXIT: i32 = 1;
 
 /// The resource manager says this process's job is over (a peer died):
 /// every wait from now on fails with [`ErrorKind::JobEnded`] instead of
@@ -44,6 +54,32 @@ pub fn end_job(reason: String) {
     let bells = DOORBELLS.lock().unwrap_or_else(|p| p.into_inner());
     for b in bells.iter().filter_map(Weak::upgrade) {
         b.ring();
+    }
+}
+
+/// The job ended under this process, as the resource manager says (a peer
+/// died, the GRM or its link was lost): end every wait first, then — if
+/// the process still holds an endpoint after [`JOB_END_GRACE`] — the
+/// process; log last, since a log line may block on a stderr nobody reads.
+pub(crate) fn job_ended_by_grm(reason: String) {
+    end_job(reason.clone());
+    let _ = std::thread::Builder::new()
+        .name("fm-job-ended".into())
+        .spawn(|| {
+            std::thread::sleep(JOB_END_GRACE);
+            if OPEN_ENDPOINTS.load(Ordering::SeqCst) > 0 {
+                std::process::exit(JOB_END_EXIT);
+            }
+        });
+    tracing::error!("fm: the job has ended: {reason}");
+}
+
+/// An endpoint opened (`true`) or was dropped.
+pub(crate) fn endpoint_open(open: bool) {
+    if open {
+        OPEN_ENDPOINTS.fetch_add(1, Ordering::SeqCst);
+    } else {
+        OPEN_ENDPOINTS.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

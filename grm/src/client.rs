@@ -135,14 +135,17 @@ impl Link {
     }
 
     /// Read messages until the connection ends, passing each to `on`.
+    /// The GRM says something every second; `silence` without a word
+    /// means it is lost (a cut link shows no other way).
     fn start_reader(
         self: &Arc<Self>,
         mut reader: TcpStream,
         addr: String,
+        silence: Duration,
         mut on: impl FnMut(Event) + Send + 'static,
     ) {
         let link = self.clone();
-        let _ = reader.set_read_timeout(None);
+        let _ = reader.set_read_timeout(Some(silence.max(2 * HEARTBEAT)));
         let _ = std::thread::Builder::new()
             .name("grm-events".into())
             .spawn(move || loop {
@@ -159,9 +162,21 @@ impl Link {
                     }
                     Err(e) => {
                         if !link.done.swap(true, Ordering::SeqCst) {
-                            on(Event::Lost(format!(
-                                "lost the connection to the GRM at {addr}: {e}"
-                            )));
+                            let why = match &e {
+                                ProtoError::Io(io)
+                                    if matches!(
+                                        io.kind(),
+                                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                                    ) =>
+                                {
+                                    format!(
+                                        "heard nothing from the GRM at {addr} for {} s (it is unreachable, or the link to it is cut)",
+                                        silence.as_secs()
+                                    )
+                                }
+                                _ => format!("lost the connection to the GRM at {addr}: {e}"),
+                            };
+                            on(Event::Lost(why));
                         }
                         return;
                     }
@@ -182,7 +197,7 @@ pub enum Event {
     /// Launcher: `joined` of `size` processes have joined.
     Progress { joined: u32, size: u32 },
     /// Launcher: a process opened its devices; its destination table.
-    RankReady { rank: u32, table: String },
+    RankReady { rank: u32, pid: u32, table: String },
     /// A process of the job died; the job is over.
     PeerDied {
         rank: u32,
@@ -200,7 +215,7 @@ impl Event {
     fn from_msg(m: Msg) -> Option<Event> {
         Some(match m {
             Msg::Progress { joined, size } => Event::Progress { joined, size },
-            Msg::RankReady { rank, table } => Event::RankReady { rank, table },
+            Msg::RankReady { rank, pid, table } => Event::RankReady { rank, pid, table },
             Msg::PeerDied {
                 rank,
                 host,
@@ -264,8 +279,20 @@ impl Membership {
         });
         // Heartbeats start now: a large job may take a while to fence.
         link.start_heartbeat();
-        let _ = s.set_read_timeout(Some(timeout));
-        let reply = proto::read_msg(&mut s);
+        // The GRM's heartbeats come while the job waits for its members;
+        // the fence's deadline is one for them all.
+        let deadline = std::time::Instant::now() + timeout;
+        let reply = loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let _ = s.set_read_timeout(Some(left.max(Duration::from_millis(1))));
+            match proto::read_msg(&mut s) {
+                Ok(Msg::Heartbeat) if !left.is_zero() => {}
+                Ok(Msg::Heartbeat) => {
+                    break Err(ProtoError::Io(io::Error::from(io::ErrorKind::TimedOut)))
+                }
+                r => break r,
+            }
+        };
         let welcome = match reply {
             Ok(Msg::Welcome(w))
                 if auth::check(
@@ -306,7 +333,8 @@ impl Membership {
                 return Err(protocol(addr, e));
             }
         };
-        link.start_reader(s, addr.to_string(), move |ev| match ev {
+        let silence = Duration::from_millis(welcome.heartbeat_ms.into());
+        link.start_reader(s, addr.to_string(), silence, move |ev| match ev {
             Event::PeerDied { .. } | Event::Ended(_) | Event::Lost(_) => on_end(ev.describe()),
             _ => {}
         });
@@ -377,16 +405,21 @@ impl LauncherLink {
             program: program.to_string(),
         };
         proto::write_msg(&mut s, &m).map_err(|e| protocol(addr, e.into()))?;
-        let job_key = match proto::read_msg(&mut s).map_err(|e| protocol(addr, e))? {
-            Msg::Registered { job_key } => JobKey(job_key),
-            m => return Err(unexpected(addr, &m, "Registered")),
-        };
+        let (job_key, heartbeat_ms) =
+            match proto::read_msg(&mut s).map_err(|e| protocol(addr, e))? {
+                Msg::Registered {
+                    job_key,
+                    heartbeat_ms,
+                } => (JobKey(job_key), heartbeat_ms),
+                m => return Err(unexpected(addr, &m, "Registered")),
+            };
         let link = Arc::new(Link {
             stream: Mutex::new(s.try_clone().map_err(|e| protocol(addr, e.into()))?),
             done: AtomicBool::new(false),
         });
         link.start_heartbeat();
-        link.start_reader(s, addr.to_string(), on_event);
+        let silence = Duration::from_millis(heartbeat_ms.into());
+        link.start_reader(s, addr.to_string(), silence, on_event);
         Ok(LauncherLink { job_key, link })
     }
 }

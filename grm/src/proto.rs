@@ -101,6 +101,8 @@ pub struct Node {
 pub struct Welcome {
     pub job_key: u64,
     pub rank: u32,
+    /// The GRM's heartbeat timeout (see `Msg::Registered`).
+    pub heartbeat_ms: u32,
     /// Every process of the job, by rank.
     pub nodes: Vec<Node>,
     /// Proof of the job's verifier over the joiner's nonce and this
@@ -153,6 +155,9 @@ pub enum Msg {
     /// GRM → launcher.
     Registered {
         job_key: u64,
+        /// The GRM's heartbeat timeout: it says something at least every
+        /// second, and a launcher that hears nothing for this long has lost it.
+        heartbeat_ms: u32,
     },
     /// Process → GRM.
     Join(Join),
@@ -165,6 +170,9 @@ pub enum Msg {
     /// GRM → launcher: a process is ready.
     RankReady {
         rank: u32,
+        /// Its own pid (on its host), which a launcher that started it
+        /// through a remote shell does not know.
+        pid: u32,
         table: String,
     },
     /// Either way: still alive.
@@ -270,7 +278,13 @@ impl Msg {
                 w.u32(*size);
                 w.str(program);
             }
-            Msg::Registered { job_key } => w.u64(*job_key),
+            Msg::Registered {
+                job_key,
+                heartbeat_ms,
+            } => {
+                w.u64(*job_key);
+                w.u32(*heartbeat_ms);
+            }
             Msg::Join(j) => {
                 w.fixed(&j.job);
                 w.fixed(&j.nonce);
@@ -289,6 +303,7 @@ impl Msg {
             Msg::Welcome(wl) => {
                 w.u64(wl.job_key);
                 w.u32(wl.rank);
+                w.u32(wl.heartbeat_ms);
                 w.u32(wl.nodes.len() as u32);
                 for n in &wl.nodes {
                     w.u32(n.rank);
@@ -304,8 +319,9 @@ impl Msg {
                 w.fixed(&wl.proof);
             }
             Msg::Ready { table } => w.long_str(table),
-            Msg::RankReady { rank, table } => {
+            Msg::RankReady { rank, pid, table } => {
                 w.u32(*rank);
+                w.u32(*pid);
                 w.long_str(table);
             }
             Msg::Heartbeat | Msg::Leave | Msg::Status => {}
@@ -366,6 +382,7 @@ impl Msg {
             },
             2 => Msg::Registered {
                 job_key: r.u64("job_key")?,
+                heartbeat_ms: r.u32("heartbeat_ms")?,
             },
             3 => {
                 let job = r.fixed("job")?;
@@ -396,6 +413,7 @@ impl Msg {
             4 => {
                 let job_key = r.u64("job_key")?;
                 let rank = r.u32("rank")?;
+                let heartbeat_ms = r.u32("heartbeat_ms")?;
                 let n = r.count("nodes", 18)?;
                 let mut nodes = Vec::with_capacity(n);
                 for _ in 0..n {
@@ -419,6 +437,7 @@ impl Msg {
                 Msg::Welcome(Welcome {
                     job_key,
                     rank,
+                    heartbeat_ms,
                     nodes,
                     proof: r.fixed("proof")?,
                 })
@@ -428,6 +447,7 @@ impl Msg {
             },
             6 => Msg::RankReady {
                 rank: r.u32("rank")?,
+                pid: r.u32("pid")?,
                 table: r.long_str("table")?,
             },
             7 => Msg::Heartbeat,
@@ -638,7 +658,10 @@ pub fn examples() -> Vec<Msg> {
             size: 4,
             program: "ring".into(),
         },
-        Msg::Registered { job_key: u64::MAX },
+        Msg::Registered {
+            job_key: u64::MAX,
+            heartbeat_ms: 10_000,
+        },
         Msg::Join(Join {
             job: [3; 16],
             nonce: [4; 32],
@@ -656,6 +679,7 @@ pub fn examples() -> Vec<Msg> {
         Msg::Welcome(Welcome {
             job_key: 9,
             rank: 1,
+            heartbeat_ms: 2500,
             nodes: vec![Node {
                 rank: 0,
                 host: "h".into(),
@@ -670,6 +694,7 @@ pub fn examples() -> Vec<Msg> {
         },
         Msg::RankReady {
             rank: 2,
+            pid: 77,
             table: "t".into(),
         },
         Msg::Heartbeat,
@@ -749,6 +774,7 @@ mod tests {
         let mut f = Msg::Welcome(Welcome {
             job_key: 1,
             rank: 0,
+            heartbeat_ms: 1000,
             nodes: vec![],
             proof: [0; 32],
         })

@@ -66,6 +66,9 @@ pub struct Grm {
     addrs: Vec<SocketAddr>,
     shared: Arc<Shared>,
     accept: Vec<JoinHandle<()>>,
+    /// Dropped to stop the heartbeat thread.
+    stop_heartbeats: Option<std::sync::mpsc::Sender<()>>,
+    heartbeats: Option<JoinHandle<()>>,
 }
 
 struct Shared {
@@ -222,11 +225,18 @@ impl Grm {
                     .spawn(move || accept_loop(l, s))?,
             );
         }
+        let (stop_heartbeats, stop) = std::sync::mpsc::channel();
+        let s = shared.clone();
+        let heartbeats = std::thread::Builder::new()
+            .name("grm-heartbeat".into())
+            .spawn(move || s.heartbeats(&stop))?;
         tracing::info!(?addrs, "grm: listening");
         Ok(Grm {
             addrs,
             shared,
             accept,
+            stop_heartbeats: Some(stop_heartbeats),
+            heartbeats: Some(heartbeats),
         })
     }
 
@@ -264,6 +274,10 @@ impl Drop for Grm {
             let _ = TcpStream::connect_timeout(&a, Duration::from_millis(200));
         }
         for h in std::mem::take(&mut self.accept) {
+            let _ = h.join();
+        }
+        drop(self.stop_heartbeats.take());
+        if let Some(h) = self.heartbeats.take() {
             let _ = h.join();
         }
         let mut st = self.shared.lock();
@@ -319,6 +333,30 @@ impl Shared {
         // A panic while holding the lock would be a bug in this file; the
         // state is still consistent enough to keep ending jobs.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn heartbeat_ms(&self) -> u32 {
+        self.opts
+            .heartbeat_timeout
+            .as_millis()
+            .min(u32::MAX as u128) as u32
+    }
+
+    /// Say something to every launcher and member once a second, so that
+    /// each knows the GRM is there: one that hears nothing for the
+    /// heartbeat timeout has lost it (a cut link looks like nothing else).
+    fn heartbeats(&self, stop: &std::sync::mpsc::Receiver<()>) {
+        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            stop.recv_timeout(crate::client::HEARTBEAT)
+        {
+            let st = self.lock();
+            for job in st.jobs.values() {
+                let members = job.members.values().filter(|m| !m.left);
+                for o in job.launcher.iter().chain(members.map(|m| &m.outbox)) {
+                    o.send(&Msg::Heartbeat);
+                }
+            }
+        }
     }
 
     /// Count the connection against its client, or refuse it.
@@ -511,7 +549,10 @@ fn register(
             break key;
         }
     };
-    launcher.send(&Msg::Registered { job_key: key.0 });
+    launcher.send(&Msg::Registered {
+        job_key: key.0,
+        heartbeat_ms: shared.heartbeat_ms(),
+    });
     st.jobs.insert(
         id,
         Job {
@@ -650,7 +691,7 @@ fn join(
         });
     }
     if joined == job.size {
-        fence(job);
+        fence(job, shared.heartbeat_ms());
     }
     Ok((j.job, rank))
 }
@@ -685,7 +726,7 @@ fn handler_difference(
 
 /// Everyone joined: give each process the node map, with the proof that
 /// answers its nonce.
-fn fence(job: &mut Job) {
+fn fence(job: &mut Job, heartbeat_ms: u32) {
     job.welcomed = true;
     let mut per_host: HashMap<(&str, &str), u32> = HashMap::new();
     let mut nodes = Vec::with_capacity(job.size as usize);
@@ -708,6 +749,7 @@ fn fence(job: &mut Job) {
     let mut w = Welcome {
         job_key: job.key.0,
         rank: 0,
+        heartbeat_ms,
         nodes,
         proof: [0; 32],
     };
@@ -730,8 +772,15 @@ fn watch_member(shared: &Shared, mut conn: TcpStream, id: &JobId, rank: u32) {
             Ok(Msg::Heartbeat) => {}
             Ok(Msg::Ready { table }) => {
                 let st = shared.lock();
-                if let Some(l) = st.jobs.get(id).and_then(|j| j.launcher.as_ref()) {
-                    l.send(&Msg::RankReady { rank, table });
+                let job = st.jobs.get(id);
+                if let Some((l, m)) =
+                    job.and_then(|j| Some((j.launcher.as_ref()?, j.members.get(&rank)?)))
+                {
+                    l.send(&Msg::RankReady {
+                        rank,
+                        pid: m.pid,
+                        table,
+                    });
                 }
             }
             Ok(Msg::Leave) => {

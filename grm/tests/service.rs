@@ -338,6 +338,7 @@ fn a_welcome_not_signed_with_the_token_is_refused() {
         let w = proto::Welcome {
             job_key: 1,
             rank: j.rank.unwrap_or(0),
+            heartbeat_ms: 10_000,
             nodes: vec![],
             proof: [0; 32],
         };
@@ -415,4 +416,92 @@ fn a_slowloris_client_and_a_non_reading_member_do_not_delay_another_job() {
         let _ = d.join();
     }
     drop(stuck);
+}
+
+/// The GRM says something every second. A member that hears nothing for
+/// the GRM's heartbeat timeout (a cut link: its TCP connection stays
+/// open, silent) learns the GRM is lost; one whose GRM is merely quiet
+/// between events does not.
+#[test]
+fn a_silent_grm_is_lost_after_its_heartbeat_timeout_and_a_quiet_one_is_not() {
+    // A quiet real GRM: the job runs 4 s with nothing to say.
+    let g = grm(Duration::from_secs(2));
+    let (_l, token, _rx) = launcher(&g, 1);
+    let (tx, ended) = mpsc::channel();
+    let (t, j) = join_req(&token, Some(0), "h", None);
+    let m = Membership::join(
+        &g.addr().to_string(),
+        &t,
+        j,
+        Duration::from_secs(5),
+        move |why| {
+            let _ = tx.send(why);
+        },
+    )
+    .expect("join");
+    assert_eq!(m.welcome.heartbeat_ms, 2000);
+    assert!(
+        ended.recv_timeout(Duration::from_secs(4)).is_err(),
+        "a quiet GRM was taken for lost"
+    );
+    drop(m);
+    // A GRM that welcomes and then says nothing more.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr").to_string();
+    let token = fm_grm::client::new_token();
+    let tk = token.clone();
+    let silent = std::thread::spawn(move || {
+        let (mut c, _) = l.accept().expect("accept");
+        proto::write_msg(&mut c, &Msg::Challenge { nonce: [1; 32] }).expect("send");
+        let Ok(Msg::Join(j)) = proto::read_msg(&mut c) else {
+            panic!("no join");
+        };
+        let mut w = proto::Welcome {
+            job_key: 1,
+            rank: 0,
+            heartbeat_ms: 2000,
+            nodes: vec![],
+            proof: [0; 32],
+        };
+        let v = fm_grm::auth::verifier(&tk);
+        w.proof = fm_grm::auth::prove(&v, "welcome", &j.nonce, &w.signed_bytes());
+        proto::write_msg(&mut c, &Msg::Welcome(w)).expect("send");
+        std::thread::sleep(Duration::from_secs(6));
+    });
+    let (tx, ended) = mpsc::channel();
+    let t0 = Instant::now();
+    let (t, j) = join_req(&token, Some(0), "h", None);
+    let _m = Membership::join(&addr, &t, j, Duration::from_secs(5), move |why| {
+        let _ = tx.send(why);
+    })
+    .expect("join the silent GRM");
+    let why = ended
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the silence was noticed");
+    assert!(why.contains("heard nothing from the GRM"), "{why}");
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    silent.join().expect("silent GRM");
+}
+
+/// The GRM's heartbeats while a job waits for its members do not stretch
+/// the wait: a member whose peers never come gets the timeout it asked for.
+#[test]
+fn heartbeats_do_not_stretch_the_wait_for_the_fence() {
+    let g = grm(Duration::from_secs(2));
+    let (_l, token, _rx) = launcher(&g, 2);
+    let t0 = Instant::now();
+    let (t, j) = join_req(&token, Some(0), "h", None);
+    let e = Membership::join(&g.addr().to_string(), &t, j, Duration::from_secs(3), |_| {})
+        .err()
+        .expect("the fence cannot complete");
+    let took = t0.elapsed();
+    assert!(matches!(e, fm_grm::GrmError::Timeout { .. }), "{e}");
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
 }

@@ -79,6 +79,12 @@ pub struct Cli {
     /// the ranks still running are named.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     timeout: Option<Duration>,
+    /// A rank (or fmrun) silent for this long is declared dead ("sent no
+    /// heartbeat"), and a rank that hears nothing from fmrun's resource
+    /// manager for this long ends itself. Everyone speaks every second.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration,
+          env = settings::HEARTBEAT_TIMEOUT.var, default_value = "10s")]
+    heartbeat_timeout: Duration,
     /// Hosts and their process counts: `a:2,b:2`, or `a,b` to share -n
     /// evenly. Ranks go to hosts in order (block distribution); each rank's
     /// FM_HOST is its host.
@@ -181,7 +187,7 @@ fn parse_duration(v: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{v:?} is not a positive duration"))
 }
 
-/// fmrun's own settings (`FM_RSH`, `FM_SRUN`) are not the ranks': they
+/// fmrun's own settings (`FM_RSH`, `FM_SRUN`, …) are not the ranks': they
 /// would read them as unknown settings.
 fn without_fmrun_settings(c: &mut Command) {
     for s in settings::SETTINGS {
@@ -280,6 +286,7 @@ fn run(cli: Cli) -> Result<u8, String> {
             Grm::start(GrmOptions {
                 listen,
                 also_listen: also_listen.clone(),
+                heartbeat_timeout: cli.heartbeat_timeout.max(Duration::from_secs(2)),
                 ..GrmOptions::default()
             })
             .map_err(|e| format!("cannot start the resource manager on {listen}: {e}"))?,
@@ -353,6 +360,7 @@ fn run(cli: Cli) -> Result<u8, String> {
                         _ => format!("rank {r}"),
                     },
                     child,
+                    rank_pid: None,
                     status: None,
                 });
             }
@@ -602,6 +610,9 @@ struct Proc {
     /// `rank 3`, or `srun`.
     label: String,
     child: Child,
+    /// The rank's own pid, from the GRM once it is ready (the child may be
+    /// the remote shell that started it).
+    rank_pid: Option<u32>,
     status: Option<ExitStatus>,
 }
 
@@ -696,14 +707,18 @@ impl Job {
         if self.stopping.is_none() {
             let p = &self.procs[i];
             let (what, code) = describe_status(s);
-            self.fail(format!("{} (pid {}) {what}", p.label, p.child.id()), code);
+            let pid = p.rank_pid.unwrap_or(p.child.id());
+            self.fail(format!("{} (pid {pid}) {what}", p.label), code);
         }
     }
 
     fn on_grm(&mut self, e: Event) {
         match e.clone() {
             Event::Progress { joined, .. } => self.joined = joined,
-            Event::RankReady { rank, table } => {
+            Event::RankReady { rank, pid, table } => {
+                if let Some(p) = self.procs.get_mut(rank as usize).filter(|_| self.per_rank) {
+                    p.rank_pid = Some(pid);
+                }
                 if let Some(t) = self.tables.get_mut(rank as usize) {
                     *t = Some(table);
                 }

@@ -16,5 +16,12 @@ pub const SRUN: Setting = Setting {
     doc: r#"the srun command fmrun runs inside a Slurm allocation (a path, for a wrapper)."#,
 };
 
+pub const HEARTBEAT_TIMEOUT: Setting = Setting {
+    var: "FM_HEARTBEAT_TIMEOUT",
+    scope: Scope::Environment,
+    default: r#"`10s`"#,
+    doc: r#"as fmrun's `--heartbeat-timeout` (which wins): how long fmrun's resource manager waits for a word from a rank or launcher before declaring it dead ("sent no heartbeat"), and how long a rank waits for a word from the resource manager before ending itself (a cut link, a vanished fmrun). Everyone says something every second. A duration: `10`, `10s`, `1500ms`, `1m`."#,
+};
+
 /// fmrun's settings.
-pub const SETTINGS: &[Setting] = &[RSH, SRUN];
+pub const SETTINGS: &[Setting] = &[RSH, SRUN, HEARTBEAT_TIMEOUT];

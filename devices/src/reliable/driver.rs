@@ -190,6 +190,8 @@ pub struct ReliableDevice<L: Link + 'static> {
     probe: Option<ArrivalProbe>,
     ready_hint: Arc<AtomicUsize>,
     idle_polls: u32,
+    /// Dropping waits (up to 2 s) for the last packets' acknowledgements.
+    linger: bool,
 }
 
 /// The reliable layer over some datagram link: what the ethernet and nic
@@ -232,6 +234,7 @@ impl<L: Link + 'static> ReliableDevice<L> {
             probe,
             ready_hint,
             idle_polls: 0,
+            linger: true,
         })
     }
 
@@ -254,6 +257,12 @@ impl<L: Link + 'static> ReliableDevice<L> {
     pub fn flush(&mut self, limit: Duration) -> bool {
         self.lock().flush(limit)
     }
+
+    /// Close without waiting for what is unacknowledged (the job is over:
+    /// nobody will acknowledge it).
+    pub fn skip_linger(&mut self) {
+        self.linger = false;
+    }
 }
 
 impl<L: Link + 'static> Drop for ReliableDevice<L> {
@@ -261,6 +270,9 @@ impl<L: Link + 'static> Drop for ReliableDevice<L> {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.background.take() {
             let _ = t.join();
+        }
+        if !self.linger {
+            return;
         }
         let mut d = self.lock();
         let limit = d.protocol.config().dead_after.min(Duration::from_secs(2));

@@ -37,7 +37,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let opts = GrmOptions {
         listen: cli.listen,
-        heartbeat_timeout: Duration::from_secs(cli.heartbeat_timeout.max(1)),
+        heartbeat_timeout: Duration::from_secs(cli.heartbeat_timeout.max(2)),
         ..GrmOptions::default()
     };
     let grm = match Grm::start(opts) {
