@@ -395,3 +395,19 @@ fn total_loss_reports_the_peer_unreachable_at_the_deadline() {
     // F-RTO: the first timeout resends one packet, the next goes back over all.
     assert!(st.timeouts >= 2 && st.retransmits >= st.timeouts, "{st:?}");
 }
+
+/// A receive pool too large to allocate is a clear error naming the
+/// setting, not an abort (65536 datagrams of 64 KiB would be 4 GiB).
+#[test]
+fn a_pool_beyond_the_memory_limit_is_a_configuration_error() {
+    let mut c = config(0, 4, 65536, false);
+    c.mtu = 65_507;
+    let e = Protocol::new(c, &[None, Some(7)], Instant::now())
+        .err()
+        .expect("refused");
+    assert!(matches!(e, DeviceError::Config { .. }), "{e}");
+    assert!(e.to_string().contains("FM_ETH_POOL"), "{e}");
+    let mut c = config(0, 4, 16384, false);
+    c.mtu = 65_507;
+    assert!(Protocol::new(c, &[None, Some(7)], Instant::now()).is_ok());
+}

@@ -27,6 +27,23 @@ pub fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
+/// Where a TOML error is in `text` (its line) and why, never empty: for
+/// some errors (a control character in a comment) the parser gives no
+/// message, so the offending character is named instead.
+pub fn toml_error(text: &str, e: &toml::de::Error) -> (usize, String) {
+    let at = e.span().map_or(0, |s| s.start);
+    let why = e.message().trim();
+    let why = if why.is_empty() {
+        match text.get(at..).and_then(|t| t.chars().next()) {
+            Some(c) => format!("character {c:?} is not allowed here"),
+            None => "the file ends too early".into(),
+        }
+    } else {
+        why.to_string()
+    };
+    (line_of(text, at), why)
+}
+
 impl ConfigFile {
     /// Where the file is looked for, and whether it must exist (`FM_CONFIG`).
     pub fn location() -> Option<(PathBuf, bool)> {
@@ -56,8 +73,8 @@ impl ConfigFile {
         let at = |line: usize, what: String| format!("{}:{line}: {what}", path.display());
         let table: BTreeMap<String, toml::Spanned<toml::Value>> =
             toml::from_str(text).map_err(|e| {
-                let line = e.span().map_or(1, |s| line_of(text, s.start));
-                at(line, e.message().to_string())
+                let (line, why) = toml_error(text, &e);
+                at(line, why)
             })?;
         let mut values = BTreeMap::new();
         for (key, v) in table {

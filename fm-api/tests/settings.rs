@@ -181,3 +181,19 @@ fn the_settings_file_example_in_the_docs_is_right() {
         );
     }
 }
+
+/// Every TOML error says why: the parser gives no message for a control
+/// character in a comment, so the character is named (it used to print
+/// `fm.toml:2: ` and nothing more).
+#[test]
+fn a_toml_error_always_has_a_reason() {
+    let e = fm::config_file::ConfigFile::parse(Path::new("fm.toml"), "net = \"null\"\n# a\x7fb\n")
+        .err()
+        .expect("refused");
+    assert_eq!(e, "fm.toml:2: character '\\u{7f}' is not allowed here");
+    let e = fm::config_file::ConfigFile::parse(Path::new("fm.toml"), "net = [")
+        .err()
+        .expect("refused");
+    let reason = e.strip_prefix("fm.toml:1: ").expect("located");
+    assert!(!reason.trim().is_empty(), "{e}");
+}

@@ -7,7 +7,7 @@
 //! network. docs/TOPOLOGY.md has a commented example.
 
 use crate::hosts::{check_name, HostEntry, Origin};
-use fm::config_file::line_of;
+use fm::config_file::{line_of, toml_error};
 use fm_devices::nic::settings as nic;
 use fm_platform::Ipv4Net;
 use serde::Deserialize;
@@ -156,10 +156,8 @@ impl Topology {
     pub fn parse(path: &Path, text: &str) -> Result<Topology, String> {
         let at = |offset: usize, what: String| Origin::at(path, line_of(text, offset)).error(what);
         let spec: FileSpec = toml::from_str(text).map_err(|e| {
-            at(
-                e.span().map_or(0, |s| s.start),
-                e.message().trim().to_string(),
-            )
+            let (line, why) = toml_error(text, &e);
+            Origin::at(path, line).error(why)
         })?;
         let mut networks: Vec<Network> = Vec::new();
         for (name, n) in spec.network {
@@ -550,6 +548,14 @@ hosts = [
 
     fn env<'a>(p: &'a RankPlan, k: &str) -> Option<&'a str> {
         p.env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn a_toml_error_names_its_line_and_reason() {
+        let e = Topology::parse(Path::new("t.toml"), "join = \"wan\"\n# a\x7fb\n")
+            .err()
+            .expect("refused");
+        assert_eq!(e, "t.toml:2: character '\\u{7f}' is not allowed here");
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub(super) struct HandedData {
     pub(super) retransmit: bool,
 }
 
+/// The most memory a device's receive pool may take.
+pub const MAX_POOL_BYTES: usize = 1 << 30;
+
 pub struct Protocol {
     pub(super) cfg: ReliableConfig,
     pub(super) sessions: Vec<Session>,
@@ -86,6 +89,19 @@ impl Protocol {
                 reason: format!(
                     "mtu {} (over {HEADER}), window {} and pool {} must be positive",
                     cfg.mtu, cfg.window, cfg.pool
+                ),
+            });
+        }
+        let pool_bytes = cfg.pool.saturating_mul(cfg.mtu);
+        if pool_bytes > MAX_POOL_BYTES {
+            return Err(DeviceError::Config {
+                device: cfg.device,
+                reason: format!(
+                    "a receive pool of {} datagrams of {} bytes is {} MiB, over the limit of {} MiB: lower FM_ETH_POOL (or the datagram size)",
+                    cfg.pool,
+                    cfg.mtu,
+                    pool_bytes >> 20,
+                    MAX_POOL_BYTES >> 20
                 ),
             });
         }

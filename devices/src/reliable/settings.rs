@@ -13,7 +13,7 @@ pub const ETH_POOL: Setting = Setting {
     var: "FM_ETH_POOL",
     scope: Scope::Setting,
     default: r#"16 MiB worth of datagrams, 128 to 4096"#,
-    doc: r#"receive pool, packets, shared by all senders; when full, senders get STOP and later GO. Bounds: 1 to 65536."#,
+    doc: r#"receive pool, packets, shared by all senders; when full, senders get STOP and later GO. Bounds: 1 to 65536, and at most 1 GiB of datagrams (a larger pool is an error naming this setting when the device opens)."#,
 };
 
 pub const ETH_RTO_US: Setting = Setting {
