@@ -188,12 +188,10 @@ fn the_settings_file_example_in_the_docs_is_right() {
 #[test]
 fn a_toml_error_always_has_a_reason() {
     let e = fm::config_file::ConfigFile::parse(Path::new("fm.toml"), "net = \"null\"\n# a\x7fb\n")
-        .err()
-        .expect("refused");
+        .expect_err("refused");
     assert_eq!(e, "fm.toml:2: character '\\u{7f}' is not allowed here");
-    let e = fm::config_file::ConfigFile::parse(Path::new("fm.toml"), "net = [")
-        .err()
-        .expect("refused");
+    let e =
+        fm::config_file::ConfigFile::parse(Path::new("fm.toml"), "net = [").expect_err("refused");
     let reason = e.strip_prefix("fm.toml:1: ").expect("located");
     assert!(!reason.trim().is_empty(), "{e}");
 }

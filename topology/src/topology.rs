@@ -553,8 +553,7 @@ hosts = [
     #[test]
     fn a_toml_error_names_its_line_and_reason() {
         let e = Topology::parse(Path::new("t.toml"), "join = \"wan\"\n# a\x7fb\n")
-            .err()
-            .expect("refused");
+            .expect_err("refused");
         assert_eq!(e, "t.toml:2: character '\\u{7f}' is not allowed here");
     }
 
