@@ -553,6 +553,35 @@ pub fn check_settings() -> Result<()> {
     Config::local(0, 1, JobKey(0)).apply_env()
 }
 
+/// The fuzz target `fm_value` (fm-api/fuzz) and its corpus's replay: the
+/// first byte picks a setting, the rest is its value in the environment;
+/// reading the configuration gives it or an error naming the variable,
+/// never a panic. It changes this process's environment (every `FM_*` is
+/// removed first): one call at a time, in a process of its own. `FM_GRM`
+/// (which would connect somewhere) is left out.
+#[doc(hidden)]
+pub fn fuzz_fm_value(data: &[u8]) {
+    let Some((&pick, value)) = data.split_first() else {
+        return;
+    };
+    let all: Vec<&Setting> = settings::all()
+        .filter(|s| s.var != settings::GRM.var)
+        .collect();
+    let s = all[pick as usize % all.len()];
+    let value = String::from_utf8_lossy(value).replace('\0', "");
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("FM_") {
+            std::env::remove_var(k);
+        }
+    }
+    std::env::set_var(s.var, &value);
+    if let Err(e) = Config::from_env() {
+        let e = e.to_string();
+        assert!(!e.trim().is_empty(), "{}={value:?}: an empty error", s.var);
+    }
+    std::env::remove_var(s.var);
+}
+
 /// The segment directory (`FM_SHM_DIR`) from the environment or the
 /// settings file, as a rank would find it (for fmrun and the tools, which
 /// clean up and check what ranks create).

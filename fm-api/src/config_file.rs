@@ -44,6 +44,45 @@ pub fn toml_error(text: &str, e: &toml::de::Error) -> (usize, String) {
     (line_of(text, at), why)
 }
 
+/// A settings file is a regular file of at most this many bytes.
+pub const MAX_SETTINGS_FILE: u64 = 1 << 20;
+
+/// The text of the settings file at `path`: a device, a pipe or a file
+/// over [`MAX_SETTINGS_FILE`] is an error, not a read that never ends.
+fn read_settings_file(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)?;
+    let m = f.metadata()?;
+    let bad = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+    if !m.is_file() {
+        return Err(bad("not a regular file".into()));
+    }
+    if m.len() > MAX_SETTINGS_FILE {
+        return Err(bad(format!(
+            "{} bytes, over the limit of {MAX_SETTINGS_FILE}",
+            m.len()
+        )));
+    }
+    let mut text = String::new();
+    f.take(MAX_SETTINGS_FILE).read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// The fuzz target `settings_file` (fm-api/fuzz) and its corpus's replay:
+/// any bytes as a settings file give its settings or an error, never a
+/// panic, and an error always says where and why.
+#[doc(hidden)]
+pub fn fuzz_settings_file(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    if let Err(e) = ConfigFile::parse(Path::new("fm.toml"), &text) {
+        let (place, why) = e.split_once(": ").unwrap_or((&e, ""));
+        assert!(
+            place.starts_with("fm.toml:") && !why.trim().is_empty(),
+            "{e}"
+        );
+    }
+}
+
 impl ConfigFile {
     /// Where the file is looked for, and whether it must exist (`FM_CONFIG`).
     pub fn location() -> Option<(PathBuf, bool)> {
@@ -62,7 +101,7 @@ impl ConfigFile {
         let Some((path, required)) = ConfigFile::location() else {
             return Ok(None);
         };
-        match std::fs::read_to_string(&path) {
+        match read_settings_file(&path) {
             Ok(text) => ConfigFile::parse(&path, &text).map(Some),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => Ok(None),
             Err(e) => Err(format!("{}: cannot read (FM_CONFIG): {e}", path.display())),

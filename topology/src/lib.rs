@@ -8,6 +8,8 @@
 //! then plans each rank's destination device table ([`Topology::plan`]).
 //! Every error is one line that names the file and line it comes from.
 
+#[doc(hidden)]
+pub mod fuzz;
 pub mod hosts;
 pub mod topology;
 

@@ -1,6 +1,7 @@
 //! The reliable layer's datagram parser on arbitrary bytes: never panics,
-//! and a datagram it accepts is exactly what writing that header over the
-//! same payload produces (one reading per datagram).
+//! and a datagram it accepts without a MAC is exactly what writing that
+//! header over the same payload produces (one reading per datagram; a MAC
+//! needs the job's key, which the MAC check itself covers).
 #![no_main]
 
 use fm_devices::reliable::header::{Header, HEADER};
@@ -8,9 +9,11 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(h) = Header::parse(data) {
-        let mut again = data.to_vec();
-        again[..HEADER].fill(0);
-        h.write(&mut again);
-        assert_eq!(again, data);
+        if !h.mac {
+            let mut again = data.to_vec();
+            again[..HEADER].fill(0);
+            h.write(&mut again, None);
+            assert_eq!(again, data);
+        }
     }
 });
