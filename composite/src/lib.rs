@@ -106,6 +106,9 @@ impl Device for Member {
     fn peer_failure(&self, dest: Rank) -> Option<DeviceError> {
         each!(self, d => d.peer_failure(dest))
     }
+    fn failure(&self) -> Option<DeviceError> {
+        each!(self, d => d.failure())
+    }
     fn attach_doorbell(&mut self, bell: &Arc<Doorbell>) {
         each!(self, d => d.attach_doorbell(bell))
     }
@@ -589,6 +592,11 @@ impl Device for Composite {
             Route::Other(i) => self.others[i as usize].peer_failure(dest),
             _ => None,
         }
+    }
+
+    fn failure(&self) -> Option<DeviceError> {
+        (self.shmem.as_ref().and_then(|d| d.failure()))
+            .or_else(|| self.others.iter().find_map(|m| m.failure()))
     }
 
     fn has_arrivals(&self) -> bool {

@@ -249,6 +249,12 @@ pub trait Device {
         None
     }
 
+    /// A failure of the device itself that no retry mends (its shared
+    /// memory is corrupted): every wait on it should end with it.
+    fn failure(&self) -> Option<DeviceError> {
+        None
+    }
+
     /// The process's doorbell, for devices that must ring it from outside
     /// the application's calls (a background thread).
     fn attach_doorbell(&mut self, bell: &std::sync::Arc<doorbell::Doorbell>) {

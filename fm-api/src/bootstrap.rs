@@ -421,6 +421,7 @@ fn join_job(
     config.size = size;
     config.job_key = m.job_key();
     config.hosts = w.nodes.iter().map(|n| n.host.clone()).collect();
+    wait::on_abort(m.aborter());
     Ok(m)
 }
 

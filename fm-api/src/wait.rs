@@ -74,6 +74,24 @@ pub(crate) fn job_ended_by_grm(reason: String) {
     tracing::error!("fm: the job has ended: {reason}");
 }
 
+/// How this process ends its job at the resource manager
+/// (`Membership::aborter`), once it has joined one.
+type Aborter = Box<dyn Fn(&str) + Send + Sync>;
+static ABORT: Mutex<Option<Aborter>> = Mutex::new(None);
+
+/// Remember how to end the job from a wait.
+pub(crate) fn on_abort(abort: impl Fn(&str) + Send + Sync + 'static) {
+    *ABORT.lock().unwrap_or_else(|p| p.into_inner()) = Some(Box::new(abort));
+}
+
+/// This process cannot go on (a device failed): end the job at the
+/// resource manager, so every peer and the launcher hear why.
+fn abort_job(reason: &str) {
+    if let Some(a) = ABORT.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        a(reason);
+    }
+}
+
 /// An endpoint opened (`true`) or was dropped.
 pub(crate) fn endpoint_open(open: bool) {
     if open {
@@ -235,6 +253,10 @@ impl Waiter {
     fn idle(&mut self, ep: &Endpoint) -> Result<()> {
         if let Some(reason) = job_end_reason() {
             return Err(ErrorKind::JobEnded(reason).into());
+        }
+        if let Some(e) = ep.dev.failure() {
+            abort_job(&format!("rank {}: {e}", ep.rank()));
+            return Err(e.into());
         }
         let since = *self.idle_since.get_or_insert_with(Instant::now);
         let idle = since.elapsed();

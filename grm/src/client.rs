@@ -352,12 +352,14 @@ impl Membership {
 
     /// This process cannot go on: the job ends, and its peers are told why.
     pub fn abort(&self, reason: &str) {
-        if !self.link.done.swap(true, Ordering::SeqCst) {
-            let _ = self.link.send(&Msg::Abort {
-                reason: reason.to_string(),
-            });
-        }
-        self.link.close();
+        abort_link(&self.link, reason);
+    }
+
+    /// [`Membership::abort`] for whoever finds the process cannot go on
+    /// without holding the membership (a wait deep in the library).
+    pub fn aborter(&self) -> impl Fn(&str) + Send + Sync + 'static {
+        let link = self.link.clone();
+        move |reason| abort_link(&link, reason)
     }
 
     /// Leave the job: this process is done with it.
@@ -377,6 +379,15 @@ impl Drop for Membership {
             self.leave();
         }
     }
+}
+
+fn abort_link(link: &Link, reason: &str) {
+    if !link.done.swap(true, Ordering::SeqCst) {
+        let _ = link.send(&Msg::Abort {
+            reason: reason.to_string(),
+        });
+    }
+    link.close();
 }
 
 /// A launcher's hold on a registered job; the job ends if it is dropped or

@@ -352,3 +352,28 @@ fn fmrun_raises_its_open_files_limit_and_says_when_the_hard_limit_is_too_small()
         f.stderr
     );
 }
+
+/// A packet in the shared segment that no sender could have made (a stray
+/// write into the segment) is not a silent hang: the rank that finds it
+/// fails its wait naming the segment and what was wrong, the job ends
+/// through the resource manager, and fmrun reports it.
+#[test]
+fn a_corrupted_segment_ends_the_job_naming_it() {
+    let dir = TempDir::for_segments("corrupt");
+    let t0 = Instant::now();
+    let f = finish(
+        job(&dir, &["-n", "2", "--timeout", "60"], &["corrupt"])
+            .spawn()
+            .expect("fmrun"),
+        Duration::from_secs(60),
+    );
+    assert!(!f.status.success(), "{}", f.stderr);
+    assert!(
+        f.stderr
+            .contains("corrupted: an inline packet claims 9999 bytes from rank 0"),
+        "{}",
+        f.stderr
+    );
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    assert!(dir.segments().is_empty(), "{:?}", dir.segments());
+}

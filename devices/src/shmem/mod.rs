@@ -186,6 +186,8 @@ pub struct ShmemDevice {
     /// My receive queues (those some peer sends into) and their private heads.
     my_queues: Vec<QueueRef>,
     heads: Vec<u32>,
+    /// What showed the segment corrupted, once something did.
+    corruption: Option<String>,
     /// Queue to poll first next time (round robin, so no sender starves).
     next_queue: usize,
     /// Ranks on this host.
@@ -270,6 +272,7 @@ impl ShmemDevice {
             cma_ok: Vec::new(),
             my_queues: Vec::new(),
             heads: Vec::new(),
+            corruption: None,
             next_queue: 0,
             local: Vec::new(),
             window: 0,
@@ -434,12 +437,9 @@ impl ShmemDevice {
             // copy below, which happens before anything else is polled.
             let (len, src) = unsafe { Slot::read_header(sp) };
             if len as usize > INLINE_BYTES || !self.src_ok(src) {
-                self.stats.dropped_malformed += 1;
-                tracing::warn!(
-                    len,
-                    src,
-                    "shmem: dropped an inline packet with an impossible length or source"
-                );
+                self.corrupted(format!(
+                    "an inline packet claims {len} bytes from rank {src}"
+                ));
                 return None;
             }
             // raw_receive polls only while an entry is free.
@@ -459,24 +459,17 @@ impl ShmemDevice {
         }
         if f >= q.frames() {
             // A slot naming a frame that does not exist: nothing to release.
-            self.stats.dropped_malformed += 1;
-            tracing::warn!(
-                frame = f,
-                "shmem: dropped a slot with an impossible frame index"
-            );
+            self.corrupted(format!("a queue slot names frame {f} of {}", q.frames()));
             return None;
         }
         let frame = q.frame(f);
         // SAFETY: the published frame is ours to read until released.
         let (len, src) = unsafe { FrameHeader::read(frame.cast()) };
         if len as usize > self.payload || !self.src_ok(src) {
-            self.stats.dropped_malformed += 1;
-            tracing::warn!(
-                len,
-                src,
-                mtu = self.payload,
-                "shmem: dropped a frame with an impossible length or source"
-            );
+            self.corrupted(format!(
+                "a frame claims {len} bytes (at most {}) from rank {src}",
+                self.payload
+            ));
             queue::release(&q, f);
             return None;
         }
@@ -493,6 +486,16 @@ impl ShmemDevice {
 
     /// Whether `src` may send to us: another rank of this job on this host.
     #[inline(always)]
+    /// A packet that cannot be valid was dropped: counted, and the segment
+    /// is corrupted for good (its sender's credit went with the packet, so
+    /// a wait for it would last for ever): [`Device::failure`] says so.
+    #[cold]
+    fn corrupted(&mut self, what: String) {
+        self.stats.dropped_malformed += 1;
+        tracing::warn!("shmem: dropped a packet: {what}");
+        self.corruption.get_or_insert(what);
+    }
+
     fn src_ok(&self, src: Rank) -> bool {
         src != self.rank && self.local.get(src as usize).copied().unwrap_or(false)
     }
@@ -765,6 +768,16 @@ impl Device for ShmemDevice {
 
     fn has_arrivals(&self) -> bool {
         (self.my_queues.iter().zip(&self.heads)).any(|(q, &h)| queue::published(q, h))
+    }
+
+    fn failure(&self) -> Option<DeviceError> {
+        let what = self.corruption.as_ref()?;
+        Some(DeviceError::BadSegment {
+            path: self.seg.path.clone(),
+            reason: format!(
+                "corrupted: {what}; the packet is lost and its sender's credit with it, so the job cannot go on"
+            ),
+        })
     }
 
     #[inline(always)]

@@ -79,6 +79,7 @@ fn main() -> ExitCode {
         Some("threads") => threads(arg(2)),
         Some("claim") => claim(),
         Some("claim-remote") => claim_remote(),
+        Some("corrupt") => corrupt(),
         Some("config") => fm::config::Config::from_env()
             .map(|_| println!("config ok"))
             .map_err(err),
@@ -645,6 +646,27 @@ fn serve(exit: Option<(u32, i32)>) -> Res {
             drop(fm);
             std::process::exit(code);
         }
+    }
+    loop {
+        fm.extract_wait(usize::MAX).map_err(err)?;
+    }
+}
+
+/// Rank 0 puts a packet no sender could have made into rank 1's queue
+/// (an inline packet claiming more bytes than a slot holds), as a stray
+/// write into the shared segment would; then every rank waits.
+fn corrupt() -> Res {
+    let mut fm = Fm::builder()
+        .handler(DATA, "data", |_| Ok(()))
+        .from_env()
+        .map_err(err)?
+        .build()
+        .map_err(err)?;
+    fm.barrier().map_err(err)?;
+    if fm.rank() == 0 {
+        let shm = fm.composite_mut().shmem_mut().ok_or("no shmem device")?;
+        shm.debug_publish_inline(1, 0, 9999)
+            .map_err(|e| e.to_string())?;
     }
     loop {
         fm.extract_wait(usize::MAX).map_err(err)?;
