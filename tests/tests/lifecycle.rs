@@ -377,3 +377,71 @@ fn a_corrupted_segment_ends_the_job_naming_it() {
     assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
     assert!(dir.segments().is_empty(), "{:?}", dir.segments());
 }
+
+/// As another user (root only): a job of this user cannot be joined by
+/// another local user even with its token, and another user holding every
+/// connection it may have does not lock this user out of the GRM.
+#[test]
+fn another_local_user_can_neither_join_our_job_nor_lock_us_out() {
+    if !fm_tests::is_root() {
+        eprintln!("SKIPPED another_local_user_can_neither_join_our_job_nor_lock_us_out: needs root to run as another user");
+        return;
+    }
+    let as_nobody = |args: &[&str]| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", TESTPROG])
+            .args(args)
+            .env_remove("FM_LOG")
+            .env_remove("XDG_CONFIG_HOME")
+            .env("HOME", "/nonexistent");
+        c
+    };
+    let grm = fm_grm::Grm::start(fm_grm::GrmOptions {
+        max_per_client: 8,
+        ..fm_grm::GrmOptions::default()
+    })
+    .expect("GRM");
+    let addr = grm.addr().to_string();
+    let token = fm_grm::client::new_token();
+    let _job = fm_grm::LauncherLink::register(&addr, &token, 2, "ours", |_| {}).expect("register");
+    // Nobody, with our job's token, cannot join it.
+    let out = as_nobody(&["serve"])
+        .env("FM_GRM", &addr)
+        .env("FM_JOB_TOKEN", &token)
+        .env("FM_RANK", "1")
+        .output()
+        .expect("setpriv");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("this job belongs to user 0, not to user 65534"),
+        "{err}"
+    );
+    // Nobody holds all 8 connections it may have, and more.
+    let mut flood = as_nobody(&["flood", &addr, "20"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("setpriv");
+    let mut line = String::new();
+    std::io::BufReader::new(flood.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("flood's line");
+    assert!(line.contains("holding 20"), "{line}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while grm.status().connections < 9 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // We still register and see the GRM.
+    let t0 = Instant::now();
+    let second =
+        fm_grm::LauncherLink::register(&addr, &fm_grm::client::new_token(), 1, "ours", |_| {});
+    assert!(second.is_ok(), "{:?}", second.err());
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    let st = fm_grm::client::status(&addr).expect("status");
+    assert!(
+        st.rejected_frames >= 12,
+        "nobody's extra connections were refused: {st:?}"
+    );
+    let _ = flood.kill();
+    let _ = flood.wait();
+}

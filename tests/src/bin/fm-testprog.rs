@@ -80,6 +80,7 @@ fn main() -> ExitCode {
         Some("claim") => claim(),
         Some("claim-remote") => claim_remote(),
         Some("corrupt") => corrupt(),
+        Some("flood") => flood(args.get(2).cloned().unwrap_or_default(), arg(3)),
         Some("config") => fm::config::Config::from_env()
             .map(|_| println!("config ok"))
             .map_err(err),
@@ -649,6 +650,20 @@ fn serve(exit: Option<(u32, i32)>) -> Res {
     }
     loop {
         fm.extract_wait(usize::MAX).map_err(err)?;
+    }
+}
+
+/// Open `n` connections to the GRM at `addr` and hold them, saying
+/// nothing, until killed: a client that would lock others out.
+fn flood(addr: String, n: u64) -> Res {
+    let held: Vec<std::net::TcpStream> = (0..n)
+        .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
+        .collect();
+    println!("flood: holding {} connections", held.len());
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
     }
 }
 
