@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests and the test program.
 
 pub mod clusters;
+pub mod fuzz;
 pub mod netns;
 pub mod slurm;
 pub mod sshd;

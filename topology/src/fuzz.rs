@@ -1,6 +1,6 @@
 //! The fuzz targets of this crate (`topology/fuzz`), here so that
 //! `cargo test` replays their corpora through the same code
-//! (`topology/tests/fuzz_corpus.rs`).
+//! (`tests/tests/fuzz_corpora.rs`).
 
 use crate::hosts::{parse_file, parse_spec};
 use crate::{place, Topology};

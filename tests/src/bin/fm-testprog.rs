@@ -629,15 +629,20 @@ fn isolation(tag: String, messages: u64) -> Res {
     Ok(())
 }
 
-/// Handle messages until the job ends; with `exit`, that rank leaves and
-/// exits with the code after the first barrier.
-fn serve(exit: Option<(u32, i32)>) -> Res {
-    let mut fm = Fm::builder()
+/// A rank whose one handler ignores what it gets.
+fn idle_fm() -> Result<Fm, String> {
+    Fm::builder()
         .handler(DATA, "data", |_| Ok(()))
         .from_env()
         .map_err(err)?
         .build()
-        .map_err(err)?;
+        .map_err(err)
+}
+
+/// Handle messages until the job ends; with `exit`, that rank leaves and
+/// exits with the code after the first barrier.
+fn serve(exit: Option<(u32, i32)>) -> Res {
+    let mut fm = idle_fm()?;
     println!("rank {} pid {} ready", fm.rank(), std::process::id());
     use std::io::Write;
     let _ = std::io::stdout().flush();
@@ -671,12 +676,7 @@ fn flood(addr: String, n: u64) -> Res {
 /// (an inline packet claiming more bytes than a slot holds), as a stray
 /// write into the shared segment would; then every rank waits.
 fn corrupt() -> Res {
-    let mut fm = Fm::builder()
-        .handler(DATA, "data", |_| Ok(()))
-        .from_env()
-        .map_err(err)?
-        .build()
-        .map_err(err)?;
+    let mut fm = idle_fm()?;
     fm.barrier().map_err(err)?;
     if fm.rank() == 0 {
         let shm = fm.composite_mut().shmem_mut().ok_or("no shmem device")?;

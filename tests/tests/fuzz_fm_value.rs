@@ -2,8 +2,6 @@
 //! setting with values at and beyond every kind of edge, and the corpus.
 //! A test binary of its own: the target changes the environment.
 
-use std::path::PathBuf;
-
 const VALUES: &[&str] = &[
     "",
     " ",
@@ -35,13 +33,7 @@ fn every_fm_value_of_every_setting_is_read_or_refused_never_a_panic() {
             inputs.push([&[pick][..], v.as_bytes()].concat());
         }
     }
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/fm_value");
-    for e in std::fs::read_dir(&dir)
-        .expect("the corpus is in the repository")
-        .flatten()
-    {
-        inputs.push(std::fs::read(e.path()).expect("a corpus file"));
-    }
+    inputs.extend(fm_tests::fuzz::corpus("fm-api", "fm_value"));
     for i in &inputs {
         fm::config::fuzz_fm_value(i);
     }
