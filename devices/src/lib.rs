@@ -322,6 +322,20 @@ pub struct DeviceStats {
     pub no_buffer: u64,
 }
 
+impl DeviceStats {
+    /// Every counter by name.
+    pub fn fields(&self) -> [(&'static str, u64); 6] {
+        [
+            ("packets_sent", self.packets_sent),
+            ("packets_received", self.packets_received),
+            ("bytes_sent", self.bytes_sent),
+            ("bytes_received", self.bytes_received),
+            ("dropped_malformed", self.dropped_malformed),
+            ("no_buffer", self.no_buffer),
+        ]
+    }
+}
+
 /// The safe PM-level API, for every device.
 pub trait DeviceExt: Device + Sized {
     /// PMv2 `pmGetSendBuffer`: a slot of `len` bytes for `dest`, filled in place.

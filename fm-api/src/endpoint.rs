@@ -83,6 +83,32 @@ pub struct FmStats {
     pub dropped_malformed: u64,
 }
 
+impl FmStats {
+    /// Every counter by name.
+    pub fn fields(&self) -> [(&'static str, u64); 15] {
+        [
+            ("messages_sent", self.messages_sent),
+            ("messages_received", self.messages_received),
+            ("bytes_sent", self.bytes_sent),
+            ("bytes_received", self.bytes_received),
+            ("credit_stalls", self.credit_stalls),
+            ("credit_packets", self.credit_packets),
+            ("stashed_packets", self.stashed_packets),
+            ("stash_peak_bytes", self.stash_peak_bytes),
+            ("stash_withheld_credits", self.stash_withheld_credits),
+            (
+                "handlers_run_while_sending",
+                self.handlers_run_while_sending,
+            ),
+            ("messages_aborted", self.messages_aborted),
+            ("single_copy_pieces", self.single_copy_pieces),
+            ("single_copy_bytes", self.single_copy_bytes),
+            ("dropped_unknown_handler", self.dropped_unknown_handler),
+            ("dropped_malformed", self.dropped_malformed),
+        ]
+    }
+}
+
 /// A packet handed to the FM layer: in device memory, or copied aside.
 pub(crate) enum Packet {
     /// Just received: its piggybacked credits are not yet applied.

@@ -69,6 +69,7 @@ pub use incoming::Incoming;
 pub use sender::{FmSender, OUTBOX_BYTES};
 
 use extract::{BARRIER_ARRIVE, BARRIER_RELEASE};
+use fm_devices::DeviceKind;
 use fm_grm::Membership;
 use std::ops::{Deref, DerefMut};
 
@@ -196,6 +197,18 @@ pub struct Fm {
     _grm: Option<Membership>,
 }
 
+impl Drop for Fm {
+    /// Its counters go to the launcher (`fmrun --stats`) before the
+    /// membership, dropped after this, leaves the job.
+    fn drop(&mut self) {
+        if let Some(m) = &self._grm {
+            if wait::job_end_reason().is_none() {
+                m.report_stats(self.counters_json());
+            }
+        }
+    }
+}
+
 impl Deref for Fm {
     type Target = Endpoint;
     fn deref(&self) -> &Endpoint {
@@ -231,6 +244,36 @@ impl Fm {
     /// when the job has ranks on other hosts.
     pub fn ethernet_endpoint(&self) -> Option<fm_devices::ethernet::EthernetEndpoint> {
         self.eth_endpoint.clone()
+    }
+
+    /// Every counter of this rank as one JSON object: FM's, each device's,
+    /// and the reliable layer's of each network device, by name
+    /// (`fmrun --stats` prints them at the end of a job).
+    pub fn counters_json(&self) -> String {
+        fn object<const N: usize>(fields: [(&str, u64); N]) -> String {
+            let f: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+            format!("{{{}}}", f.join(","))
+        }
+        let dev = self.ep.composite();
+        let devices: Vec<String> = (dev.member_stats().iter())
+            .map(|(name, s)| format!("\"{name}\":{}", object(s.fields())))
+            .collect();
+        let reliable: Vec<String> = [DeviceKind::Nic, DeviceKind::Ethernet]
+            .into_iter()
+            .filter_map(|k| {
+                Some(format!(
+                    "\"{k}\":{}",
+                    object(dev.network_stats(k)?.fields())
+                ))
+            })
+            .collect();
+        format!(
+            "{{\"rank\":{},\"fm\":{},\"devices\":{{{}}},\"reliable\":{{{}}}}}",
+            self.ep.rank(),
+            object(self.ep.stats().fields()),
+            devices.join(","),
+            reliable.join(",")
+        )
     }
 
     /// (ID, name) of every registered handler, sorted by ID.

@@ -198,6 +198,8 @@ pub enum Event {
     Progress { joined: u32, size: u32 },
     /// Launcher: a process opened its devices; its destination table.
     RankReady { rank: u32, pid: u32, table: String },
+    /// Launcher: a process's counters at its end, a JSON object.
+    RankStats { rank: u32, json: String },
     /// A process of the job died; the job is over.
     PeerDied {
         rank: u32,
@@ -216,6 +218,7 @@ impl Event {
         Some(match m {
             Msg::Progress { joined, size } => Event::Progress { joined, size },
             Msg::RankReady { rank, pid, table } => Event::RankReady { rank, pid, table },
+            Msg::RankStats { rank, json } => Event::RankStats { rank, json },
             Msg::PeerDied {
                 rank,
                 host,
@@ -238,6 +241,7 @@ impl Event {
         match self {
             Event::Progress { joined, size } => format!("{joined}/{size} processes joined"),
             Event::RankReady { rank, .. } => format!("rank {rank} is ready"),
+            Event::RankStats { rank, json } => format!("rank {rank}: {json}"),
             Event::PeerDied {
                 rank,
                 host,
@@ -339,6 +343,12 @@ impl Membership {
             _ => {}
         });
         Ok(Membership { welcome, link })
+    }
+
+    /// This process's counters, a JSON object, for the launcher
+    /// (`fmrun --stats`); sent before it leaves.
+    pub fn report_stats(&self, json: String) {
+        let _ = self.link.send(&Msg::Stats { json });
     }
 
     /// Devices are open: tell the launcher, with this process's device table.

@@ -211,6 +211,15 @@ pub enum Msg {
     Challenge {
         nonce: Proof,
     },
+    /// Process → GRM, before it leaves: its counters, as a JSON object.
+    Stats {
+        json: String,
+    },
+    /// GRM → launcher: a process's counters.
+    RankStats {
+        rank: u32,
+        json: String,
+    },
 }
 
 impl Msg {
@@ -232,6 +241,8 @@ impl Msg {
             Msg::StatusReply(_) => 14,
             Msg::Abort { .. } => 15,
             Msg::Challenge { .. } => 16,
+            Msg::Stats { .. } => 17,
+            Msg::RankStats { .. } => 18,
         }
     }
 
@@ -254,6 +265,8 @@ impl Msg {
             Msg::StatusReply(_) => "StatusReply",
             Msg::Abort { .. } => "Abort",
             Msg::Challenge { .. } => "Challenge",
+            Msg::Stats { .. } => "Stats",
+            Msg::RankStats { .. } => "RankStats",
         }
     }
 
@@ -344,6 +357,11 @@ impl Msg {
                 w.str(reason)
             }
             Msg::Challenge { nonce } => w.fixed(nonce),
+            Msg::Stats { json } => w.long_str(json),
+            Msg::RankStats { rank, json } => {
+                w.u32(*rank);
+                w.long_str(json);
+            }
             Msg::StatusReply(s) => {
                 w.u32(s.jobs);
                 w.u32(s.members);
@@ -480,6 +498,13 @@ impl Msg {
             },
             16 => Msg::Challenge {
                 nonce: r.fixed("nonce")?,
+            },
+            17 => Msg::Stats {
+                json: r.long_str("json")?,
+            },
+            18 => Msg::RankStats {
+                rank: r.u32("rank")?,
+                json: r.long_str("json")?,
             },
             t => return Err(ProtoError::UnknownType(t)),
         };
@@ -715,6 +740,13 @@ pub fn examples() -> Vec<Msg> {
         },
         Msg::Status,
         Msg::Challenge { nonce: [7; 32] },
+        Msg::Stats {
+            json: "{\"fm\":{}}".into(),
+        },
+        Msg::RankStats {
+            rank: 3,
+            json: "{}".into(),
+        },
         Msg::StatusReply(GrmStatus {
             jobs: 1,
             members: 2,

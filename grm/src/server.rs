@@ -799,6 +799,12 @@ fn watch_member(shared: &Shared, mut conn: TcpStream, id: &JobId, rank: u32) {
                 }
                 return;
             }
+            Ok(Msg::Stats { json }) => {
+                let st = shared.lock();
+                if let Some(l) = st.jobs.get(id).and_then(|j| j.launcher.as_ref()) {
+                    l.send(&Msg::RankStats { rank, json });
+                }
+            }
             Ok(Msg::Abort { reason }) => break ReadEnd::Aborted(reason),
             Ok(m) => {
                 shared.refuse(

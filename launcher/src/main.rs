@@ -52,6 +52,13 @@ pub struct Cli {
     /// Print each rank's destination device table once the job has started.
     #[arg(long)]
     show_table: bool,
+    /// At the end, print each rank's counters: messages, bytes and credit
+    /// stalls; each device's packets, bytes and drops; the reliable
+    /// layer's retransmits and drops by reason. `--stats` prints a line
+    /// per rank; `--stats=json` an object per rank and line.
+    #[arg(long, value_name = "FORMAT", num_args = 0..=1, require_equals = true,
+          default_missing_value = "table")]
+    stats: Option<StatsFormat>,
     /// More ranks than this host's CPUs is meant: no warning.
     #[arg(long)]
     oversubscribe: bool,
@@ -119,6 +126,15 @@ pub struct Cli {
     /// The program and its arguments.
     #[arg(required = true, value_name = "PROGRAM ARGS")]
     command: Vec<String>,
+}
+
+/// How `--stats` prints each rank's counters.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum StatsFormat {
+    /// A line per rank: the counters that are not zero, by layer and device.
+    Table,
+    /// A JSON object per rank and line, every counter.
+    Json,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -404,7 +420,62 @@ fn run(cli: Cli) -> Result<u8, String> {
         job.progress();
         job.escalate();
     }
-    Ok(job.finish(&link, &shm_dir))
+    if cli.stats.is_some() {
+        // A rank's counters come just before it leaves: the last may still
+        // be on their way when it has exited.
+        let until = Instant::now() + Duration::from_secs(1);
+        while job.stats.iter().any(Option::is_none) && Instant::now() < until {
+            if let Ok(e) = rx.recv_timeout(TICK) {
+                job.on_grm(e);
+            }
+        }
+    }
+    let stats = std::mem::take(&mut job.stats);
+    let code = job.finish(&link, &shm_dir);
+    if let Some(format) = cli.stats {
+        print_stats(&stats, format);
+    }
+    Ok(code)
+}
+
+/// Each rank's counters (`--stats`), after the job's own output.
+fn print_stats(stats: &[Option<String>], format: StatsFormat) {
+    let mut o = std::io::stdout().lock();
+    for (rank, s) in stats.iter().enumerate() {
+        let line = match (s, format) {
+            (None, _) => {
+                format!("fmrun: rank {rank} reported no counters (it did not end cleanly)")
+            }
+            (Some(json), StatsFormat::Json) => json.clone(),
+            (Some(json), StatsFormat::Table) => stats_line(rank, json),
+        };
+        let _ = writeln!(o, "{line}");
+    }
+    let _ = o.flush();
+}
+
+/// `rank 0: fm messages_sent 4, …; shmem packets_sent 6, …; reliable
+/// ethernet retransmits 1`: the counters that are not zero.
+fn stats_line(rank: usize, json: &str) -> String {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
+        return format!("rank {rank}: unreadable counters {json:?}");
+    };
+    let nonzero = |o: &serde_json::Value| -> Vec<String> {
+        (o.as_object().into_iter().flatten())
+            .filter(|(_, n)| n.as_u64().is_some_and(|n| n > 0))
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect()
+    };
+    let mut parts = vec![format!("fm {}", nonzero(&v["fm"]).join(", "))];
+    for (layer, prefix) in [("devices", ""), ("reliable", "reliable ")] {
+        for (name, o) in v[layer].as_object().into_iter().flatten() {
+            let c = nonzero(o);
+            if !c.is_empty() {
+                parts.push(format!("{prefix}{name} {}", c.join(", ")));
+            }
+        }
+    }
+    format!("rank {rank}: {}", parts.join("; "))
 }
 
 /// Descriptors fmrun holds per rank: the rank's output pipes, and with its
@@ -634,6 +705,8 @@ struct Job {
     last_progress: Option<Instant>,
     show_table: bool,
     tables: Vec<Option<String>>,
+    /// Each rank's counters, as it reported them before leaving.
+    stats: Vec<Option<String>>,
 }
 
 impl Job {
@@ -652,6 +725,7 @@ impl Job {
             last_progress: None,
             show_table,
             tables: vec![None; size as usize],
+            stats: vec![None; size as usize],
         }
     }
 
@@ -715,6 +789,11 @@ impl Job {
     fn on_grm(&mut self, e: Event) {
         match e.clone() {
             Event::Progress { joined, .. } => self.joined = joined,
+            Event::RankStats { rank, json } => {
+                if let Some(s) = self.stats.get_mut(rank as usize) {
+                    *s = Some(json);
+                }
+            }
             Event::RankReady { rank, pid, table } => {
                 if let Some(p) = self.procs.get_mut(rank as usize).filter(|_| self.per_rank) {
                     p.rank_pid = Some(pid);

@@ -448,3 +448,50 @@ fn another_local_user_can_neither_join_our_job_nor_lock_us_out() {
     let _ = flood.kill();
     let _ = flood.wait();
 }
+
+/// `fmrun --stats` prints each rank's counters after the job (a ring of
+/// 10 laps: 11 messages each way per rank), as a line or as JSON; the
+/// numbers are the ranks' own.
+#[test]
+fn fmrun_stats_prints_each_ranks_counters_as_lines_and_as_json() {
+    let dir = TempDir::for_segments("stats");
+    let f = finish(
+        job(&dir, &["-n", "2", "--stats"], &["ring", "10"])
+            .spawn()
+            .expect("fmrun"),
+        Duration::from_secs(60),
+    );
+    assert!(f.status.success(), "{}", f.stderr);
+    for r in 0..2 {
+        let line = (f.stdout.lines())
+            .find(|l| l.starts_with(&format!("rank {r}: fm ")))
+            .unwrap_or_else(|| panic!("no counters of rank {r}: {}", f.stdout));
+        assert!(
+            line.contains("messages_sent 11") && line.contains("shmem "),
+            "{line}"
+        );
+    }
+    let f = finish(
+        job(&dir, &["-n", "2", "--stats=json"], &["ring", "10"])
+            .spawn()
+            .expect("fmrun"),
+        Duration::from_secs(60),
+    );
+    assert!(f.status.success(), "{}", f.stderr);
+    let objects: Vec<&str> = f
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("{\"rank\":"))
+        .collect();
+    assert_eq!(objects.len(), 2, "{}", f.stdout);
+    for (r, o) in objects.iter().enumerate() {
+        assert!(
+            o.starts_with(&format!("{{\"rank\":{r},\"fm\":{{\"messages_sent\":11,")),
+            "{o}"
+        );
+        assert!(
+            o.contains("\"devices\":{\"self\":{") && o.ends_with('}'),
+            "{o}"
+        );
+    }
+}

@@ -46,7 +46,22 @@ impl std::fmt::Display for ReliableStats {
     /// `data_sent 1200, data_accepted 1200, retransmits 2`: the counters
     /// that are not zero, by name ("all zero" when none is).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let all = [
+        let all = self.fields();
+        let shown: Vec<String> = (all.iter())
+            .filter(|(_, v)| *v != 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        match shown.is_empty() {
+            true => f.write_str("all zero"),
+            false => f.write_str(&shown.join(", ")),
+        }
+    }
+}
+
+impl ReliableStats {
+    /// Every counter by name, in the order `Display` shows them.
+    pub fn fields(&self) -> [(&'static str, u64); 27] {
+        [
             ("data_sent", self.data_sent),
             ("data_accepted", self.data_accepted),
             ("retransmits", self.retransmits),
@@ -74,19 +89,9 @@ impl std::fmt::Display for ReliableStats {
             ("dropped_misdirected", self.dropped_misdirected),
             ("dropped_unauthenticated", self.dropped_unauthenticated),
             ("dropped_wrong_address", self.dropped_wrong_address),
-        ];
-        let shown: Vec<String> = (all.iter())
-            .filter(|(_, v)| *v != 0)
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        match shown.is_empty() {
-            true => f.write_str("all zero"),
-            false => f.write_str(&shown.join(", ")),
-        }
+        ]
     }
-}
 
-impl ReliableStats {
     /// Datagrams dropped as invalid: malformed, bad checksum, another job,
     /// a stale epoch, misdirected, unauthenticated, from the wrong address.
     pub fn invalid_drops(&self) -> u64 {
