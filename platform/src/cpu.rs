@@ -43,12 +43,20 @@ impl RateWindow {
     }
 
     /// With `moved` bytes so far: `None` while measuring, then the MB/s
-    /// (`Some(None)` when nothing moved during the window).
+    /// (`Some(None)` when nothing moved at all).
+    ///
+    /// A window in which nothing moved measured the scheduler, not the
+    /// transport (on a busy 2-CPU host the other thread can sit
+    /// descheduled for milliseconds), so the window is stretched, up to
+    /// [`RateWindow::STRETCH`] times, until the first byte moves.
     pub fn check(&mut self, moved: usize) -> Option<Option<f64>> {
         let now = std::time::Instant::now();
         match self.start {
             None if now - self.begin >= self.warm_up => self.start = Some((now, moved)),
             Some((t0, m0)) if now - t0 >= self.window => {
+                if moved == m0 && now - t0 < self.window * Self::STRETCH {
+                    return None;
+                }
                 let mb_s = (moved - m0) as f64 / (now - t0).as_secs_f64() / 1e6;
                 return Some(Some(mb_s).filter(|r| *r > 0.0));
             }
@@ -56,6 +64,9 @@ impl RateWindow {
         }
         None
     }
+
+    /// How many windows a measurement waits for its first byte.
+    pub const STRETCH: u32 = 100;
 }
 
 /// Two CPUs for a two-thread micro-benchmark (the pacer's), whatever CPU

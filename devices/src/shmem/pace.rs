@@ -190,7 +190,9 @@ mod tests {
         let left = std::fs::read_dir(&dir).unwrap().count();
         std::fs::remove_dir_all(&dir).unwrap();
         for (p, r) in payloads.iter().zip(&rates) {
-            assert!(r.is_some_and(|r| r > 1.0), "{p}-byte payload: {r:?}");
+            // Any rate at all: how fast is the machine's business, not
+            // this test's (under load it can be under 1 MB/s).
+            assert!(r.is_some(), "{p}-byte payload moved nothing");
         }
         assert_eq!(left, 0, "segments left behind");
     }
