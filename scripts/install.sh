@@ -6,6 +6,8 @@
 #   PROFILE=release (default) or debug: which build to install
 #   NO_BUILD=1: install what target/PROFILE holds (the tests use this)
 #   LIB_DIR=DIR: take libfm_c.{so,a} from DIR instead of target/PROFILE
+#   DESTDIR=DIR: stage the files under DIR/PREFIX, for a package
+#     (scripts/deb.sh); fm.pc still names PREFIX
 #   PREFIX/bin/{fmrun,fm-info,fm-grm,fm-bench}, PREFIX/lib/libfm_c.{so,a},
 #   PREFIX/include/fm.h, PREFIX/lib/pkgconfig/fm.pc,
 #   PREFIX/share/man/man1/*.1, PREFIX/share/bash-completion/completions/*,
@@ -18,26 +20,27 @@ flag=$([ "$PROFILE" = release ] && echo --release || true)
 [ -n "${NO_BUILD:-}" ] || cargo build $flag -q -p fm-launcher -p fm-info -p fm-grm -p fm-bench -p fm-capi
 T=target/$PROFILE
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-install -d "$PREFIX/bin" "$PREFIX/lib/pkgconfig" "$PREFIX/include" "$PREFIX/share/man/man1" \
-    "$PREFIX/share/bash-completion/completions" "$PREFIX/share/zsh/site-functions" \
-    "$PREFIX/share/fish/vendor_completions.d"
+D=${DESTDIR:-}$PREFIX
+install -d "$D/bin" "$D/lib/pkgconfig" "$D/include" "$D/share/man/man1" \
+    "$D/share/bash-completion/completions" "$D/share/zsh/site-functions" \
+    "$D/share/fish/vendor_completions.d"
 for tool in fmrun fm-info fm-grm fm-bench; do
-    install -m 755 "$T/$tool" "$PREFIX/bin/"
+    install -m 755 "$T/$tool" "$D/bin/"
 done
 L=${LIB_DIR:-$T}
-install -m 755 "$L/libfm_c.so" "$PREFIX/lib/"
-install -m 644 "$L/libfm_c.a" "$PREFIX/lib/"
-install -m 644 capi/include/fm.h "$PREFIX/include/"
-sed -e "s|@PREFIX@|$PREFIX|" -e "s|@VERSION@|$version|" capi/fm.pc.in > "$PREFIX/lib/pkgconfig/fm.pc"
+install -m 755 "$L/libfm_c.so" "$D/lib/"
+install -m 644 "$L/libfm_c.a" "$D/lib/"
+install -m 644 capi/include/fm.h "$D/include/"
+sed -e "s|@PREFIX@|$PREFIX|" -e "s|@VERSION@|$version|" capi/fm.pc.in > "$D/lib/pkgconfig/fm.pc"
 docs=$(mktemp -d)
 trap 'rm -rf "$docs"' EXIT
 for tool in fmrun fm-info fm-grm fm-bench; do
     "$T/$tool" --generate-docs "$docs"
 done
-install -m 644 "$docs"/man1/*.1 "$PREFIX/share/man/man1/"
+install -m 644 "$docs"/man1/*.1 "$D/share/man/man1/"
 for tool in fmrun fm-info fm-grm fm-bench; do
-    install -m 644 "$docs/completions/$tool.bash" "$PREFIX/share/bash-completion/completions/$tool"
-    install -m 644 "$docs/completions/_$tool" "$PREFIX/share/zsh/site-functions/"
-    install -m 644 "$docs/completions/$tool.fish" "$PREFIX/share/fish/vendor_completions.d/"
+    install -m 644 "$docs/completions/$tool.bash" "$D/share/bash-completion/completions/$tool"
+    install -m 644 "$docs/completions/_$tool" "$D/share/zsh/site-functions/"
+    install -m 644 "$docs/completions/$tool.fish" "$D/share/fish/vendor_completions.d/"
 done
-echo "installed fm $version ($PROFILE) under $PREFIX"
+echo "installed fm $version ($PROFILE) under $D"

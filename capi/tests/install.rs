@@ -1,38 +1,110 @@
 //! The documented install (`scripts/install.sh PREFIX`, here of this
-//! debug build) gives working tools, man pages, the library, `fm.h` and
-//! `fm.pc`: a C program built with pkg-config's flags runs under the
-//! installed fmrun.
+//! debug build) and the Debian package (`scripts/deb.sh`, cargo-deb) give
+//! working tools, man pages, the library, `fm.h` and `fm.pc`: a C program
+//! built with pkg-config's flags runs under the installed fmrun.
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[test]
-fn the_install_script_gives_tools_docs_library_and_header() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let exe = std::env::current_exe().expect("the test's path");
-    let target = exe.parent().and_then(Path::parent).expect("target/PROFILE");
+/// The source tree's root.
+fn source_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `scripts/NAME` with `args`, installing this build (its profile, its
+/// tools, the C library built for the tests) rather than building anew;
+/// `None` when the tools are not built.
+fn run_install_script(name: &str, args: &[&Path]) -> Option<std::process::Output> {
+    let target = common::target_dir();
     let profile = target
         .file_name()
         .and_then(|p| p.to_str())
         .unwrap_or("debug");
     for tool in ["fmrun", "fm-info", "fm-grm", "fm-bench"] {
         if !target.join(tool).exists() {
-            eprintln!("SKIPPED the install: {tool} is not built (run the workspace's tests)");
-            return;
+            eprintln!("SKIPPED {name}: {tool} is not built (run the workspace's tests)");
+            return None;
         }
     }
-    let prefix = fm_tests::TempDir::new("install");
-    let o = Command::new(root.join("scripts/install.sh"))
-        .arg(&prefix.0)
+    let o = Command::new(source_root().join("scripts").join(name))
+        .args(args)
         .env("PROFILE", profile)
         .env("NO_BUILD", "1")
         .env("LIB_DIR", common::c_library_dir())
         .output()
-        .expect("install.sh");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        .expect("the install script");
+    assert!(
+        o.status.success(),
+        "{name}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Some(o)
+}
+
+#[test]
+fn the_install_script_gives_tools_docs_library_and_header() {
+    let prefix = fm_tests::TempDir::new("install");
+    if run_install_script("install.sh", &[&prefix.0]).is_none() {
+        return;
+    }
     let p = &prefix.0;
+    holds_the_installed_files(p, "share/man/man1/fmrun.1");
+    c_program_runs_against(p, &[("PKG_CONFIG_PATH", p.join("lib/pkgconfig"))]);
+}
+
+#[test]
+fn the_debian_package_gives_tools_docs_library_and_header() {
+    let have_cargo_deb = Command::new("cargo")
+        .args(["deb", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_cargo_deb {
+        eprintln!("SKIPPED the .deb: no cargo-deb here (cargo install cargo-deb)");
+        return;
+    }
+    let out = fm_tests::TempDir::new("deb");
+    if run_install_script("deb.sh", &[&out.0]).is_none() {
+        return;
+    }
+    let deb = std::fs::read_dir(&out.0)
+        .expect("the package's folder")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "deb"))
+        .expect("a .deb");
+    let info = Command::new("dpkg-deb").arg("--info").arg(&deb).output();
+    let Some(info) = info.ok().filter(|o| o.status.success()) else {
+        eprintln!("SKIPPED unpacking the .deb: no dpkg-deb here");
+        return;
+    };
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert!(info.contains("Package: fm\n"), "{info}");
+    // Unpacked as dpkg would install it, under a root of our own.
+    let root = fm_tests::TempDir::new("deb-root");
+    let x = Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&deb)
+        .arg(&root.0)
+        .status()
+        .expect("dpkg-deb");
+    assert!(x.success());
+    let p = root.0.join("usr");
+    holds_the_installed_files(&p, "share/man/man1/fmrun.1.gz");
+    // fm.pc names /usr; the sysroot moves its flags under our root.
+    c_program_runs_against(
+        &p,
+        &[
+            ("PKG_CONFIG_LIBDIR", p.join("lib/pkgconfig")),
+            ("PKG_CONFIG_SYSROOT_DIR", root.0.clone()),
+        ],
+    );
+}
+
+/// The tools, library, header, pkg-config file, man page `man_page` and
+/// completions are under `p`, and the installed fmrun runs.
+fn holds_the_installed_files(p: &Path, man_page: &str) {
     for f in [
         "bin/fmrun",
         "bin/fm-info",
@@ -42,9 +114,10 @@ fn the_install_script_gives_tools_docs_library_and_header() {
         "lib/libfm_c.a",
         "include/fm.h",
         "lib/pkgconfig/fm.pc",
-        "share/man/man1/fmrun.1",
+        man_page,
         "share/bash-completion/completions/fmrun",
         "share/zsh/site-functions/_fm-info",
+        "share/fish/vendor_completions.d/fm-bench.fish",
     ] {
         assert!(p.join(f).exists(), "{f} not installed");
     }
@@ -53,15 +126,14 @@ fn the_install_script_gives_tools_docs_library_and_header() {
         .output()
         .expect("fmrun");
     assert!(String::from_utf8_lossy(&v.stdout).starts_with("fmrun "));
-    c_program_runs_against(p, &root);
 }
 
-/// A C program built with the flags pkg-config gives for the install at
-/// `p` runs under the installed fmrun.
-fn c_program_runs_against(p: &Path, root: &Path) {
+/// A C program built with the flags pkg-config gives (with `env`) for the
+/// install at `p` runs under the installed fmrun.
+fn c_program_runs_against(p: &Path, env: &[(&str, PathBuf)]) {
     let flags = Command::new("pkg-config")
         .args(["--cflags", "--libs", "fm"])
-        .env("PKG_CONFIG_PATH", p.join("lib/pkgconfig"))
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .output();
     let Some(flags) = flags.ok().filter(|o| o.status.success()) else {
         eprintln!("SKIPPED the pkg-config build: no pkg-config here");
@@ -70,7 +142,7 @@ fn c_program_runs_against(p: &Path, root: &Path) {
     let flags = String::from_utf8_lossy(&flags.stdout).into_owned();
     let ring = p.join("ring");
     let cc = Command::new("cc")
-        .arg(root.join("capi/examples/ring.c"))
+        .arg(source_root().join("capi/examples/ring.c"))
         .args(flags.split_whitespace())
         .arg("-o")
         .arg(&ring)
