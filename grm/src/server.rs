@@ -17,8 +17,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -120,30 +120,37 @@ struct Member {
 }
 
 /// What the GRM writes to one client, written by a thread of its own: a
-/// full queue or a write that does not finish within the timeout cuts the
-/// connection (its reader then sees it end), so a client that does not
-/// read stalls nobody. Dropping the outbox writes what is queued, then
-/// closes the sending side (if anything was sent).
+/// queue past [`OUTBOX_BYTES`] or a write that does not finish within the
+/// timeout cuts the connection (its reader then sees it end), so a client
+/// that does not read stalls nobody. Dropping the outbox writes what is
+/// queued, then closes the sending side (if anything was sent).
 struct Outbox {
-    tx: SyncSender<Vec<u8>>,
+    tx: Sender<Vec<u8>>,
+    /// Bytes queued and not yet written.
+    queued: Arc<AtomicUsize>,
     /// One handle shared with the writer thread (one descriptor per client).
     conn: Arc<TcpStream>,
 }
 
-/// Frames queued to one client before it counts as not reading.
-const OUTBOX_FRAMES: usize = 64;
+/// Bytes queued to one client before it counts as not reading: bounded in
+/// bytes, not frames, since a launcher reading as fast as it can still
+/// gets a burst of a report per rank when a large job starts (256 ranks'
+/// tables at once cut a queue of 64 frames).
+const OUTBOX_BYTES: usize = 16 << 20;
 
 impl Outbox {
     fn start(conn: &TcpStream, timeout: Duration) -> io::Result<Outbox> {
-        let (tx, rx) = sync_channel::<Vec<u8>>(OUTBOX_FRAMES);
+        let (tx, rx) = channel::<Vec<u8>>();
+        let queued = Arc::new(AtomicUsize::new(0));
         let conn = Arc::new(conn.try_clone()?);
         conn.set_write_timeout(Some(timeout))?;
-        let w = conn.clone();
+        let (w, written) = (conn.clone(), queued.clone());
         std::thread::Builder::new()
             .name("grm-write".into())
             .spawn(move || {
                 let mut used = false;
                 for frame in rx {
+                    written.fetch_sub(frame.len(), Ordering::Relaxed);
                     if let Err(e) = (&*w).write_all(&frame).and_then(|()| (&*w).flush()) {
                         tracing::debug!("grm: a client did not take what was written: {e}");
                         let _ = w.shutdown(Shutdown::Both);
@@ -157,7 +164,7 @@ impl Outbox {
                     let _ = w.shutdown(Shutdown::Write);
                 }
             })?;
-        Ok(Outbox { tx, conn })
+        Ok(Outbox { tx, queued, conn })
     }
 
     fn send(&self, m: &Msg) {
@@ -165,13 +172,15 @@ impl Outbox {
     }
 
     fn send_frame(&self, frame: Vec<u8>) {
-        match self.tx.try_send(frame) {
-            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-            Err(TrySendError::Full(_)) => {
-                tracing::debug!("grm: a client's queue is full: cut off");
-                let _ = self.conn.shutdown(Shutdown::Both);
-            }
+        let len = frame.len();
+        if self.queued.fetch_add(len, Ordering::Relaxed) + len > OUTBOX_BYTES {
+            self.queued.fetch_sub(len, Ordering::Relaxed);
+            tracing::debug!("grm: a client's queue is full: cut off");
+            let _ = self.conn.shutdown(Shutdown::Both);
+            return;
         }
+        // A writer that has gone (its write failed) took the connection down.
+        let _ = self.tx.send(frame);
     }
 }
 
