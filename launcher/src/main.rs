@@ -420,14 +420,17 @@ fn run(cli: Cli) -> Result<u8, String> {
         job.progress();
         job.escalate();
     }
-    if cli.stats.is_some() {
-        // A rank's counters come just before it leaves: the last may still
-        // be on their way when it has exited.
-        let until = Instant::now() + Duration::from_secs(1);
-        while job.stats.iter().any(Option::is_none) && Instant::now() < until {
-            if let Ok(e) = rx.recv_timeout(TICK) {
-                job.on_grm(e);
-            }
+    // What a rank reports through the GRM (its table, its counters) may
+    // still be on its way when the rank has exited (a short program ends
+    // before the GRM has passed its table on).
+    let awaits = |job: &Job| {
+        (cli.stats.is_some() && job.stats.iter().any(Option::is_none))
+            || (job.show_table && job.tables.iter().any(Option::is_none))
+    };
+    let until = Instant::now() + Duration::from_secs(1);
+    while awaits(&job) && Instant::now() < until {
+        if let Ok(e) = rx.recv_timeout(TICK) {
+            job.on_grm(e);
         }
     }
     let stats = std::mem::take(&mut job.stats);
