@@ -39,10 +39,12 @@ impl Atomic64 for A64 {
 
 struct Model {
     frames: u32,
+    slots: u32,
     exclusive: bool,
     free_head: A32,
     rq_tail: A32,
-    slots: Vec<A64>,
+    starved: A32,
+    slot_tags: Vec<A64>,
     in_use: Vec<A32>,
     /// Payload of each frame: (sender, sequence number).
     data: Vec<UnsafeCell<(u32, u32)>>,
@@ -60,17 +62,26 @@ impl QueueMemory for Model {
     fn frames(&self) -> u32 {
         self.frames
     }
+    fn slots(&self) -> u32 {
+        self.slots
+    }
     fn exclusive(&self) -> bool {
         self.exclusive
     }
     fn free_head(&self) -> &A32 {
         &self.free_head
     }
+    fn starved(&self) -> &A32 {
+        &self.starved
+    }
+    fn fence(&self) {
+        loom::sync::atomic::fence(Ordering::SeqCst);
+    }
     fn rq_tail(&self) -> &A32 {
         &self.rq_tail
     }
     fn slot(&self, i: u32) -> &A64 {
-        &self.slots[i as usize]
+        &self.slot_tags[i as usize]
     }
     fn in_use(&self, f: u32) -> &A32 {
         &self.in_use[f as usize]
@@ -82,18 +93,26 @@ fn model(frames: u32, senders: u32, exclusive: bool) -> Arc<Model> {
 }
 
 fn model_of(frames: u32, senders: u32, exclusive: bool) -> Model {
-    let window = frames / senders;
+    pooled_model(frames, frames, senders, exclusive)
+}
+
+/// A queue of `slots` slots (credits: `slots / senders` each) and a pool
+/// of `frames` frames its senders share.
+fn pooled_model(slots: u32, frames: u32, senders: u32, exclusive: bool) -> Model {
+    let window = slots / senders;
     Model {
         frames,
+        slots,
         exclusive,
         free_head: A32(AtomicU32::new(0)),
         rq_tail: A32(AtomicU32::new(0)),
-        slots: (0..frames)
-            .map(|i| A64(AtomicU64::new(initial_slot_value(i, frames))))
+        starved: A32(AtomicU32::new(0)),
+        slot_tags: (0..slots)
+            .map(|i| A64(AtomicU64::new(initial_slot_value(i, slots))))
             .collect(),
         in_use: (0..frames).map(|_| A32(AtomicU32::new(0))).collect(),
         data: (0..frames).map(|_| UnsafeCell::new((0, 0))).collect(),
-        slot_data: (0..frames).map(|_| UnsafeCell::new((0, 0))).collect(),
+        slot_data: (0..slots).map(|_| UnsafeCell::new((0, 0))).collect(),
         inline_odd: false,
         credits: (0..senders).map(|_| AtomicU32::new(window)).collect(),
     }
@@ -141,7 +160,7 @@ fn take_one(m: &Model, head: &mut u32, next: &mut [u32]) -> bool {
     let Some(f) = queue::poll(m, head) else {
         return false;
     };
-    let slot = head.wrapping_sub(1) & (m.frames - 1);
+    let slot = head.wrapping_sub(1) & (m.slots - 1);
     let (src, seq) = if f == queue::INLINE {
         m.slot_data[slot as usize].with(|p| unsafe { *p })
     } else {
@@ -184,8 +203,8 @@ fn run_model(m: Arc<Model>, senders: u32, msgs: u32, polls: u32) {
     // Joining made every publication visible: the rest must all be there.
     while take_one(&m, &mut head, &mut next) {}
     if next != sent {
-        let slots: Vec<u64> = (0..m.frames)
-            .map(|i| m.slots[i as usize].0.load(Ordering::SeqCst))
+        let slots: Vec<u64> = (0..m.slots)
+            .map(|i| m.slot_tags[i as usize].0.load(Ordering::SeqCst))
             .collect();
         let iu: Vec<u32> = (0..m.frames)
             .map(|i| m.in_use[i as usize].0.load(Ordering::SeqCst))
@@ -238,6 +257,18 @@ fn inline_and_frame_packets_two_senders() {
     });
 }
 
+/// Two senders with two credits each share four slots and a pool of two
+/// frames (PM's buffers per channel, the default for many local ranks): a
+/// sender may find the pool empty while it has credit (back-pressure), and
+/// slot and frame indices part ways; every message still arrives exactly
+/// once and in order per sender.
+#[test]
+fn two_senders_share_a_pool_smaller_than_their_windows() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(2);
+    b.check(|| run_model(Arc::new(pooled_model(4, 2, 2, false)), 2, 3, 3));
+}
+
 /// The receive path when a receiver holds a packet while it goes on
 /// receiving (an FM handler replying before it reads): one sender, two
 /// slots, two credits. The receiver takes message 0 and holds it (its credit
@@ -269,7 +300,7 @@ fn hold_while_receiving(copy_at_poll: bool) {
     let poll = |head: &mut u32| loop {
         if let Some(f) = queue::poll(&*m, head) {
             assert_eq!(f, queue::INLINE);
-            return head.wrapping_sub(1) & (m.frames - 1);
+            return head.wrapping_sub(1) & (m.slots - 1);
         }
         loom::thread::yield_now();
     };

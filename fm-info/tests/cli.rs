@@ -13,6 +13,7 @@ const GEOMETRY: Geometry = Geometry {
     procs: 2,
     queues: 2,
     frames: 64,
+    slots: 64,
     payload: 4080,
 };
 /// Offset of the creator's pid in the segment header.

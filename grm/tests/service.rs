@@ -200,6 +200,7 @@ fn a_dead_process_ends_the_job_tells_everyone_and_reclaims_its_segment() {
         procs: 2,
         queues: 2,
         frames: 64,
+        slots: 64,
         payload: 4080,
     };
     let _a = Segment::create_or_open(&ours, l.job_key, g2, false, Duration::from_secs(1))

@@ -133,8 +133,10 @@ fn segment_of_another_job_is_refused() {
 fn segment_with_other_geometry_is_refused() {
     let dir = TempDir::new("geom");
     let c = config(&dir, 0x14, 0, 2);
+    // Slots, which every rank computes alike (payload and frames are the
+    // creator's to choose, unless set).
     let g = Geometry {
-        frames: c.geometry().frames * 2,
+        slots: c.geometry().slots * 2,
         ..c.geometry()
     };
     let _forged = forge(&c, c.job_key, g);

@@ -78,6 +78,30 @@ fn alltoall_single_copy_and_small_frames() {
     );
 }
 
+/// Frames a queue's senders share, fewer than their credit windows (what
+/// many local ranks get by default: PM's buffers per channel): senders
+/// find the pool empty while they hold credit and wait for a frame —
+/// asleep on their doorbell (`FM_WAIT=block`, no busy period), so the
+/// receiver that frees a frame must wake them, or the job hangs (without
+/// the wake, half of such runs hung here: three runs).
+#[test]
+fn alltoall_through_a_frame_pool_smaller_than_the_windows() {
+    for seed in ["19", "20", "21"] {
+        run(
+            6,
+            Duration::from_secs(120),
+            &[
+                ("FM_SHM_FRAMES", "8"),
+                ("FM_SHM_QUEUES", "2"),
+                ("FM_SHM_CMA", "off"),
+                ("FM_WAIT", "block"),
+                ("FM_WAIT_SPIN_US", "0"),
+            ],
+            &["alltoall", "10000", "65536", seed],
+        );
+    }
+}
+
 /// One shared queue per receiver (M = 1): senders contend with
 /// fetch-and-increment and leapfrog each other.
 #[test]

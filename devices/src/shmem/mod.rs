@@ -31,11 +31,19 @@ use std::time::{Duration, Instant};
 /// machines measured (docs/PERFORMANCE.md) a pipelined stream through 16 KiB
 /// frames moves 1 MiB three times faster than through 4 KiB frames.
 pub const DEFAULT_PAYLOAD: u32 = 16384 - FRAME_HEADER_BYTES as u32;
-/// Payload per frame when 16 KiB frames would make the segment larger than
-/// [`SEGMENT_BUDGET`].
+/// Payload per frame when larger frames would not give each queue
+/// [`MIN_POOL`] frames within a receiver's budget.
 pub const SMALL_PAYLOAD: u32 = 4096 - FRAME_HEADER_BYTES as u32;
-/// Largest segment the defaults aim for (many containers give /dev/shm 64 MiB).
+/// Bytes of frames the defaults give all receivers together (many
+/// containers give /dev/shm 64 MiB), split among them within
+/// [`RECEIVER_FRAME_BYTES`].
 pub const SEGMENT_BUDGET: u64 = 32 << 20;
+/// Least and most bytes of frames one receiver has by default: its pool
+/// does not grow with the ranks that send to it (PM's buffers per channel),
+/// only its slots do, 64 bytes per packet of credit.
+pub const RECEIVER_FRAME_BYTES: std::ops::RangeInclusive<u64> = (256 << 10)..=(4 << 20);
+/// Fewest frames a queue's pool has by default.
+pub const MIN_POOL: u32 = 8;
 
 /// Whether to use cross-memory attach for remote read/write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,7 +62,7 @@ pub struct ShmemSettings {
     pub dir: PathBuf,
     /// M (`FM_SHM_QUEUES`); default N up to 8 processes, else 8.
     pub queues: Option<u32>,
-    /// F (`FM_SHM_FRAMES`); default from N and M.
+    /// F, frames per queue (`FM_SHM_FRAMES`); default from the budget.
     pub frames: Option<u32>,
     /// Payload bytes per frame (`FM_SHM_PAYLOAD`); every rank must agree.
     pub payload: Option<u32>,
@@ -114,7 +122,9 @@ impl ShmemConfig {
         }
     }
 
-    /// The segment's geometry for this configuration.
+    /// The segment's geometry for this configuration: per queue, slots for
+    /// its senders' credit windows, and a pool of frames from a budget per
+    /// receiver that does not grow with N.
     pub fn geometry(&self) -> Geometry {
         let n = self.local_ranks.len().max(1) as u32;
         let m = self
@@ -125,28 +135,40 @@ impl ShmemConfig {
         let senders = n.div_ceil(m);
         // Window per sender: generous for few senders, smaller for many.
         let window = (256 / senders).clamp(4, 60);
-        let frames = self.settings.frames.unwrap_or_else(|| {
-            (senders * (window + CONTROL_RESERVE))
-                .next_power_of_two()
-                .max(64)
-        });
+        let credit_slots = (senders * (window + CONTROL_RESERVE))
+            .next_power_of_two()
+            .max(64);
         let mut g = Geometry {
             procs: n,
             queues: m,
-            frames,
+            frames: 0,
+            slots: credit_slots,
             payload: self
                 .settings
                 .payload
                 .or(self.paced_payload)
                 .unwrap_or(DEFAULT_PAYLOAD),
         };
+        let budget = (SEGMENT_BUDGET / n as u64)
+            .clamp(*RECEIVER_FRAME_BYTES.start(), *RECEIVER_FRAME_BYTES.end());
+        let pool = |g: &Geometry| budget / (m as u64 * g.stride() as u64);
         if self.settings.payload.is_none() {
-            // Halve the frames (header included) until the segment fits.
-            while g.total_bytes() > SEGMENT_BUDGET && g.payload > SMALL_PAYLOAD {
+            // Halve the frames (header included) until each queue's pool
+            // has its fewest frames.
+            while pool(&g) < MIN_POOL as u64 && g.payload > SMALL_PAYLOAD {
                 let frame = (g.payload as usize + FRAME_HEADER_BYTES) / 2;
                 g.payload = (frame - FRAME_HEADER_BYTES).max(SMALL_PAYLOAD as usize) as u32;
             }
         }
+        g.frames = self.settings.frames.unwrap_or_else(|| {
+            let fit = pool(&g).clamp(MIN_POOL as u64, u32::MAX as u64) as u32;
+            // A power of two no larger than what fits, nor than the slots:
+            // more frames than packets of credit would never be used.
+            (1 << fit.ilog2()).min(credit_slots)
+        });
+        // A pool set larger than the slots gets slots to match, and the
+        // senders the windows those allow (as FM_SHM_FRAMES always has).
+        g.slots = g.slots.max(g.frames);
         g
     }
 
@@ -185,6 +207,13 @@ pub struct ShmemDevice {
     cma_ok: Vec<bool>,
     /// My receive queues (those some peer sends into) and their private heads.
     my_queues: Vec<QueueRef>,
+    /// Whether senders can find every frame of a queue in use (fewer
+    /// frames than slots): then they flag it and its receiver wakes them.
+    pool_shared: bool,
+    /// Per queue of mine, its senders that may sleep (when `pool_shared`).
+    queue_senders: Box<[Vec<Rank>]>,
+    /// The destination whose queue last had no free frame for us.
+    starved: std::cell::Cell<Option<Rank>>,
     heads: Vec<u32>,
     /// What showed the segment corrupted, once something did.
     corruption: Option<String>,
@@ -261,6 +290,7 @@ impl ShmemDevice {
         entry.probe_value.store(*probe, Ordering::Relaxed);
         entry.sleeps.store(cfg.sleeps as u32, Ordering::Relaxed);
         let bell = Arc::new(seg.doorbell(my_smt));
+        seg.prepare_own_queues(my_smt);
         let mut dev = ShmemDevice {
             seg,
             rank: cfg.rank,
@@ -271,6 +301,9 @@ impl ShmemDevice {
             pid_of: Vec::new(),
             cma_ok: Vec::new(),
             my_queues: Vec::new(),
+            pool_shared: false,
+            queue_senders: Box::default(),
+            starved: std::cell::Cell::new(None),
             heads: Vec::new(),
             corruption: None,
             next_queue: 0,
@@ -361,13 +394,40 @@ impl ShmemDevice {
                 self.heads.push(0);
             }
         }
-        self.window = (g.frames / g.senders_per_queue())
+        // Credits bound the slots; the frames are a pool the senders share.
+        self.window = (g.slots / g.senders_per_queue())
             .saturating_sub(CONTROL_RESERVE)
             .max(1);
+        self.pool_shared = g.frames < g.slots;
+        self.queue_senders = self.sleeping_senders(&smt_of);
         if cfg.settings.cma == CmaMode::Auto {
             self.probe_cma(&smt_of);
         }
         Ok(())
+    }
+
+    /// Per queue of mine, its senders that may sleep on their doorbell:
+    /// whom to wake when a frame is freed (with a pool they can exhaust).
+    fn sleeping_senders(&self, smt_of: &[Option<u32>]) -> Box<[Vec<Rank>]> {
+        let (n, m) = (self.seg.geometry.procs, self.seg.geometry.queues);
+        let mut senders = vec![Vec::new(); self.my_queues.len()];
+        if !self.pool_shared {
+            return senders.into();
+        }
+        // My queues, in the order of `my_queues`: those some peer uses.
+        let used: Vec<u32> = (0..m)
+            .filter(|&q| (0..n).any(|id| id != self.my_smt && id % m == q))
+            .collect();
+        for (rank, id) in smt_of.iter().enumerate() {
+            let Some(id) = *id else { continue };
+            let Some(i) = used.iter().position(|&q| q == id % m) else {
+                continue;
+            };
+            if id != self.my_smt && self.dest_bell[rank].is_some() {
+                senders[i].push(rank as Rank);
+            }
+        }
+        senders.into()
     }
 
     /// Try one single-copy read from each peer; remember where it works.
@@ -389,6 +449,11 @@ impl ShmemDevice {
                     rank,
                     "shmem: single-copy probe read wrong data; large messages use frames"
                 ),
+                // A peer already gone (a short job's rank that finished
+                // first) says nothing of what ptrace rules allow.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                    tracing::debug!(rank, "shmem: single-copy probe: the peer has exited")
+                }
                 Err(e) => tracing::warn!(
                     rank,
                     error = %e,
@@ -409,6 +474,41 @@ impl ShmemDevice {
     fn ring(&self, dest: Rank) {
         if let Some(Some(b)) = self.dest_bell.get(dest as usize) {
             b.ring();
+        }
+    }
+
+    /// Every frame of `dest`'s queue `q` was in use: flag the queue, so
+    /// that its receiver wakes us when it releases one, and look once more.
+    #[cold]
+    fn starved_on(&self, q: QueueRef, dest: Rank) -> Option<u32> {
+        queue::mark_starved(&q);
+        self.starved.set(Some(dest));
+        queue::acquire_frame(&q)
+    }
+
+    /// For the re-check before sleeping: a queue we found without a free
+    /// frame has one now (flagged again first, so a release after this
+    /// look wakes us). Says so once, and forgets the queue: the sender
+    /// tries again, and a sender that has gone on to other things does not
+    /// keep its process from sleeping.
+    fn frame_freed(&self) -> bool {
+        let Some(q) = self.starved.get().and_then(|d| self.queue_to(d).ok()) else {
+            return false;
+        };
+        queue::mark_starved(&q);
+        let free = queue::has_free_frame(&q);
+        if free {
+            self.starved.set(None);
+        }
+        free
+    }
+
+    /// A sender of my queue `i` found no free frame: wake those that may
+    /// sleep (they look again; the others poll anyway).
+    #[cold]
+    fn wake_senders(&self, i: usize) {
+        for &r in &self.queue_senders[i] {
+            self.ring(r);
         }
     }
 
@@ -677,7 +777,11 @@ impl Device for ShmemDevice {
                 token: SendToken::Stage(k).encode(),
             });
         }
-        match queue::acquire_frame(&q) {
+        let mut frame = queue::acquire_frame(&q);
+        if frame.is_none() && self.pool_shared {
+            frame = self.starved_on(q, dest);
+        }
+        match frame {
             Some(f) => Ok(RawSend {
                 // SAFETY: f < frames; the payload follows the frame header.
                 ptr: unsafe { q.frame(f).add(FRAME_HEADER_BYTES) },
@@ -754,7 +858,7 @@ impl Device for ShmemDevice {
             let q = self.my_queues[i];
             // Malformed frames are dropped and the same queue polled again.
             while let Some(f) = queue::poll(&q, &mut self.heads[i]) {
-                let slot = self.heads[i].wrapping_sub(1) & (q.frames() - 1);
+                let slot = self.heads[i].wrapping_sub(1) & (q.slots() - 1);
                 if let Some(r) = self.accept(i, q, f, slot) {
                     if nq > 1 {
                         self.next_queue = i + 1;
@@ -768,6 +872,7 @@ impl Device for ShmemDevice {
 
     fn has_arrivals(&self) -> bool {
         (self.my_queues.iter().zip(&self.heads)).any(|(q, &h)| queue::published(q, h))
+            || self.frame_freed()
     }
 
     fn failure(&self) -> Option<DeviceError> {
@@ -790,6 +895,9 @@ impl Device for ShmemDevice {
                 if let Some(q) = self.my_queues.get(queue) {
                     if frame < q.frames() {
                         queue::release(q, frame);
+                        if self.pool_shared && queue::take_starved(q) {
+                            self.wake_senders(queue);
+                        }
                     }
                 }
             }
@@ -861,6 +969,43 @@ mod token_tests {
                 RecvToken::decode(RecvToken::Held(k).encode()),
                 RecvToken::Held(k)
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod geometry_tests {
+    use super::*;
+
+    fn geometry(n: u32) -> Geometry {
+        ShmemConfig::new(JobKey(1), 0, (0..n).collect()).geometry()
+    }
+
+    /// Small jobs keep the geometry they had before frames became a pool:
+    /// as many frames as slots (no sender ever finds the pool empty), 16 KiB
+    /// frames, 64 per queue.
+    #[test]
+    fn small_jobs_have_a_frame_for_every_slot() {
+        for n in 2..=4 {
+            let g = geometry(n);
+            assert_eq!(
+                (g.frames, g.slots, g.payload),
+                (64, 64, DEFAULT_PAYLOAD),
+                "{n}"
+            );
+        }
+    }
+
+    /// Many ranks: the pool per receiver stays within its budget, and its
+    /// frames are fewer than the slots (shared, PM's buffers per channel).
+    #[test]
+    fn a_receivers_pool_does_not_grow_with_its_senders() {
+        for n in [16u32, 64, 256, 1024] {
+            let g = geometry(n);
+            g.validate().unwrap();
+            let pool = g.queues as u64 * g.frames as u64 * g.stride() as u64;
+            assert!(RECEIVER_FRAME_BYTES.contains(&pool), "{n}: {pool}");
+            assert!(g.frames < g.slots && g.frames >= MIN_POOL, "{n}: {g:?}");
         }
     }
 }

@@ -2,8 +2,8 @@
 //! memory lives, so that the same code runs on a mapped segment and under loom.
 //!
 //! A receiver owns a *free list* — a ring of `F` frames (power of two), each
-//! with an in-use flag — and a *receive queue* — a ring of `F` slots holding
-//! frame indices.
+//! with an in-use flag — and a *receive queue* — a ring of `S` slots (power
+//! of two) holding frame indices.
 //!
 //! Send:
 //! 1. fetch-and-increment the free-list head to pick a frame;
@@ -22,9 +22,15 @@
 //! (`position << 32 | frame`), so a slot never needs clearing and a value from
 //! an earlier lap is never mistaken for a new one.
 //!
-//! Flow control (FM credits) guarantees that senders never hold more than `F`
-//! frames of one queue together, which bounds step 1–2 and means a slot is
-//! always consumed before its position comes round again.
+//! Flow control (FM credits) guarantees that senders never have more than `S`
+//! packets in one queue together, so a slot is always consumed before its
+//! position comes round again. The frames are a pool the queue's senders
+//! share (PM's receive buffers per channel, not per peer): with `F < S` a
+//! sender can find every frame in use, is told so ([`acquire_frame`] gives
+//! `None`, the device `NoBuffer`) and tries again once the receiver has
+//! released one — which every waiting FM rank keeps doing (the credit rule,
+//! `fm-api/src/endpoint.rs`). [`mark_starved`] and [`take_starved`] let a
+//! receiver wake such a sender when it may sleep.
 //!
 //! With exactly one possible sender per queue (M = N), steps 1, 2 and 4 need
 //! no read-modify-write: the paper's "no synchronization primitives are needed
@@ -81,16 +87,24 @@ impl Atomic64 for AtomicU64 {
 pub trait QueueMemory {
     type A32: Atomic32;
     type A64: Atomic64;
-    /// Number of frames and of slots: a power of two.
+    /// Number of frames in the pool: a power of two.
     fn frames(&self) -> u32;
+    /// Number of slots in the receive queue: a power of two.
+    fn slots(&self) -> u32;
     /// Whether at most one process ever sends into this queue.
     fn exclusive(&self) -> bool;
     fn free_head(&self) -> &Self::A32;
     fn rq_tail(&self) -> &Self::A32;
-    /// Slot `i`, `i < frames()`.
+    /// Non-zero: a sender found no free frame ([`mark_starved`]).
+    fn starved(&self) -> &Self::A32;
+    /// Slot `i`, `i < slots()`.
     fn slot(&self, i: u32) -> &Self::A64;
     /// In-use flag of frame `i`, `i < frames()`.
     fn in_use(&self, frame: u32) -> &Self::A32;
+    /// A sequentially consistent fence (loom's, under the model).
+    fn fence(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
 }
 
 /// The slot value that says "position `pos` holds `frame`".
@@ -99,12 +113,18 @@ pub fn slot_value(pos: u32, frame: u32) -> u64 {
     ((pos as u64) << 32) | frame as u64
 }
 
+/// Whether slot value `v` was written for position `pos`.
+#[inline(always)]
+fn holds_position(v: u64, pos: u32) -> bool {
+    (v >> 32) as u32 == pos
+}
+
 /// The frame index that says "the packet is in the slot itself".
 pub const INLINE: u32 = u32::MAX - 1;
 
 /// The value a fresh slot `i` starts with: a position one lap back, no frame.
-pub fn initial_slot_value(i: u32, frames: u32) -> u64 {
-    slot_value(i.wrapping_sub(frames), u32::MAX)
+pub fn initial_slot_value(i: u32, slots: u32) -> u64 {
+    slot_value(i.wrapping_sub(slots), u32::MAX)
 }
 
 /// Steps 1–2: take a free frame. `None` when `2 × F` candidates were all
@@ -150,7 +170,7 @@ pub fn publish<Q: QueueMemory>(q: &Q, frame: u32) {
         // modification order and the message is lost (found by loom).
         q.rq_tail().fetch_add(1, AcqRel)
     };
-    q.slot(pos & (q.frames() - 1))
+    q.slot(pos & (q.slots() - 1))
         .store(slot_value(pos, frame), Release);
 }
 
@@ -168,7 +188,7 @@ pub fn publish_inline<Q: QueueMemory>(q: &Q, fill: impl FnOnce(u32)) {
         // AcqRel for the same reason as in `publish`.
         q.rq_tail().fetch_add(1, AcqRel)
     };
-    let i = pos & (q.frames() - 1);
+    let i = pos & (q.slots() - 1);
     fill(i);
     q.slot(i).store(slot_value(pos, INLINE), Release);
 }
@@ -184,8 +204,8 @@ pub fn abandon<Q: QueueMemory>(q: &Q, frame: u32) {
 #[inline(always)]
 pub fn poll<Q: QueueMemory>(q: &Q, head: &mut u32) -> Option<u32> {
     let h = *head;
-    let v = q.slot(h & (q.frames() - 1)).load(Acquire);
-    if (v >> 32) as u32 == h {
+    let v = q.slot(h & (q.slots() - 1)).load(Acquire);
+    if holds_position(v, h) {
         *head = h.wrapping_add(1);
         Some(v as u32)
     } else {
@@ -196,12 +216,37 @@ pub fn poll<Q: QueueMemory>(q: &Q, head: &mut u32) -> Option<u32> {
 /// Whether the slot at `head` is published (a [`poll`] that does not take it).
 #[inline]
 pub fn published<Q: QueueMemory>(q: &Q, head: u32) -> bool {
-    let v = q.slot(head & (q.frames() - 1)).load(Acquire);
-    (v >> 32) as u32 == head
+    let v = q.slot(head & (q.slots() - 1)).load(Acquire);
+    holds_position(v, head)
 }
 
 /// Receive, last step: the frame is free again.
 #[inline(always)]
 pub fn release<Q: QueueMemory>(q: &Q, frame: u32) {
     q.in_use(frame).store(0, Release);
+}
+
+/// A sender found no free frame and may sleep: flag the queue, so that the
+/// receiver's next [`take_starved`] says to wake it, then look again
+/// ([`has_free_frame`]) — a frame released before the receiver could see
+/// the flag is seen here (the fences pair: one side or the other sees the
+/// other's store).
+#[inline]
+pub fn mark_starved<Q: QueueMemory>(q: &Q) {
+    q.starved().store(1, Relaxed);
+    q.fence();
+}
+
+/// Whether some frame of the pool is free now (a look that takes nothing).
+pub fn has_free_frame<Q: QueueMemory>(q: &Q) -> bool {
+    (0..q.frames()).any(|f| q.in_use(f).load(Relaxed) == 0)
+}
+
+/// After [`release`], with a pool senders can exhaust: whether a sender
+/// flagged the queue as starved (the flag is cleared), so the receiver
+/// wakes the queue's senders.
+#[inline]
+pub fn take_starved<Q: QueueMemory>(q: &Q) -> bool {
+    q.fence();
+    q.starved().load(Relaxed) != 0 && q.starved().swap(0, Relaxed) != 0
 }

@@ -7,11 +7,19 @@
 //! 4096   process table: N entries of 64 bytes (rank, pid, CMA probe word,
 //!          doorbell word, whether the process may sleep on it)
 //! ...    queues: for each receiver SMT ID r, for each of its M queues:
-//!          control (256 B): free-list head @0, receive-queue tail @128
-//!          slots:  F × 64 B (tag = queue position and frame index, stored last;
+//!          control (256 B): free-list head @0, starved flag @64,
+//!                  receive-queue tail @128
+//!          slots:  S × 64 B (tag = queue position and frame index, stored last;
 //!                  a packet of ≤ 48 B travels inline in its slot, no frame)
 //!          frames: F × stride; frame = in-use u32, len u32, src rank u32, pad, payload
 //! ```
+//!
+//! A receiver's queues are one contiguous run, which it alone maps in
+//! ahead of use: memory touched grows with the ranks on the host, not with
+//! their square ([`Segment::prefault_own_queues`]). S grows with the
+//! senders a queue has (their credit windows, 64 B per packet); F is a
+//! pool of a fixed budget of bytes per receiver, whatever N is
+//! (`ShmemConfig::geometry`).
 
 use super::queue::{initial_slot_value, QueueMemory};
 use crate::{sys, DeviceError, JobKey};
@@ -24,20 +32,31 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Map the whole segment with its pages mapped now (`MAP_POPULATE`): a
-/// frame's first use would otherwise take a page fault per 4 KiB (~16 per
-/// 64 KiB frame, several µs) in the middle of a message, and make the frame
-/// path look slow to `fm`'s choice of single copy.
+/// Map the segment. A small one (up to [`POPULATE_WHOLE_BYTES`]) has all
+/// its pages mapped now (`MAP_POPULATE`): a frame's first use would
+/// otherwise take a page fault per 4 KiB (~16 per 64 KiB frame, several
+/// µs) in the middle of a message, and make the frame path look slow to
+/// `fm`'s choice of single copy. A larger one (many local ranks) is mapped
+/// lazily, and each process maps in its own queues
+/// ([`Segment::prefault_own_queues`]): every process populating the whole
+/// of it made start-up and memory grow with the square of the ranks.
 ///
 /// # Safety
 /// As [`MmapMut::map_mut`]: the file must not be truncated while mapped.
-unsafe fn map_populated(file: &File) -> std::io::Result<MmapMut> {
+unsafe fn map_segment(file: &File, total: u64) -> std::io::Result<MmapMut> {
+    let mut options = memmap2::MmapOptions::new();
+    if total <= POPULATE_WHOLE_BYTES {
+        options.populate();
+    }
     // SAFETY: forwarded to the caller.
-    unsafe { memmap2::MmapOptions::new().populate().map_mut(file) }
+    unsafe { options.map_mut(file) }
 }
 
+/// Segments up to this size are mapped in whole by every process.
+pub const POPULATE_WHOLE_BYTES: u64 = 40 << 20;
+
 pub const MAGIC: u64 = u64::from_le_bytes(*b"FM-SMT\0\x01");
-pub const LAYOUT_VERSION: u32 = 3;
+pub const LAYOUT_VERSION: u32 = 4;
 const READY: u32 = 0x5245_4459;
 pub const HEADER_BYTES: usize = 4096;
 pub const PROC_ENTRY_BYTES: usize = 64;
@@ -173,6 +192,7 @@ struct Header {
     ready: AtomicU32,
     next_smt_id: AtomicU32,
     attached: AtomicU32,
+    slots: u32,
 }
 
 /// One process's entry in the process table (indexed by SMT ID).
@@ -197,8 +217,11 @@ pub struct Geometry {
     pub procs: u32,
     /// M: queues per receiver, 1 ≤ M ≤ N.
     pub queues: u32,
-    /// F: frames per queue, a power of two.
+    /// F: frames per queue (a pool its senders share), a power of two.
     pub frames: u32,
+    /// S: slots per queue (room for its senders' credit windows), a power
+    /// of two.
+    pub slots: u32,
     /// Payload bytes per frame.
     pub payload: u32,
 }
@@ -208,13 +231,17 @@ impl Geometry {
         (FRAME_HEADER_BYTES + self.payload as usize).next_multiple_of(64)
     }
     fn slots_bytes(&self) -> usize {
-        self.frames as usize * SLOT_BYTES
+        self.slots as usize * SLOT_BYTES
     }
     pub fn queue_bytes(&self) -> usize {
         QUEUE_CTL_BYTES + self.slots_bytes() + self.frames as usize * self.stride()
     }
     fn queues_offset(&self) -> usize {
         (HEADER_BYTES + self.procs as usize * PROC_ENTRY_BYTES).next_multiple_of(4096)
+    }
+    /// Bytes of one receiver's M queues (one contiguous run).
+    pub fn receiver_bytes(&self) -> usize {
+        self.queues as usize * self.queue_bytes()
     }
     pub fn total_bytes(&self) -> u64 {
         self.queues_offset() as u64
@@ -244,6 +271,12 @@ impl Geometry {
                 self.frames
             ));
         }
+        if !self.slots.is_power_of_two() || self.slots < 8 || self.slots > MAX_FRAMES {
+            return Err(format!(
+                "{} slots per queue (a power of two, 8..={MAX_FRAMES})",
+                self.slots
+            ));
+        }
         if self.payload < 64 || self.payload > MAX_PAYLOAD {
             return Err(format!(
                 "{} payload bytes per frame (64..={MAX_PAYLOAD})",
@@ -268,6 +301,7 @@ pub struct Segment {
 pub struct QueueRef {
     base: *mut u8,
     frames: u32,
+    slots: u32,
     exclusive: bool,
     stride: usize,
     slots_bytes: usize,
@@ -283,6 +317,7 @@ impl QueueRef {
         QueueRef {
             base,
             frames: g.frames,
+            slots: g.slots,
             exclusive: g.exclusive(),
             stride: g.stride(),
             slots_bytes: g.slots_bytes(),
@@ -304,7 +339,7 @@ impl QueueRef {
     /// Pointer to slot `i`.
     #[inline(always)]
     pub fn slot_ptr(&self, i: u32) -> *mut Slot {
-        // SAFETY (caller's contract): i < frames, inside the slot array.
+        // SAFETY (caller's contract): i < slots, inside the slot array.
         unsafe { self.base.add(QUEUE_CTL_BYTES + i as usize * SLOT_BYTES) }.cast()
     }
 }
@@ -315,6 +350,10 @@ impl QueueMemory for QueueRef {
     #[inline(always)]
     fn frames(&self) -> u32 {
         self.frames
+    }
+    #[inline(always)]
+    fn slots(&self) -> u32 {
+        self.slots
     }
     #[inline(always)]
     fn exclusive(&self) -> bool {
@@ -331,8 +370,13 @@ impl QueueMemory for QueueRef {
         unsafe { &*(self.base.add(128) as *const AtomicU32) }
     }
     #[inline(always)]
+    fn starved(&self) -> &AtomicU32 {
+        // SAFETY: as above; its own cache line, written only by starved senders.
+        unsafe { &*(self.base.add(64) as *const AtomicU32) }
+    }
+    #[inline(always)]
     fn slot(&self, i: u32) -> &AtomicU64 {
-        debug_assert!(i < self.frames);
+        debug_assert!(i < self.slots);
         // SAFETY: i < frames; 8-byte aligned inside the slot array.
         unsafe { &*(self.slot_ptr(i) as *const AtomicU64) }
     }
@@ -436,7 +480,7 @@ impl Segment {
         }
         // SAFETY: we created the file and reserved its storage; other processes
         // only touch it through the protocol below.
-        let mut map = unsafe { map_populated(&file) }.map_err(|e| {
+        let mut map = unsafe { map_segment(&file, total) }.map_err(|e| {
             let _ = std::fs::remove_file(path);
             io_err(path, "map", e)
         })?;
@@ -452,6 +496,7 @@ impl Segment {
             h.procs = g.procs;
             h.queues = g.queues;
             h.frames = g.frames;
+            h.slots = g.slots;
             h.payload = g.payload;
             h.creator_pid = std::process::id();
             Segment {
@@ -461,15 +506,8 @@ impl Segment {
                 created: true,
             }
         };
-        for r in 0..g.procs {
-            for q in 0..g.queues {
-                let queue = seg.queue(r, q);
-                for i in 0..g.frames {
-                    QueueMemory::slot(&queue, i)
-                        .store(initial_slot_value(i, g.frames), Ordering::Relaxed);
-                }
-            }
-        }
+        // Each receiver initialises its own queues' slots
+        // (`Segment::prepare_own_queues`); a zeroed frame is free.
         seg.header().ready.store(READY, Ordering::Release);
         Ok(seg)
     }
@@ -503,7 +541,10 @@ impl Segment {
                 let h = unsafe { &*(head.as_ptr() as *const Header) };
                 if h.ready.load(Ordering::Acquire) == READY {
                     if adopt_payload {
+                        // The creator's frame size, and the pool it sized
+                        // from it.
                         g.payload = h.payload;
+                        g.frames = h.frames;
                         g.validate().map_err(|e| bad(path, e))?;
                     }
                     Self::check_header(path, h, key, g, len)?;
@@ -523,7 +564,8 @@ impl Segment {
             std::thread::sleep(Duration::from_millis(1));
         }
         // SAFETY: size checked against the header above.
-        let map = unsafe { map_populated(&file) }.map_err(|e| io_err(path, "map", e))?;
+        let map =
+            unsafe { map_segment(&file, g.total_bytes()) }.map_err(|e| io_err(path, "map", e))?;
         Ok(Segment {
             map: Arc::new(map),
             geometry: g,
@@ -561,6 +603,7 @@ impl Segment {
             procs: h.procs,
             queues: h.queues,
             frames: h.frames,
+            slots: h.slots,
             payload: h.payload,
         };
         if theirs != g {
@@ -619,6 +662,38 @@ impl Segment {
         // SAFETY: off + queue_bytes ≤ total_bytes = mapping length, and the
         // mapping lives as long as the segment.
         unsafe { QueueRef::at(self.map.as_ptr().add(off) as *mut u8, g) }
+    }
+
+    /// Make ready the queues of receiver `smt_id`: map them in, when the
+    /// segment is too large to be mapped in whole (what this process reads
+    /// first is its own queues, and senders' first frames land there), and
+    /// give their slots their first values. Each process does its own, so
+    /// the work of starting grows with the ranks on the host, not their
+    /// square. Called before the process counts as attached, so nobody
+    /// sends to it yet. Mapping in is best effort: on a kernel without
+    /// `MADV_POPULATE_WRITE` (before 5.14) pages fault in on first use.
+    pub fn prepare_own_queues(&self, smt_id: u32) {
+        let g = self.geometry;
+        if g.total_bytes() > POPULATE_WHOLE_BYTES {
+            let own = g.queues_offset() + smt_id as usize * g.receiver_bytes();
+            for (off, len) in [(0, g.queues_offset()), (own, g.receiver_bytes())] {
+                // Inside the mapping: own + the receiver's bytes ≤ total.
+                if let Err(e) = self
+                    .map
+                    .advise_range(memmap2::Advice::PopulateWrite, off, len)
+                {
+                    tracing::debug!(error = %e, "shmem: pages of own queues fault in on use");
+                    break;
+                }
+            }
+        }
+        for q in 0..g.queues {
+            let queue = self.queue(smt_id, q);
+            for i in 0..g.slots {
+                QueueMemory::slot(&queue, i)
+                    .store(initial_slot_value(i, g.slots), Ordering::Relaxed);
+            }
+        }
     }
 
     /// Remove the name; the mapping stays valid for everyone who has it.

@@ -19,14 +19,14 @@ pub const SHM_QUEUES: Setting = Setting {
 pub const SHM_FRAMES: Setting = Setting {
     var: "FM_SHM_FRAMES",
     scope: Scope::Setting,
-    default: r#"from N and M, at least 64"#,
-    doc: r#"F, frames per queue (a power of two)."#,
+    default: r#"a receiver's budget (32 MiB ÷ N, within 256 KiB–4 MiB) over its M queues, at least 8, at most the slots"#,
+    doc: r#"F, frames per queue (a power of two): a pool the queue's senders share, PM's buffers per channel, so a host's segment grows with its ranks, not their square (64 local ranks: 48 MiB; 256: 128 MiB). Each queue also has slots for its senders' credit windows, 64 bytes per packet; with fewer frames than slots a sender may find the pool empty, and waits (its receiver wakes it). Set larger than the slots, the slots and the credit windows grow to match."#,
 };
 
 pub const SHM_PAYLOAD: Setting = Setting {
     var: "FM_SHM_PAYLOAD",
     scope: Scope::Setting,
-    default: r#"the pacer's frame size less its 16-byte header (16368 with `FM_PACER=off`), halved until the segment fits in 32 MiB"#,
+    default: r#"the pacer's frame size less its 16-byte header (16368 with `FM_PACER=off`), halved (to 4080 at least) until each queue's pool has 8 frames"#,
     doc: r#"bytes per frame; the shmem packet size. Large messages stream through frames while both processes copy; larger frames stream faster here, 4 KiB ones 1.5–4× slower than 16 KiB (docs/PERFORMANCE.md). Setting it turns the pacer off for this knob; every rank of the host must then use the same."#,
 };
 

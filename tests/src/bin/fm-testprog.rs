@@ -10,6 +10,8 @@
 //!     memory and the most the stash held.
 //! fm-testprog ring ROUNDS
 //!     a token goes round the ring ROUNDS times, every rank replying from its handler.
+//! fm-testprog barrier ROUNDS
+//!     every rank enters ROUNDS barriers; rank 0 prints "barriers done".
 //! fm-testprog noroute
 //!     rank 0 sends to the last rank, which FM_HOSTS places on another host.
 //! fm-testprog launcher N
@@ -67,6 +69,7 @@ fn main() -> ExitCode {
         Some("headtohead") => headtohead(arg(2), arg(3) as usize),
         Some("ring") => ring(arg(2)),
         Some("noroute") => noroute(),
+        Some("barrier") => barriers(arg(2)),
         Some("launcher") => launcher(arg(2) as usize),
         Some("isolation") => isolation(args.get(2).cloned().unwrap_or_default(), arg(3)),
         Some("serve") => serve(None),
@@ -543,6 +546,17 @@ fn ring(rounds: u64) -> Res {
         fm.extract_wait(usize::MAX).map_err(err)?;
     }
     fm.barrier().map_err(err)
+}
+
+fn barriers(rounds: u64) -> Res {
+    let mut fm = Fm::init().map_err(err)?;
+    for _ in 0..rounds {
+        fm.barrier().map_err(err)?;
+    }
+    if fm.rank() == 0 {
+        println!("barriers done: {rounds} rounds of {} ranks", fm.size());
+    }
+    Ok(())
 }
 
 fn noroute() -> Res {
