@@ -500,6 +500,35 @@ impl fmt::Display for DeviceTable<'_> {
     }
 }
 
+impl DeviceTable<'_> {
+    /// The table as runs of consecutive ranks on one host through one
+    /// device, a line `FIRST LAST HOST DEVICE` each: what a rank reports to
+    /// its launcher (`fmrun --show-table`), in lines per host and device
+    /// rather than per rank, so a large job's reports stay small.
+    pub fn runs(&self) -> String {
+        let c = self.0;
+        let mut out = String::new();
+        let mut run: Option<(usize, usize, &str, &str)> = None;
+        for r in 0..c.table.len() {
+            let name = c.info_for(r as Rank).map_or("?", |i| i.name);
+            let host = c.hosts[r].as_str();
+            match &mut run {
+                Some((_, last, h, d)) if *h == host && *d == name => *last = r,
+                _ => {
+                    if let Some((a, b, h, d)) = run {
+                        out.push_str(&format!("{a} {b} {h} {d}\n"));
+                    }
+                    run = Some((r, r, host, name));
+                }
+            }
+        }
+        if let Some((a, b, h, d)) = run {
+            out.push_str(&format!("{a} {b} {h} {d}\n"));
+        }
+        out
+    }
+}
+
 impl Device for Composite {
     fn info(&self) -> DeviceInfo {
         let mut options = Options::RECEIVES;

@@ -138,7 +138,7 @@ impl FmBuilder {
         names.sort();
         let (dev, grm, eth_endpoint) = bootstrap::open(&mut config, &names)?;
         if let Some(m) = &grm {
-            m.ready(dev.table().to_string());
+            m.ready(dev.table().runs());
         }
         wait::ring_at_job_end(dev.doorbell());
         tracing::debug!(

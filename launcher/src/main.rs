@@ -49,9 +49,13 @@ pub struct Cli {
     /// topology's networks) or null.
     #[arg(long, default_value = "auto")]
     net: String,
-    /// Print each rank's destination device table once the job has started.
-    #[arg(long)]
-    show_table: bool,
+    /// Print each rank's destination device table once the job has
+    /// started: in full (a line per destination) up to 16 ranks, as runs
+    /// of ranks per device (a line per rank) above; `--show-table=full` or
+    /// `--show-table=runs` to choose.
+    #[arg(long, value_name = "FORMAT", num_args = 0..=1, require_equals = true,
+          default_missing_value = "auto")]
+    show_table: Option<TableFormat>,
     /// At the end, print each rank's counters: messages, bytes and credit
     /// stalls; each device's packets, bytes and drops; the reliable
     /// layer's retransmits and drops by reason. `--stats` prints a line
@@ -135,6 +139,72 @@ enum StatsFormat {
     Table,
     /// A JSON object per rank and line, every counter.
     Json,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum TableFormat {
+    /// In full up to 16 ranks, as runs above.
+    Auto,
+    /// A line per destination: rank, host, device.
+    Full,
+    /// A line per rank: its destinations as runs of ranks per device.
+    Runs,
+}
+
+impl TableFormat {
+    /// Whether a job of `n` ranks gets runs.
+    fn runs(self, n: u32) -> bool {
+        match self {
+            TableFormat::Auto => n > 16,
+            TableFormat::Full => false,
+            TableFormat::Runs => true,
+        }
+    }
+}
+
+/// One run of a rank's report of its table: ranks FIRST..=LAST, on HOST,
+/// through DEVICE (`DeviceTable::runs`, a line `FIRST LAST HOST DEVICE`
+/// each); a line that is not one is skipped.
+fn table_runs(report: &str) -> impl Iterator<Item = (u32, u32, &str, &str)> {
+    report.lines().filter_map(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        match w[..] {
+            [a, b, host, dev] => Some((a.parse().ok()?, b.parse().ok()?, host, dev)),
+            _ => None,
+        }
+    })
+}
+
+/// Rank `rank`'s table in full: a line per destination (rank, host, device).
+fn table_in_full(rank: u32, report: &str) -> String {
+    let mut t = format!("destination device table of rank {rank}\n");
+    t.push_str(&format!("{:>6}  {:<24}  device\n", "rank", "host"));
+    for (a, b, host, dev) in table_runs(report) {
+        for r in a..=b {
+            t.push_str(&format!("{r:>6}  {host:<24}  {dev}\n"));
+        }
+    }
+    t
+}
+
+/// Rank `rank`'s table as one line of runs of ranks per device:
+/// `device table of rank R: 0 self, 1-63 shmem, 64-255 nic`.
+fn table_as_runs(rank: u32, report: &str) -> String {
+    let mut runs: Vec<(u32, u32, &str)> = Vec::new();
+    for (a, b, _, dev) in table_runs(report) {
+        match runs.last_mut() {
+            Some((_, last, d)) if *d == dev && *last + 1 == a => *last = b,
+            _ => runs.push((a, b, dev)),
+        }
+    }
+    let runs: Vec<String> = runs
+        .iter()
+        .map(|&(a, b, d)| match a == b {
+            true => format!("{a} {d}"),
+            false => format!("{a}-{b} {d}"),
+        })
+        .collect();
+    format!("device table of rank {rank}: {}", runs.join(", "))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -381,13 +451,13 @@ fn run(cli: Cli) -> Result<u8, String> {
                 });
             }
             Err(e) => {
-                let mut job = Job::new(procs, out, n, cli.show_table);
+                let mut job = Job::new(procs, out, n, cli.show_table.map(|f| f.runs(n)));
                 job.fail(format!("cannot start {program:?}: {e}"), 127);
                 return Ok(job.finish(&link, &shm_dir));
             }
         }
     }
-    let mut job = Job::new(procs, out, n, cli.show_table);
+    let mut job = Job::new(procs, out, n, cli.show_table.map(|f| f.runs(n)));
     job.per_rank = !matches!(plan.mode, Mode::Slurm);
     let deadline = cli.timeout.map(|t| Instant::now() + t);
     while !job.all_exited() {
@@ -425,7 +495,7 @@ fn run(cli: Cli) -> Result<u8, String> {
     // before the GRM has passed its table on).
     let awaits = |job: &Job| {
         (cli.stats.is_some() && job.stats.iter().any(Option::is_none))
-            || (job.show_table && job.tables.iter().any(Option::is_none))
+            || (job.show_table.is_some() && job.tables.iter().any(Option::is_none))
     };
     let until = Instant::now() + Duration::from_secs(1);
     while awaits(&job) && Instant::now() < until {
@@ -706,14 +776,15 @@ struct Job {
     joined: u32,
     progress_shown: bool,
     last_progress: Option<Instant>,
-    show_table: bool,
+    /// Tables to print once all are in (`Some(true)`: as runs).
+    show_table: Option<bool>,
     tables: Vec<Option<String>>,
     /// Each rank's counters, as it reported them before leaving.
     stats: Vec<Option<String>>,
 }
 
 impl Job {
-    fn new(procs: Vec<Proc>, out: output::Forwarder, size: u32, show_table: bool) -> Job {
+    fn new(procs: Vec<Proc>, out: output::Forwarder, size: u32, show_table: Option<bool>) -> Job {
         Job {
             procs,
             per_rank: true,
@@ -804,13 +875,19 @@ impl Job {
                 if let Some(t) = self.tables.get_mut(rank as usize) {
                     *t = Some(table);
                 }
-                if self.show_table && self.tables.iter().all(Option::is_some) {
-                    let mut o = std::io::stdout().lock();
-                    for t in &self.tables {
-                        let _ = writeln!(o, "{}", t.as_deref().unwrap_or("").trim_end());
+                if let Some(runs) = self.show_table {
+                    if self.tables.iter().all(Option::is_some) {
+                        let mut o = std::io::stdout().lock();
+                        for (r, t) in self.tables.iter().enumerate() {
+                            let t = t.as_deref().unwrap_or_default();
+                            let _ = match runs {
+                                true => writeln!(o, "{}", table_as_runs(r as u32, t)),
+                                false => write!(o, "{}", table_in_full(r as u32, t)),
+                            };
+                        }
+                        let _ = o.flush();
+                        self.show_table = None;
                     }
-                    let _ = o.flush();
-                    self.show_table = false;
                 }
             }
             Event::PeerDied { rank, .. } if self.stopping.is_none() => {

@@ -8,15 +8,22 @@ use std::path::Path;
 const TESTPROG: &str = env!("CARGO_BIN_EXE_fm-testprog");
 
 /// 256 ranks, oversubscribed (they block when idle: `FM_WAIT=auto`), enter
-/// three barriers; the segment they share is the size the geometry says,
-/// which stays far below the square law's (4 GiB at 256 ranks before).
+/// three barriers; `--show-table` gives a line of runs per rank (not
+/// 65,536 lines), and nothing is left behind.
 #[test]
 fn a_host_of_256_ranks_starts_and_ends() {
     let dir = TempDir::for_segments("scale-256");
     let o = fmrun(
         TESTPROG,
         &dir,
-        &["-n", "256", "--oversubscribe", "--timeout", "5m"],
+        &[
+            "-n",
+            "256",
+            "--oversubscribe",
+            "--timeout",
+            "5m",
+            "--show-table",
+        ],
         Path::new(TESTPROG),
         &["barrier", "3"],
     )
@@ -31,6 +38,11 @@ fn a_host_of_256_ranks_starts_and_ends() {
     assert!(
         out.contains("barriers done: 3 rounds of 256 ranks"),
         "{out}\n{err}"
+    );
+    assert_eq!(out.matches("device table of rank").count(), 256, "{out}");
+    assert!(
+        out.contains("device table of rank 5: 0-4 shmem, 5 self, 6-255 shmem\n"),
+        "{out}"
     );
     // Nothing left behind in the job's segment directory.
     let left = std::fs::read_dir(&dir.0).map(|d| d.count()).unwrap_or(0);
