@@ -2,13 +2,21 @@
 //! prefix (or none, `--no-prefix`), so lines of different ranks never
 //! interleave mid-line; or written to a file per rank and stream
 //! (`--output-filename DIR`: DIR/rank.N/stdout and stderr).
+//!
+//! One thread forwards every stream, waiting on all of them at once with
+//! `poll(2)`: a thread per stream (two per rank) made a job of 1,024 ranks
+//! cost fmrun 2,048 threads, and every later `fork` copy their stacks'
+//! mappings (start-up grew with the square of the ranks).
 
+use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags};
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{ChildStderr, ChildStdout};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -81,25 +89,81 @@ impl Files {
     }
 }
 
+/// One rank's stream (or srun's), and the part of a line read so far.
+struct Stream {
+    fd: OwnedFd,
+    prefix: Prefix,
+    to_stderr: bool,
+    files: Option<Files>,
+    partial: Vec<u8>,
+}
+
+impl Stream {
+    /// Forward the complete lines read so far (all of it, with a newline
+    /// added, at the end of the stream) into `out` and `err`, or to the
+    /// rank's files.
+    fn lines(&mut self, at_end: bool, out: &mut Vec<u8>, err: &mut Vec<u8>) {
+        if at_end && !self.partial.is_empty() && self.partial.last() != Some(&b'\n') {
+            self.partial.push(b'\n');
+        }
+        let Some(end) = self.partial.iter().rposition(|&b| b == b'\n') else {
+            return;
+        };
+        let dst = if self.to_stderr { err } else { out };
+        for line in self.partial[..=end].split_inclusive(|&b| b == b'\n') {
+            if let (Some(files), (Some(r), own)) = (self.files.as_mut(), self.prefix.split(line)) {
+                if let Some(f) = files.file(r) {
+                    let _ = f.write_all(own);
+                }
+                continue;
+            }
+            self.prefix.write(line, dst);
+        }
+        self.partial.drain(..=end);
+    }
+}
+
 pub struct Forwarder {
     width: usize,
     /// The `[rank] ` prefix on the terminal.
     prefix: bool,
     /// `--output-filename`: files instead of the terminal.
     dir: Option<PathBuf>,
-    threads: Vec<JoinHandle<()>>,
+    /// New streams for the forwarding thread, and its wake-up.
+    streams: Sender<Stream>,
+    wake: Option<Arc<OwnedFd>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
     /// Streams still open.
     open: Arc<AtomicUsize>,
 }
 
 impl Forwarder {
     pub fn new(size: u32, prefix: bool, dir: Option<PathBuf>) -> Forwarder {
+        let (tx, rx) = channel();
+        let open = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let wake = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+            .map(Arc::new)
+            .map_err(|e| tracing::warn!("fmrun: cannot forward the ranks' output: {e}"))
+            .ok();
+        let thread = wake.clone().and_then(|w| {
+            let (open, stop) = (open.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("fmrun-output".into())
+                .spawn(move || forward(rx, &w, &open, &stop))
+                .map_err(|e| tracing::warn!("fmrun: cannot forward the ranks' output: {e}"))
+                .ok()
+        });
         Forwarder {
             width: (size.saturating_sub(1)).to_string().len(),
             prefix,
             dir,
-            threads: Vec::new(),
-            open: Arc::new(AtomicUsize::new(0)),
+            streams: tx,
+            wake,
+            stop,
+            thread,
+            open,
         }
     }
 
@@ -110,10 +174,10 @@ impl Forwarder {
         };
         let prefix = Prefix::Rank { rank, text };
         if let Some(o) = out {
-            self.start(prefix.clone(), o, false);
+            self.start(prefix.clone(), o.into(), false);
         }
         if let Some(e) = err {
-            self.start(prefix, e, true);
+            self.start(prefix, e.into(), true);
         }
     }
 
@@ -125,61 +189,37 @@ impl Forwarder {
             show: self.prefix,
         };
         if let Some(o) = out {
-            self.start(prefix.clone(), o, false);
+            self.start(prefix.clone(), o.into(), false);
         }
         if let Some(e) = err {
-            self.start(prefix, e, true);
+            self.start(prefix, e.into(), true);
         }
     }
 
-    fn start(&mut self, prefix: Prefix, stream: impl Read + Send + 'static, to_stderr: bool) {
-        let open = self.open.clone();
-        open.fetch_add(1, Ordering::SeqCst);
-        let mut files = (self.dir.as_deref()).map(|d: &Path| Files {
+    fn start(&mut self, prefix: Prefix, fd: OwnedFd, to_stderr: bool) {
+        // Without the thread a stream is dropped (its writer sees a closed
+        // pipe), never waited for.
+        let Some(wake) = self.wake.as_deref().filter(|_| self.thread.is_some()) else {
+            return;
+        };
+        let files = (self.dir.as_deref()).map(|d: &Path| Files {
             dir: d.to_path_buf(),
             name: if to_stderr { "stderr" } else { "stdout" },
             open: HashMap::new(),
         });
-        let spawned = std::thread::Builder::new()
-            .name("fmrun-output".into())
-            .spawn(move || {
-                let mut r = BufReader::new(stream);
-                let mut line = Vec::with_capacity(256);
-                let mut buf = Vec::with_capacity(256);
-                loop {
-                    line.clear();
-                    match r.read_until(b'\n', &mut line) {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => {}
-                    }
-                    if line.last() != Some(&b'\n') {
-                        line.push(b'\n');
-                    }
-                    if let (Some(files), (Some(r), own)) = (files.as_mut(), prefix.split(&line)) {
-                        if let Some(f) = files.file(r) {
-                            let _ = f.write_all(own);
-                        }
-                        continue;
-                    }
-                    buf.clear();
-                    prefix.write(&line, &mut buf);
-                    // One write per line under the stream's lock.
-                    let _ = if to_stderr {
-                        std::io::stderr().lock().write_all(&buf)
-                    } else {
-                        let mut o = std::io::stdout().lock();
-                        o.write_all(&buf).and_then(|()| o.flush())
-                    };
-                }
-                open.fetch_sub(1, Ordering::SeqCst);
-            });
-        match spawned {
-            Ok(h) => self.threads.push(h),
-            Err(e) => {
-                self.open.fetch_sub(1, Ordering::SeqCst);
-                tracing::warn!("fmrun: cannot forward a rank's output: {e}");
-            }
+        self.open.fetch_add(1, Ordering::SeqCst);
+        let stream = Stream {
+            fd,
+            prefix,
+            to_stderr,
+            files,
+            partial: Vec::new(),
+        };
+        if self.streams.send(stream).is_err() {
+            self.open.fetch_sub(1, Ordering::SeqCst);
+            return;
         }
+        let _ = rustix::io::write(wake, &1u64.to_ne_bytes());
     }
 
     /// Let lines already read reach the terminal before fmrun speaks.
@@ -189,16 +229,75 @@ impl Forwarder {
 
     /// Wait for every stream to reach its end (a rank's helper that keeps the
     /// pipe open is not waited for beyond `grace`).
-    pub fn finish(self, grace: Duration) {
+    pub fn finish(mut self, grace: Duration) {
         let until = Instant::now() + grace;
         while self.open.load(Ordering::SeqCst) > 0 && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(2));
         }
-        for t in self.threads {
-            if t.is_finished() {
-                let _ = t.join();
-            }
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(w) = &self.wake {
+            let _ = rustix::io::write(&**w, &1u64.to_ne_bytes());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
         let _ = std::io::stdout().lock().flush();
+    }
+}
+
+/// The forwarding thread: wait on every open stream and the wake-up at
+/// once; forward what is read as whole lines, one write per stream and
+/// batch; until told to stop.
+fn forward(new: Receiver<Stream>, wake: &OwnedFd, open: &AtomicUsize, stop: &AtomicBool) {
+    let mut streams: Vec<Stream> = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    while !stop.load(Ordering::SeqCst) {
+        streams.extend(new.try_iter());
+        let ready: Vec<(bool, PollFlags)> = {
+            let mut fds: Vec<PollFd> = std::iter::once(PollFd::new(wake, PollFlags::IN))
+                .chain(streams.iter().map(|s| PollFd::new(&s.fd, PollFlags::IN)))
+                .collect();
+            if poll(&mut fds, None).is_err() {
+                continue; // EINTR
+            }
+            fds.iter()
+                .skip(1)
+                .map(|f| (!f.revents().is_empty(), f.revents()))
+                .collect()
+        };
+        let _ = rustix::io::read(wake, &mut [0u8; 8]);
+        let mut ended = vec![false; streams.len()];
+        for (i, s) in streams.iter_mut().enumerate() {
+            if !ready.get(i).is_some_and(|r| r.0) {
+                continue;
+            }
+            // Readable (or hung up): one read, which does not block.
+            let at_end = match rustix::io::read(&s.fd, &mut buf[..]) {
+                Ok(0) | Err(_) => true,
+                Ok(n) => {
+                    s.partial.extend_from_slice(&buf[..n]);
+                    false
+                }
+            };
+            s.lines(at_end, &mut out, &mut err);
+            ended[i] = at_end;
+        }
+        // Whole lines, one write per stream and batch.
+        if !err.is_empty() {
+            let _ = std::io::stderr().lock().write_all(&err);
+            err.clear();
+        }
+        if !out.is_empty() {
+            let mut o = std::io::stdout().lock();
+            let _ = o.write_all(&out).and_then(|()| o.flush());
+            out.clear();
+        }
+        let mut i = 0;
+        streams.retain(|_| {
+            i += 1;
+            !ended[i - 1]
+        });
+        open.fetch_sub(ended.iter().filter(|&&e| e).count(), Ordering::SeqCst);
     }
 }
