@@ -252,14 +252,31 @@ fn forward(new: Receiver<Stream>, wake: &OwnedFd, open: &AtomicUsize, stop: &Ato
     let mut streams: Vec<Stream> = Vec::new();
     let mut buf = vec![0u8; 64 << 10];
     let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut warned = false;
     while !stop.load(Ordering::SeqCst) {
         streams.extend(new.try_iter());
         let ready: Vec<(bool, PollFlags)> = {
             let mut fds: Vec<PollFd> = std::iter::once(PollFd::new(wake, PollFlags::IN))
                 .chain(streams.iter().map(|s| PollFd::new(&s.fd, PollFlags::IN)))
                 .collect();
-            if poll(&mut fds, None).is_err() {
-                continue; // EINTR
+            match poll(&mut fds, None) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => {
+                    // More streams than the open-files limit lets poll
+                    // take (fmrun raises it to the hard limit): say so
+                    // once, and look again later rather than spin.
+                    if !warned {
+                        warned = true;
+                        tracing::warn!(
+                            "fmrun: cannot wait on the ranks' output ({} streams): {e}",
+                            fds.len() - 1
+                        );
+                    }
+                    drop(fds);
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
             }
             fds.iter()
                 .skip(1)
