@@ -201,10 +201,28 @@ impl Read for Deadline<'_> {
     }
 }
 
+/// Connections the kernel queues before the GRM accepts them. Every rank
+/// of a job connects at once; std's 128 made the rest of a large job's
+/// connections lose their SYNs and retry after 1, 3, 7 s (a simulated
+/// start-up of 1,024 members took minutes; `grm/examples/startup_sim.rs`).
+/// The kernel caps it at `net.core.somaxconn` (4096 by default).
+const LISTEN_BACKLOG: i32 = 65535;
+
+/// A listening socket on `addr` with [`LISTEN_BACKLOG`].
+fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+    let l = TcpListener::bind(addr)?;
+    // A second listen(2) on a listening socket sets its backlog anew.
+    // SAFETY: a valid descriptor this listener owns.
+    if unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&l), LISTEN_BACKLOG) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(l)
+}
+
 impl Grm {
     /// Bind and start serving in background threads.
     pub fn start(opts: GrmOptions) -> io::Result<Grm> {
-        let first = TcpListener::bind(opts.listen)?;
+        let first = listen(opts.listen)?;
         let port = first.local_addr()?.port();
         let mut listeners = vec![first];
         for ip in &opts.also_listen {
@@ -212,7 +230,7 @@ impl Grm {
             if listeners.iter().any(|l| l.local_addr().ok() == Some(a)) {
                 continue;
             }
-            listeners.push(TcpListener::bind(a)?);
+            listeners.push(listen(a)?);
         }
         let addrs = (listeners.iter())
             .map(TcpListener::local_addr)

@@ -506,3 +506,33 @@ fn heartbeats_do_not_stretch_the_wait_for_the_fence() {
         "{took:?}"
     );
 }
+
+/// The GRM's listening socket queues as many connections as the kernel
+/// allows (`net.core.somaxconn`), not std's 128: every rank of a job
+/// connects at once, and with 128 the rest lost their SYNs and retried
+/// after 1, 3, 7 s (1,024 simulated members took minutes to join; with the
+/// backlog, 1.3 s: `grm/examples/startup_sim.rs`). `ss` shows a listening
+/// socket's backlog as its Send-Q.
+#[test]
+fn the_listening_socket_queues_a_whole_jobs_connections() {
+    let g = grm(Duration::from_secs(10));
+    let port = g.addr().port();
+    let Ok(o) = std::process::Command::new("ss")
+        .args(["-Hltn", &format!("sport = :{port}")])
+        .output()
+    else {
+        eprintln!("SKIPPED: no ss here (iproute2)");
+        return;
+    };
+    let text = String::from_utf8_lossy(&o.stdout);
+    let backlog: u32 = text
+        .split_whitespace()
+        .nth(2)
+        .and_then(|q| q.parse().ok())
+        .unwrap_or_else(|| panic!("no listening socket on port {port}: {text}"));
+    let somaxconn: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4096);
+    assert_eq!(backlog, somaxconn.min(65535), "{text}");
+}
