@@ -341,12 +341,20 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let s = shared.clone();
         let spawned = std::thread::Builder::new()
             .name("grm-conn".into())
-            .spawn(move || {
-                if let Some(client) = s.admit(&stream) {
+            .spawn(move || match s.admit(&stream) {
+                Ok(client) => {
                     serve(&s, stream, client);
                     s.release(client);
+                    s.connections.fetch_sub(1, Ordering::SeqCst);
                 }
-                s.connections.fetch_sub(1, Ordering::SeqCst);
+                Err(refusal) => {
+                    // No longer a connection before it counts as refused,
+                    // so the two counters never show it twice.
+                    s.connections.fetch_sub(1, Ordering::SeqCst);
+                    if let Some(reason) = refusal {
+                        s.refuse(&stream, &reason);
+                    }
+                }
             });
         if let Err(e) = spawned {
             shared.connections.fetch_sub(1, Ordering::SeqCst);
@@ -387,24 +395,20 @@ impl Shared {
     }
 
     /// Count the connection against its client, or refuse it.
-    fn admit(&self, conn: &TcpStream) -> Option<Client> {
-        let client = client_of(conn)?;
+    /// Count the connection against its client, or say why not (`None`:
+    /// the peer has gone already).
+    fn admit(&self, conn: &TcpStream) -> Result<Client, Option<String>> {
+        let client = client_of(conn).ok_or(None)?;
         let mut per = self.per_client.lock().unwrap_or_else(|p| p.into_inner());
         let n = per.entry(client).or_insert(0);
         if *n >= self.opts.max_per_client {
-            drop(per);
-            self.rejected.fetch_add(1, Ordering::SeqCst);
-            refuse(
-                conn,
-                &format!(
-                    "{client} has {} connections to this GRM, the most one client may have",
-                    self.opts.max_per_client
-                ),
-            );
-            return None;
+            return Err(Some(format!(
+                "{client} has {} connections to this GRM, the most one client may have",
+                self.opts.max_per_client
+            )));
         }
         *n += 1;
-        Some(client)
+        Ok(client)
     }
 
     fn release(&self, client: Client) {
