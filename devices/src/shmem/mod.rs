@@ -387,19 +387,20 @@ impl ShmemDevice {
                 sleeps.then(|| unsafe { BellRef::new(&e.bell) })
             })
             .collect();
-        for q in 0..m {
-            let used = (0..n).any(|id| id != self.my_smt && id % m == q);
-            if used {
-                self.my_queues.push(self.seg.queue(self.my_smt, q));
-                self.heads.push(0);
-            }
+        // My queues that some peer sends into, in the order of `my_queues`.
+        let used: Vec<u32> = (0..m)
+            .filter(|&q| (0..n).any(|id| id != self.my_smt && id % m == q))
+            .collect();
+        for &q in &used {
+            self.my_queues.push(self.seg.queue(self.my_smt, q));
+            self.heads.push(0);
         }
         // Credits bound the slots; the frames are a pool the senders share.
         self.window = (g.slots / g.senders_per_queue())
             .saturating_sub(CONTROL_RESERVE)
             .max(1);
         self.pool_shared = g.frames < g.slots;
-        self.queue_senders = self.sleeping_senders(&smt_of);
+        self.queue_senders = self.sleeping_senders(&smt_of, &used);
         if cfg.settings.cma == CmaMode::Auto {
             self.probe_cma(&smt_of);
         }
@@ -408,16 +409,13 @@ impl ShmemDevice {
 
     /// Per queue of mine, its senders that may sleep on their doorbell:
     /// whom to wake when a frame is freed (with a pool they can exhaust).
-    fn sleeping_senders(&self, smt_of: &[Option<u32>]) -> Box<[Vec<Rank>]> {
-        let (n, m) = (self.seg.geometry.procs, self.seg.geometry.queues);
+    /// `used`: the queue numbers of `my_queues`.
+    fn sleeping_senders(&self, smt_of: &[Option<u32>], used: &[u32]) -> Box<[Vec<Rank>]> {
+        let m = self.seg.geometry.queues;
         let mut senders = vec![Vec::new(); self.my_queues.len()];
         if !self.pool_shared {
             return senders.into();
         }
-        // My queues, in the order of `my_queues`: those some peer uses.
-        let used: Vec<u32> = (0..m)
-            .filter(|&q| (0..n).any(|id| id != self.my_smt && id % m == q))
-            .collect();
         for (rank, id) in smt_of.iter().enumerate() {
             let Some(id) = *id else { continue };
             let Some(i) = used.iter().position(|&q| q == id % m) else {
