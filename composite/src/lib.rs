@@ -7,6 +7,8 @@
 //! memory-notified devices each idle poll is one cached load, so no adaptive
 //! scheme is needed). `Composite` is itself a [`Device`].
 
+pub mod table_report;
+
 use fm_devices::doorbell::Doorbell;
 use fm_devices::null::NullDevice;
 use fm_devices::reliable::NetDevice;
@@ -489,14 +491,7 @@ pub struct DeviceTable<'a>(&'a Composite);
 
 impl fmt::Display for DeviceTable<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let c = self.0;
-        writeln!(f, "destination device table of rank {}", c.rank)?;
-        writeln!(f, "{:>6}  {:<24}  device", "rank", "host")?;
-        for r in 0..c.table.len() {
-            let name = c.info_for(r as Rank).map_or("?", |i| i.name);
-            writeln!(f, "{:>6}  {:<24}  {}", r, c.hosts[r], name)?;
-        }
-        Ok(())
+        f.write_str(&table_report::in_full(self.0.rank, &self.runs()))
     }
 }
 

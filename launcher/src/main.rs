@@ -19,6 +19,7 @@ mod settings;
 mod signals;
 
 use clap::Parser;
+use fm_composite::table_report;
 use fm_grm::{Event, Grm, GrmOptions, LauncherLink};
 use fm_platform as sys;
 use plan::{Mode, Plan};
@@ -160,51 +161,6 @@ impl TableFormat {
             TableFormat::Runs => true,
         }
     }
-}
-
-/// One run of a rank's report of its table: ranks FIRST..=LAST, on HOST,
-/// through DEVICE (`DeviceTable::runs`, a line `FIRST LAST HOST DEVICE`
-/// each); a line that is not one is skipped.
-fn table_runs(report: &str) -> impl Iterator<Item = (u32, u32, &str, &str)> {
-    report.lines().filter_map(|l| {
-        let w: Vec<&str> = l.split_whitespace().collect();
-        match w[..] {
-            [a, b, host, dev] => Some((a.parse().ok()?, b.parse().ok()?, host, dev)),
-            _ => None,
-        }
-    })
-}
-
-/// Rank `rank`'s table in full: a line per destination (rank, host, device).
-fn table_in_full(rank: u32, report: &str) -> String {
-    let mut t = format!("destination device table of rank {rank}\n");
-    t.push_str(&format!("{:>6}  {:<24}  device\n", "rank", "host"));
-    for (a, b, host, dev) in table_runs(report) {
-        for r in a..=b {
-            t.push_str(&format!("{r:>6}  {host:<24}  {dev}\n"));
-        }
-    }
-    t
-}
-
-/// Rank `rank`'s table as one line of runs of ranks per device:
-/// `device table of rank R: 0 self, 1-63 shmem, 64-255 nic`.
-fn table_as_runs(rank: u32, report: &str) -> String {
-    let mut runs: Vec<(u32, u32, &str)> = Vec::new();
-    for (a, b, _, dev) in table_runs(report) {
-        match runs.last_mut() {
-            Some((_, last, d)) if *d == dev && *last + 1 == a => *last = b,
-            _ => runs.push((a, b, dev)),
-        }
-    }
-    let runs: Vec<String> = runs
-        .iter()
-        .map(|&(a, b, d)| match a == b {
-            true => format!("{a} {d}"),
-            false => format!("{a}-{b} {d}"),
-        })
-        .collect();
-    format!("device table of rank {rank}: {}", runs.join(", "))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -881,8 +837,8 @@ impl Job {
                         for (r, t) in self.tables.iter().enumerate() {
                             let t = t.as_deref().unwrap_or_default();
                             let _ = match runs {
-                                true => writeln!(o, "{}", table_as_runs(r as u32, t)),
-                                false => write!(o, "{}", table_in_full(r as u32, t)),
+                                true => writeln!(o, "{}", table_report::as_runs(r as u32, t)),
+                                false => write!(o, "{}", table_report::in_full(r as u32, t)),
                             };
                         }
                         let _ = o.flush();
