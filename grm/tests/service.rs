@@ -536,3 +536,32 @@ fn the_listening_socket_queues_a_whole_jobs_connections() {
         .unwrap_or(4096);
     assert_eq!(backlog, somaxconn.min(65535), "{text}");
 }
+
+/// docs/SCALE.md's start-up simulation runs as written (small: 64 members).
+#[test]
+fn the_startup_simulation_runs() {
+    let exe = std::env::current_exe().expect("the test's path");
+    let sim = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .map(|t| t.join("examples").join("startup_sim"))
+        .expect("target/PROFILE");
+    if !sim.exists() {
+        eprintln!(
+            "SKIPPED the_startup_simulation_runs: {} not built (cargo test builds it)",
+            sim.display()
+        );
+        return;
+    }
+    let o = std::process::Command::new(&sim)
+        .arg("64")
+        .output()
+        .expect("startup_sim");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.starts_with("64 members: all welcomed in "), "{out}");
+}
