@@ -52,6 +52,10 @@ fn fmrun(n: u32, program: &Path) -> Output {
         .args(["-n", &n.to_string(), "--oversubscribe", "--timeout", "60s"])
         .arg(program)
         .env_remove("FM_LOG")
+        // cargo test puts target/debug on the library path, ahead of the
+        // program's rpath: a libfm_c.so left there by an earlier build
+        // would be loaded instead of the one this test built.
+        .env("LD_LIBRARY_PATH", c_library_dir())
         .output()
         .expect("fmrun")
 }

@@ -1,30 +1,83 @@
-//! A simulated start-up: one GRM and N members in this process, each
-//! member a thread joining over loopback TCP as a rank does (challenge,
-//! signed Join, heartbeats, the Welcome with the node map), 64 ranks to a
-//! "host", one ethernet endpoint each. Prints how long until every member
-//! has its Welcome, the Welcome's size, the bytes the GRM sent in
-//! Welcomes, and this process's peak memory (docs/SCALE.md).
+//! A simulated start-up: one GRM and N members in this process, 64 ranks
+//! to a "host", one ethernet endpoint each (docs/SCALE.md).
 //!
-//! Usage: cargo run --release -p fm-grm --example startup_sim -- N...
-//! Each member costs threads here (its reader, its heartbeat) and in the
-//! GRM (a reader and a writer per connection): the sizes that fit are
-//! bounded by the threads this host allows, which is the point.
+//! Usage: cargo run --release -p fm-grm --example startup_sim -- [--no-sockets] N...
+//!
+//! - With sockets (the default): the GRM's event loop, and each member a
+//!   thread joining over loopback TCP as a rank does (challenge, signed
+//!   Join, heartbeats, the Welcome with the node map). The sizes that fit
+//!   are bounded by the threads the members need (two each).
+//! - `--no-sockets`: the GRM's state machine ([`fm_grm::machine::Core`])
+//!   driven directly, members as in-process state: each takes its
+//!   challenge, sends a signed Join, and checks its Welcome's proof. The
+//!   node map is decoded in full for the first and last member (the others
+//!   get the same shared bytes, whose digest the proof covers, checked
+//!   once). This is the GRM's own work and memory for N members, without
+//!   the kernel's: 65,536 members fit.
+//!
+//! Prints how long until every member has its Welcome, the Welcome's size,
+//! the bytes the GRM sends in Welcomes, and the heap at its peak (all of
+//! this process: the GRM and, for sockets, the members' threads).
 
-use fm_grm::client::{new_token, LauncherLink, Membership};
-use fm_grm::proto::{DeviceEndpoint, Join};
+use fm_grm::auth;
+use fm_grm::client::{new_token, signed_join, LauncherLink, Membership};
+use fm_grm::machine::{ConnId, Core, CoreOptions, Frame, Output};
+use fm_grm::peer::Client;
+use fm_grm::proto::{self, DeviceEndpoint, Join, Msg};
 use fm_grm::server::{Grm, GrmOptions};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(f64::NAN, |kib| kib / 1024.0)
+/// The system allocator, counting the bytes live and their peak.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is passed to the system allocator as is.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let p = System.alloc(l);
+        if !p.is_null() {
+            let live = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(live, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+        System.dealloc(p, l)
+    }
 }
 
-fn run(n: u32) -> Result<(), String> {
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn mib(b: usize) -> f64 {
+    b as f64 / f64::from(1 << 20)
+}
+
+/// The Join member `r` sends (before it is signed).
+fn join_of(r: u32) -> Join {
+    Join {
+        job: [0; 16],
+        nonce: [0; 32],
+        proof: [0; 32],
+        rank: Some(r),
+        host: format!("host{:04}", r / 64),
+        pid: 100_000 + r,
+        fingerprint: 42,
+        handlers: vec![(1, "data".into())],
+        endpoints: vec![DeviceEndpoint {
+            device: "ethernet".into(),
+            // An IPv4 address and a port, as ethernet's.
+            address: vec![198, 18, (r >> 14) as u8, (r >> 6) as u8, 0xc3, r as u8],
+        }],
+    }
+}
+
+fn with_sockets(n: u32) -> Result<(), String> {
     let g = Grm::start(GrmOptions {
         max_connections: 2 * n + 64,
         max_per_client: 2 * n + 64,
@@ -43,22 +96,7 @@ fn run(n: u32) -> Result<(), String> {
             std::thread::Builder::new()
                 .stack_size(256 << 10)
                 .spawn(move || {
-                    let join = Join {
-                        job: [0; 16],
-                        nonce: [0; 32],
-                        proof: [0; 32],
-                        rank: Some(r),
-                        host: format!("host{:04}", r / 64),
-                        pid: 100_000 + r,
-                        fingerprint: 42,
-                        handlers: vec![(1, "data".into())],
-                        endpoints: vec![DeviceEndpoint {
-                            device: "ethernet".into(),
-                            // An IPv4 address and a port, as ethernet's.
-                            address: vec![198, 18, (r >> 14) as u8, (r >> 6) as u8, 0xc3, r as u8],
-                        }],
-                    };
-                    Membership::join(&addr, &token, join, Duration::from_secs(600), |_| {})
+                    Membership::join(&addr, &token, join_of(r), Duration::from_secs(600), |_| {})
                 })
                 .map_err(|e| format!("thread for rank {r}: {e}"))
         })
@@ -70,36 +108,208 @@ fn run(n: u32) -> Result<(), String> {
             .join()
             .map_err(|_| "a member panicked".to_string())?
             .map_err(|e| format!("join: {e}"))?;
-        welcome_bytes = fm_grm::proto::Msg::Welcome(m.welcome.clone())
-            .encode()
-            .len();
+        if m.welcome.nodes.len() != n as usize {
+            return Err(format!("a node map of {} ranks", m.welcome.nodes.len()));
+        }
+        welcome_bytes = Msg::Welcome(m.welcome.clone()).encode().len();
         kept.push(m);
     }
-    let took = t0.elapsed();
-    println!(
-        "{n} members: all welcomed in {:.2} s; a Welcome {} KiB, {} MiB of Welcomes in all; peak memory {:.0} MiB",
-        took.as_secs_f64(),
-        welcome_bytes >> 10,
-        (welcome_bytes as u64 * n as u64) >> 20,
-        peak_rss_mib()
-    );
+    report(n, t0.elapsed(), welcome_bytes, "sockets");
     for m in &kept {
         m.leave();
     }
     Ok(())
 }
 
-fn main() {
-    let sizes: Vec<u32> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
+fn report(n: u32, took: Duration, welcome_bytes: usize, how: &str) {
+    println!(
+        "{n} members: all welcomed in {:.2} s ({how}); a Welcome {} KiB, {} MiB of Welcomes in all; peak heap {:.0} MiB",
+        took.as_secs_f64(),
+        welcome_bytes >> 10,
+        (welcome_bytes as u64 * u64::from(n)) >> 20,
+        mib(PEAK.load(Ordering::Relaxed))
+    );
+}
+
+/// The client every connection of the simulation counts against.
+const ME: Client = Client::User(0);
+/// The launcher's connection; member r's is r + 1.
+const LAUNCHER: ConnId = 0;
+
+/// A GRM core with a job of `n` registered by a launcher on [`LAUNCHER`].
+fn registered(n: u32, token: &str, t0: Instant) -> Core {
+    let mut core = Core::new(
+        CoreOptions {
+            heartbeat_timeout: Duration::from_secs(120),
+            greeting_timeout: Duration::from_secs(120),
+            max_connections: n + 1,
+            max_per_client: n + 1,
+            max_jobs_per_client: 1,
+        },
+        t0,
+    );
+    core.connected(LAUNCHER, Some(ME), t0);
+    let register = Msg::Register {
+        job: auth::job_id(token),
+        verifier: auth::verifier(token),
+        size: n,
+        program: "startup_sim".into(),
+    };
+    core.received(LAUNCHER, &register.encode()[4..], t0);
+    core
+}
+
+/// A simulated member: its connection, and its Join's nonce once sent.
+struct Member {
+    nonce: Option<auth::Proof>,
+    welcomed: bool,
+}
+
+fn without_sockets(n: u32) -> Result<(), String> {
+    // The members' own state, made first so that what is counted from here
+    // on is the GRM's (and the frames in flight between the two).
+    let mut members: Vec<Member> = (0..n)
+        .map(|_| Member {
+            nonce: None,
+            welcomed: false,
+        })
         .collect();
-    for n in if sizes.is_empty() {
+    PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
+    let before = LIVE.load(Ordering::Relaxed);
+    let t0 = Instant::now();
+    let token = new_token();
+    let verifier = auth::verifier(&token);
+    let mut core = registered(n, &token, t0);
+    let member_conn = |r: u32| ConnId::from(r) + 1;
+    let mut map_checked: Option<(*const u8, [u8; 32])> = None;
+    let (mut welcome_bytes, mut welcomed, mut launcher_frames) = (0, 0u32, 0u64);
+    // Every member connects, then answers its challenge; the core's
+    // outputs are taken as they come, as a driver would.
+    for r in 0..n {
+        core.connected(member_conn(r), Some(ME), Instant::now());
+        if r % 1024 == 0 {
+            core.tick(Instant::now());
+        }
+        // The last Join fences the job: every Welcome comes then.
+        while let Some(o) = core.poll_output() {
+            let Output::Send(conn, frame) = o else {
+                return Err(format!("unexpected {o:?}"));
+            };
+            if conn == LAUNCHER {
+                launcher_frames += 1;
+                continue;
+            }
+            let m = (conn - 1) as u32;
+            if frame.shared.is_some() {
+                check_welcome(
+                    m,
+                    n,
+                    &frame,
+                    &verifier,
+                    &members[m as usize],
+                    &mut map_checked,
+                )?;
+                members[m as usize].welcomed = true;
+                welcomed += 1;
+                welcome_bytes = frame.len();
+                continue;
+            }
+            match Msg::decode(&frame.head[4..]) {
+                Ok(Msg::Challenge { nonce }) => {
+                    let join = signed_join(&token, &nonce, join_of(m));
+                    members[m as usize].nonce = Some(join.nonce);
+                    core.received(conn, &Msg::Join(join).encode()[4..], Instant::now());
+                }
+                other => return Err(format!("member {m} got {other:?} before its Welcome")),
+            }
+        }
+    }
+    let took = t0.elapsed();
+    if welcomed != n || members.iter().any(|m| !m.welcomed) {
+        return Err(format!("{welcomed} of {n} members welcomed"));
+    }
+    // Its challenge, Registered, and a Progress per member.
+    if launcher_frames != u64::from(n) + 2 {
+        return Err(format!("the launcher got {launcher_frames} frames"));
+    }
+    report(n, took, welcome_bytes, "no sockets");
+    let peak = PEAK.load(Ordering::Relaxed).saturating_sub(before);
+    let held = LIVE.load(Ordering::Relaxed).saturating_sub(before);
+    println!(
+        "    the GRM: {:.1} MiB at its peak (every Welcome queued), {:.1} MiB held once they are written ({:.0} bytes per member)",
+        mib(peak),
+        mib(held),
+        held as f64 / f64::from(n)
+    );
+    Ok(())
+}
+
+/// A Welcome's head carries the rank and a proof over its fields and the
+/// map's digest; the map is checked (decoded in full) for the first and
+/// last member, and must be the same shared bytes for the rest.
+fn check_welcome(
+    m: u32,
+    n: u32,
+    frame: &Frame,
+    verifier: &auth::Proof,
+    member: &Member,
+    map_checked: &mut Option<(*const u8, [u8; 32])>,
+) -> Result<(), String> {
+    let map = frame.shared.as_deref().ok_or("a Welcome without its map")?;
+    let digest = match *map_checked {
+        Some((p, d)) if p == map.as_ptr() && m != n - 1 => d,
+        Some((p, _)) if p != map.as_ptr() => return Err("a second node map".into()),
+        _ => {
+            let whole: Vec<u8> = frame.head.iter().chain(map).copied().collect();
+            let w = match Msg::decode(&whole[4..]) {
+                Ok(Msg::Welcome(w)) => w,
+                other => return Err(format!("member {m}'s Welcome: {other:?}")),
+            };
+            let nonce = member.nonce.ok_or("no nonce")?;
+            if w.rank != m
+                || w.nodes.len() != n as usize
+                || w.nodes
+                    .iter()
+                    .enumerate()
+                    .any(|(i, x)| x.pid != 100_000 + i as u32)
+                || !auth::check(verifier, "welcome", &nonce, &w.signed_bytes(), &w.proof)
+            {
+                return Err(format!("member {m}'s Welcome is wrong"));
+            }
+            let d = proto::map_digest(map);
+            *map_checked = Some((map.as_ptr(), d));
+            d
+        }
+    };
+    let head = &frame.head;
+    let job_key = u64::from_le_bytes(head[7..15].try_into().map_err(|_| "head")?);
+    let rank = u32::from_le_bytes(head[15..19].try_into().map_err(|_| "head")?);
+    let hb = u32::from_le_bytes(head[19..23].try_into().map_err(|_| "head")?);
+    let proof: auth::Proof = head[23..55].try_into().map_err(|_| "head")?;
+    let signed = proto::welcome_signed(job_key, rank, hb, &digest);
+    let nonce = member.nonce.ok_or("no nonce")?;
+    if rank != m || !auth::check(verifier, "welcome", &nonce, &signed, &proof) {
+        return Err(format!("member {m}'s Welcome does not prove the token"));
+    }
+    Ok(())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let no_sockets = args.iter().any(|a| a == "--no-sockets");
+    let sizes: Vec<u32> = args.iter().filter_map(|a| a.parse().ok()).collect();
+    let sizes = if sizes.is_empty() {
         vec![256, 1024]
     } else {
         sizes
-    } {
-        if let Err(e) = run(n) {
+    };
+    for n in sizes {
+        let r = if no_sockets {
+            without_sockets(n)
+        } else {
+            with_sockets(n)
+        };
+        if let Err(e) = r {
             eprintln!("{n} members: {e}");
             std::process::exit(1);
         }

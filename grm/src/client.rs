@@ -66,7 +66,7 @@ fn connect(addr: &str) -> Result<TcpStream, GrmError> {
 fn greeted(addr: &str) -> Result<(TcpStream, Proof), GrmError> {
     let mut s = connect(addr)?;
     let _ = s.set_read_timeout(Some(CONNECT_TIMEOUT));
-    match proto::read_msg(&mut s).map_err(|e| protocol(addr, e))? {
+    match proto::read_grm_msg(&mut s).map_err(|e| protocol(addr, e))? {
         Msg::Challenge { nonce } => Ok((s, nonce)),
         m => Err(unexpected(addr, &m, "Challenge")),
     }
@@ -76,7 +76,7 @@ fn greeted(addr: &str) -> Result<(TcpStream, Proof), GrmError> {
 pub fn status(addr: &str) -> Result<proto::GrmStatus, GrmError> {
     let (mut s, _) = greeted(addr)?;
     proto::write_msg(&mut s, &Msg::Status).map_err(|e| protocol(addr, e.into()))?;
-    match proto::read_msg(&mut s).map_err(|e| protocol(addr, e))? {
+    match proto::read_grm_msg(&mut s).map_err(|e| protocol(addr, e))? {
         Msg::StatusReply(st) => Ok(st),
         m => Err(unexpected(addr, &m, "StatusReply")),
     }
@@ -149,7 +149,7 @@ impl Link {
         let _ = std::thread::Builder::new()
             .name("grm-events".into())
             .spawn(move || loop {
-                match proto::read_msg(&mut reader) {
+                match proto::read_grm_msg(&mut reader) {
                     Ok(m) => {
                         if let Some(ev) = Event::from_msg(m) {
                             let last = matches!(ev, Event::PeerDied { .. } | Event::Ended(_));
@@ -289,7 +289,7 @@ impl Membership {
         let reply = loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             let _ = s.set_read_timeout(Some(left.max(Duration::from_millis(1))));
-            match proto::read_msg(&mut s) {
+            match proto::read_grm_msg(&mut s) {
                 Ok(Msg::Heartbeat) if !left.is_zero() => {}
                 Ok(Msg::Heartbeat) => {
                     break Err(ProtoError::Io(io::Error::from(io::ErrorKind::TimedOut)))
@@ -427,7 +427,7 @@ impl LauncherLink {
         };
         proto::write_msg(&mut s, &m).map_err(|e| protocol(addr, e.into()))?;
         let (job_key, heartbeat_ms) =
-            match proto::read_msg(&mut s).map_err(|e| protocol(addr, e))? {
+            match proto::read_grm_msg(&mut s).map_err(|e| protocol(addr, e))? {
                 Msg::Registered {
                     job_key,
                     heartbeat_ms,

@@ -6,7 +6,9 @@
 //! that service for fm:
 //!
 //! - [`proto`]: the versioned, length-prefixed wire protocol;
-//! - [`server`]: the service ([`Grm`]), embedded in `fmrun` or run alone as `fm-grm`;
+//! - [`machine`]: the service as a state machine without I/O ([`machine::Core`]);
+//! - [`server`]: the service ([`Grm`]): the machine driven by one event loop
+//!   over its sockets, embedded in `fmrun` or run alone as `fm-grm`;
 //! - [`client`]: joining a job ([`Membership`], used by `fm` at init) and
 //!   registering one ([`LauncherLink`], used by `fmrun`).
 //!
@@ -20,6 +22,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod machine;
 pub mod peer;
 pub mod proto;
 pub mod server;

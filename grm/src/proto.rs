@@ -1,4 +1,4 @@
-//! The GRM wire protocol, version 2.
+//! The GRM wire protocol, version 3.
 //!
 //! Every message is one frame:
 //!
@@ -19,11 +19,15 @@
 //! decoder fed any bytes returns a message or a [`ProtoError`], never panics.
 
 use crate::auth::{JobId, Proof};
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
 
-pub const VERSION: u16 = 2;
-/// Largest frame accepted (a node map of thousands of ranks fits).
+pub const VERSION: u16 = 3;
+/// Largest frame the GRM accepts from a client (a Join, a rank's table).
 pub const MAX_FRAME: usize = 1 << 20;
+/// Largest frame a client accepts from the GRM: a Welcome's node map of
+/// [`MAX_JOB`] ranks, with a few devices each, fits.
+pub const MAX_GRM_FRAME: usize = 64 << 20;
 /// Largest string field.
 pub const MAX_STR: usize = 4096;
 /// Largest job the GRM accepts.
@@ -92,6 +96,8 @@ pub struct Node {
     pub host: String,
     pub pid: u32,
     /// Context number per device on this host (0, 1, … in rank order).
+    /// Not sent: it follows from the hosts and endpoints of the ranks
+    /// before (see [`encode_node_map`]).
     pub contexts: Vec<(String, u32)>,
     pub endpoints: Vec<DeviceEndpoint>,
 }
@@ -110,6 +116,103 @@ pub struct Welcome {
     pub proof: Proof,
 }
 
+/// What a Welcome's proof covers: its own fields and the digest of its
+/// node map's encoding ([`map_digest`]), so the GRM hashes the map once for
+/// all the job's processes, not once per process.
+pub fn welcome_signed(
+    job_key: u64,
+    rank: u32,
+    heartbeat_ms: u32,
+    map_digest: &[u8; 32],
+) -> Vec<u8> {
+    let mut w = Writer(Vec::with_capacity(52));
+    w.u64(job_key);
+    w.u32(rank);
+    w.u32(heartbeat_ms);
+    w.fixed(map_digest);
+    w.0
+}
+
+/// The digest of an encoded node map that a Welcome's proof covers.
+pub fn map_digest(map: &[u8]) -> [u8; 32] {
+    *blake3::hash(map).as_bytes()
+}
+
+/// A Welcome frame up to its node map, whose encoding ([`encode_node_map`],
+/// `map_len` bytes) completes it: the GRM encodes the map once and sends
+/// the same bytes after each process's own head.
+pub fn welcome_head(
+    job_key: u64,
+    rank: u32,
+    heartbeat_ms: u32,
+    proof: &Proof,
+    map_len: usize,
+) -> Vec<u8> {
+    let mut w = Writer(Vec::with_capacity(WELCOME_HEAD));
+    w.u32((WELCOME_HEAD - 4 + map_len) as u32);
+    w.u16(VERSION);
+    w.u8(4);
+    w.u64(job_key);
+    w.u32(rank);
+    w.u32(heartbeat_ms);
+    w.fixed(proof);
+    w.0
+}
+
+/// Bytes of a Welcome before its node map.
+const WELCOME_HEAD: usize = 4 + 2 + 1 + 8 + 4 + 4 + 32;
+
+/// The node map on the wire: each host name, device name and endpoint
+/// address once, then per rank (in rank order) its host, pid and
+/// endpoints as indices into those tables:
+///
+/// ```text
+/// u32 hosts,     each a string
+/// u32 devices,   each a string
+/// u32 addresses, each a byte string
+/// u32 ranks,     each: u32 host, u32 pid, u8 endpoints, each u16 device + u32 address
+/// ```
+///
+/// About 25 bytes per rank with one network endpoint (its address is its
+/// own) where it was ~80; a host's shared-memory folder is sent once.
+/// Context numbers are not sent: the decoder counts them per host and
+/// device in rank order, as the GRM does.
+pub fn encode_node_map(nodes: &[Node]) -> Vec<u8> {
+    fn intern<'a, T: ?Sized + std::hash::Hash + Eq>(
+        table: &mut Vec<&'a T>,
+        index: &mut HashMap<&'a T, u32>,
+        v: &'a T,
+    ) -> u32 {
+        *index.entry(v).or_insert_with(|| {
+            table.push(v);
+            table.len() as u32 - 1
+        })
+    }
+    let (mut hosts, mut host_ix) = (Vec::new(), HashMap::new());
+    let (mut devices, mut device_ix) = (Vec::new(), HashMap::new());
+    let (mut addrs, mut addr_ix) = (Vec::new(), HashMap::new());
+    let mut ranks = Writer(Vec::with_capacity(nodes.len() * 16));
+    for n in nodes {
+        ranks.u32(intern(&mut hosts, &mut host_ix, n.host.as_str()));
+        ranks.u32(n.pid);
+        ranks.u8(n.endpoints.len().min(u8::MAX as usize) as u8);
+        for e in n.endpoints.iter().take(u8::MAX as usize) {
+            ranks.u16(intern(&mut devices, &mut device_ix, e.device.as_str()) as u16);
+            ranks.u32(intern(&mut addrs, &mut addr_ix, e.address.as_slice()));
+        }
+    }
+    let mut w = Writer(Vec::with_capacity(ranks.0.len() + 64));
+    w.u32(hosts.len() as u32);
+    hosts.iter().for_each(|h| w.str(h));
+    w.u32(devices.len() as u32);
+    devices.iter().for_each(|d| w.str(d));
+    w.u32(addrs.len() as u32);
+    addrs.iter().for_each(|a| w.bytes(a));
+    w.u32(nodes.len() as u32);
+    w.fixed(&ranks.0);
+    w.0
+}
+
 impl Join {
     /// What the proof covers: the whole message with the proof zero.
     pub fn signed_bytes(&self) -> Vec<u8> {
@@ -122,13 +225,14 @@ impl Join {
 }
 
 impl Welcome {
-    /// What the proof covers: the whole message with the proof zero.
+    /// What the proof covers ([`welcome_signed`]).
     pub fn signed_bytes(&self) -> Vec<u8> {
-        Msg::Welcome(Welcome {
-            proof: [0; 32],
-            ..self.clone()
-        })
-        .encode()
+        welcome_signed(
+            self.job_key,
+            self.rank,
+            self.heartbeat_ms,
+            &map_digest(&encode_node_map(&self.nodes)),
+        )
     }
 }
 
@@ -317,19 +421,8 @@ impl Msg {
                 w.u64(wl.job_key);
                 w.u32(wl.rank);
                 w.u32(wl.heartbeat_ms);
-                w.u32(wl.nodes.len() as u32);
-                for n in &wl.nodes {
-                    w.u32(n.rank);
-                    w.str(&n.host);
-                    w.u32(n.pid);
-                    w.u32(n.contexts.len() as u32);
-                    for (d, c) in &n.contexts {
-                        w.str(d);
-                        w.u32(*c);
-                    }
-                    w.endpoints(&n.endpoints);
-                }
                 w.fixed(&wl.proof);
+                w.fixed(&encode_node_map(&wl.nodes));
             }
             Msg::Ready { table } => w.long_str(table),
             Msg::RankReady { rank, pid, table } => {
@@ -380,7 +473,8 @@ impl Msg {
     // drift from the layout they guard.
     #[allow(clippy::too_many_lines)]
     pub fn decode(frame: &[u8]) -> Result<Msg, ProtoError> {
-        if frame.len() > MAX_FRAME {
+        // The reader chose the limit ([`read_frame`]); this is the largest.
+        if frame.len() > MAX_GRM_FRAME {
             return Err(ProtoError::TooLong(frame.len()));
         }
         if frame.len() < 3 {
@@ -428,38 +522,13 @@ impl Msg {
                     endpoints,
                 })
             }
-            4 => {
-                let job_key = r.u64("job_key")?;
-                let rank = r.u32("rank")?;
-                let heartbeat_ms = r.u32("heartbeat_ms")?;
-                let n = r.count("nodes", 18)?;
-                let mut nodes = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let rank = r.u32("node rank")?;
-                    let host = r.str("node host")?;
-                    let pid = r.u32("node pid")?;
-                    let nc = r.count("contexts", 6)?;
-                    let mut contexts = Vec::with_capacity(nc);
-                    for _ in 0..nc {
-                        contexts.push((r.str("context device")?, r.u32("context")?));
-                    }
-                    let endpoints = r.endpoints()?;
-                    nodes.push(Node {
-                        rank,
-                        host,
-                        pid,
-                        contexts,
-                        endpoints,
-                    });
-                }
-                Msg::Welcome(Welcome {
-                    job_key,
-                    rank,
-                    heartbeat_ms,
-                    nodes,
-                    proof: r.fixed("proof")?,
-                })
-            }
+            4 => Msg::Welcome(Welcome {
+                job_key: r.u64("job_key")?,
+                rank: r.u32("rank")?,
+                heartbeat_ms: r.u32("heartbeat_ms")?,
+                proof: r.fixed("proof")?,
+                nodes: r.node_map()?,
+            }),
             5 => Msg::Ready {
                 table: r.long_str("table")?,
             },
@@ -515,25 +584,37 @@ impl Msg {
     }
 }
 
-/// Read one frame's contents: the length is checked before the body is read.
-pub fn read_frame(r: &mut impl Read) -> Result<Vec<u8>, ProtoError> {
-    let mut len = [0u8; 4];
-    r.read_exact(&mut len)?;
-    let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_FRAME {
+/// The length a frame's 4-byte prefix claims, checked against `limit`
+/// before anything is allocated for it.
+pub fn frame_len(prefix: [u8; 4], limit: usize) -> Result<usize, ProtoError> {
+    let len = u32::from_le_bytes(prefix) as usize;
+    if len > limit {
         return Err(ProtoError::TooLong(len));
     }
     if len < 3 {
         return Err(ProtoError::TooShort(len));
     }
-    let mut body = vec![0u8; len];
+    Ok(len)
+}
+
+/// Read one frame's contents, of at most `limit` bytes: the length is
+/// checked before the body is read.
+pub fn read_frame(r: &mut impl Read, limit: usize) -> Result<Vec<u8>, ProtoError> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len)?;
+    let mut body = vec![0u8; frame_len(len, limit)?];
     r.read_exact(&mut body)?;
     Ok(body)
 }
 
-/// Read and decode one message.
+/// Read and decode one message sent to the GRM ([`MAX_FRAME`]).
 pub fn read_msg(r: &mut impl Read) -> Result<Msg, ProtoError> {
-    Msg::decode(&read_frame(r)?)
+    Msg::decode(&read_frame(r, MAX_FRAME)?)
+}
+
+/// Read and decode one message sent by the GRM ([`MAX_GRM_FRAME`]).
+pub fn read_grm_msg(r: &mut impl Read) -> Result<Msg, ProtoError> {
+    Msg::decode(&read_frame(r, MAX_GRM_FRAME)?)
 }
 
 /// Encode and write one message.
@@ -659,6 +740,62 @@ impl Reader<'_> {
         }
         Ok(n)
     }
+    /// A node map as [`encode_node_map`] writes it; every index checked.
+    fn node_map(&mut self) -> Result<Vec<Node>, ProtoError> {
+        let n = self.count("hosts", 2)?;
+        let hosts = (0..n)
+            .map(|_| self.str("host"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let n = self.count("devices", 2)?;
+        let devices = (0..n)
+            .map(|_| self.str("device"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let n = self.count("addresses", 4)?;
+        let addrs = (0..n)
+            .map(|_| self.bytes("address"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let n = self.count("nodes", 9)?;
+        if n > MAX_JOB as usize {
+            return Err(ProtoError::Value("nodes"));
+        }
+        let mut contexts: HashMap<(u32, u16), u32> = HashMap::new();
+        let mut nodes = Vec::with_capacity(n);
+        for rank in 0..n as u32 {
+            let host = self.u32("node host")?;
+            let name = hosts
+                .get(host as usize)
+                .ok_or(ProtoError::Value("node host"))?;
+            let pid = self.u32("node pid")?;
+            let ne = self.u8("endpoints")?;
+            let mut node = Node {
+                rank,
+                host: name.clone(),
+                pid,
+                contexts: Vec::with_capacity(ne.into()),
+                endpoints: Vec::with_capacity(ne.into()),
+            };
+            for _ in 0..ne {
+                let d = self.u16("endpoint device")?;
+                let device = devices
+                    .get(d as usize)
+                    .ok_or(ProtoError::Value("endpoint device"))?;
+                let a = self.u32("endpoint address")?;
+                let address = addrs
+                    .get(a as usize)
+                    .ok_or(ProtoError::Value("endpoint address"))?;
+                let c = contexts.entry((host, d)).or_insert(0);
+                node.contexts.push((device.clone(), *c));
+                *c += 1;
+                node.endpoints.push(DeviceEndpoint {
+                    device: device.clone(),
+                    address: address.clone(),
+                });
+            }
+            nodes.push(node);
+        }
+        Ok(nodes)
+    }
+
     fn endpoints(&mut self) -> Result<Vec<DeviceEndpoint>, ProtoError> {
         let n = self.count("endpoints", 6)?;
         let mut v = Vec::with_capacity(n);
@@ -701,19 +838,7 @@ pub fn examples() -> Vec<Msg> {
                 address: b"/dev/shm".to_vec(),
             }],
         }),
-        Msg::Welcome(Welcome {
-            job_key: 9,
-            rank: 1,
-            heartbeat_ms: 2500,
-            nodes: vec![Node {
-                rank: 0,
-                host: "h".into(),
-                pid: 1,
-                contexts: vec![("shmem".into(), 0)],
-                endpoints: vec![],
-            }],
-            proof: [6; 32],
-        }),
+        example_welcome(),
         Msg::Ready {
             table: "x\n".repeat(5000),
         },
@@ -756,6 +881,51 @@ pub fn examples() -> Vec<Msg> {
     ]
 }
 
+/// A Welcome of three ranks on two hosts, two sharing a folder.
+fn example_welcome() -> Msg {
+    Msg::Welcome(Welcome {
+        job_key: 9,
+        rank: 1,
+        heartbeat_ms: 2500,
+        nodes: vec![
+            Node {
+                rank: 0,
+                host: "h".into(),
+                pid: 1,
+                contexts: vec![("shmem".into(), 0), ("ethernet".into(), 0)],
+                endpoints: vec![
+                    DeviceEndpoint {
+                        device: "shmem".into(),
+                        address: b"/dev/shm".to_vec(),
+                    },
+                    DeviceEndpoint {
+                        device: "ethernet".into(),
+                        address: vec![198, 18, 0, 1, 0xc3, 0x50],
+                    },
+                ],
+            },
+            Node {
+                rank: 1,
+                host: "h".into(),
+                pid: 2,
+                contexts: vec![("shmem".into(), 1)],
+                endpoints: vec![DeviceEndpoint {
+                    device: "shmem".into(),
+                    address: b"/dev/shm".to_vec(),
+                }],
+            },
+            Node {
+                rank: 2,
+                host: "g".into(),
+                pid: 1,
+                contexts: vec![],
+                endpoints: vec![],
+            },
+        ],
+        proof: [6; 32],
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -790,7 +960,7 @@ mod tests {
     fn forged_lengths_and_versions_are_refused() {
         let huge = ((MAX_FRAME + 1) as u32).to_le_bytes();
         assert!(matches!(
-            read_frame(&mut &huge[..]),
+            read_frame(&mut &huge[..], MAX_FRAME),
             Err(ProtoError::TooLong(_))
         ));
         let mut f = Msg::Heartbeat.encode();
@@ -811,7 +981,7 @@ mod tests {
             proof: [0; 32],
         })
         .encode();
-        let at = f.len() - 36;
+        let at = f.len() - 4;
         f[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(matches!(
             Msg::decode(&f[4..]),

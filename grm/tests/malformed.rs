@@ -195,7 +195,7 @@ fn malformed_frames_and_the_fuzz_corpus_are_refused_while_a_job_runs() {
     for pass in 0..3 {
         for (name, bytes) in &cases {
             let decodes = bytes.len() >= 4
-                && proto::read_frame(&mut &bytes[..])
+                && proto::read_frame(&mut &bytes[..], proto::MAX_FRAME)
                     .and_then(|f| Msg::decode(&f))
                     .is_ok();
             let reply = send_raw(&addr, bytes);
@@ -206,7 +206,8 @@ fn malformed_frames_and_the_fuzz_corpus_are_refused_while_a_job_runs() {
             match reply {
                 Some(Msg::Refused { .. }) => refused += 1,
                 // A connection that ends before its first frame is complete is closed without a word.
-                None if !complete_header || proto::read_frame(&mut &bytes[..]).is_err() => {}
+                None if !complete_header
+                    || proto::read_frame(&mut &bytes[..], proto::MAX_FRAME).is_err() => {}
                 other => panic!("pass {pass}, {name}: answered {other:?}"),
             }
         }

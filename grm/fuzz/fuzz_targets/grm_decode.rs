@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(&m.encode()[4..], data);
     }
     // The same bytes as a stream: length prefix first.
-    if let Ok(frame) = read_frame(&mut &data[..]) {
+    if let Ok(frame) = read_frame(&mut &data[..], fm_grm::proto::MAX_FRAME) {
         let _ = Msg::decode(&frame);
     }
 });

@@ -1,0 +1,1151 @@
+//! The GRM as a state machine without I/O: it is told of connections,
+//! whole frames, ends and the time, and answers with what to write, what
+//! to close and which segments to remove ([`Output`]). `server` drives it
+//! from one event loop over sockets; `examples/startup_sim.rs` drives it
+//! with 65,536 simulated members and no sockets at all. Nothing here
+//! blocks, spawns or reads the clock.
+//!
+//! Life of a job: the launcher registers it (its id and verifier, size,
+//! program) and gets the job key; each process joins with proof of the
+//! job's token, and when all have joined (the fence) each gets the node
+//! map. A connection that sends no whole frame within its timeout, ends,
+//! or breaks the protocol ends its job; the job's segments are removed
+//! and everyone still there is told who and why.
+
+use crate::auth::{self, JobId, Proof};
+use crate::peer::Client;
+use crate::proto::{self, GrmStatus, Join, Msg, Node, ProtoError, MAX_JOB};
+use fm_devices::JobKey;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A connection, as the driver numbers them (never reused).
+pub type ConnId = u64;
+
+/// Limits and timeouts of the core (the socket-level ones are the server's).
+#[derive(Clone, Debug)]
+pub struct CoreOptions {
+    /// A process or launcher that sends no whole frame for this long is
+    /// declared dead (a frame dribbled a byte at a time does not count).
+    pub heartbeat_timeout: Duration,
+    /// A new connection must say what it wants, in one whole frame, within
+    /// this time.
+    pub greeting_timeout: Duration,
+    /// Connections beyond this are refused.
+    pub max_connections: u32,
+    /// Connections of one client beyond this are refused.
+    pub max_per_client: u32,
+    /// Jobs registered by one client beyond this are refused.
+    pub max_jobs_per_client: u32,
+}
+
+/// Bytes to write to a connection: its own `head`, then bytes it shares
+/// with others (a Welcome's node map, encoded once for the whole job).
+#[derive(Clone, Debug)]
+pub struct Frame {
+    pub head: Vec<u8>,
+    pub shared: Option<Arc<[u8]>>,
+}
+
+impl Frame {
+    pub fn len(&self) -> usize {
+        self.head.len() + self.shared.as_ref().map_or(0, |s| s.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl From<&Msg> for Frame {
+    fn from(m: &Msg) -> Frame {
+        Frame {
+            head: m.encode(),
+            shared: None,
+        }
+    }
+}
+
+/// What the driver must do, in this order.
+#[derive(Debug)]
+pub enum Output {
+    Send(ConnId, Frame),
+    /// Write what is queued, then close the sending side. The connection
+    /// stays the core's until the driver reports it [`Core::closed`].
+    Close(ConnId),
+    /// Remove the job's shared segments in these folders (before what
+    /// follows is sent: whoever hears of the end finds them gone).
+    RemoveSegments {
+        key: JobKey,
+        dirs: Vec<PathBuf>,
+    },
+}
+
+/// How a connection ended, as the driver saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gone {
+    /// The peer closed it, or it failed.
+    Closed,
+    /// The peer did not take what was written to it.
+    NotReading,
+}
+
+/// What one connection is.
+enum Role {
+    /// Challenged; its first frame says what it wants.
+    Greeting {
+        challenge: Proof,
+    },
+    Launcher(JobId),
+    Member(JobId, u32),
+    /// Nothing more is read from it (it left, was answered or refused).
+    Done,
+}
+
+struct Conn {
+    client: Client,
+    role: Role,
+    /// When it must next send a whole frame.
+    deadline: Option<Instant>,
+}
+
+struct Job {
+    key: JobKey,
+    /// The key its members' proofs are checked with.
+    verifier: Proof,
+    /// Who registered it: a local user's job is joined only by that user.
+    owner: Client,
+    program: String,
+    size: u32,
+    launcher: Option<ConnId>,
+    /// Members by rank, made as they join: a registered job costs nothing
+    /// per rank until its processes come.
+    members: BTreeMap<u32, Member>,
+    /// No rank below this is free (for joiners that ask for none).
+    first_free: u32,
+    left: u32,
+    welcomed: bool,
+    /// The first joiner's handler table: every later one must match it.
+    reference: Option<HandlerTable>,
+}
+
+/// A process's handler table: (rank, fingerprint, (ID, name) entries).
+type HandlerTable = (u32, u64, Vec<(u16, String)>);
+
+struct Member {
+    conn: ConnId,
+    host: String,
+    pid: u32,
+    endpoints: Vec<proto::DeviceEndpoint>,
+    /// The nonce of its Join, which the Welcome's proof answers.
+    nonce: Proof,
+    left: bool,
+}
+
+/// Why a member or launcher connection ended.
+enum End {
+    Gone(Gone),
+    Silent,
+    Malformed(String),
+    /// The process said it cannot go on.
+    Aborted(String),
+}
+
+impl End {
+    fn describe(&self, timeout: Duration) -> String {
+        match self {
+            End::Silent => format!(
+                "sent no heartbeat for {} s (hung or unreachable)",
+                timeout.as_secs()
+            ),
+            End::Gone(Gone::Closed) => {
+                "closed its connection to the GRM without leaving the job (the process died)".into()
+            }
+            End::Gone(Gone::NotReading) => {
+                "did not take what the GRM wrote to it (hung or unreachable)".into()
+            }
+            End::Malformed(e) => format!("sent a malformed frame ({e})"),
+            End::Aborted(why) => format!("failed: {why}"),
+        }
+    }
+}
+
+enum Ending {
+    Completed,
+    Ended(String),
+    Died {
+        rank: u32,
+        host: String,
+        pid: u32,
+        reason: String,
+    },
+}
+
+/// How often the core wakes when nothing happens: heartbeats are due every
+/// [`crate::client::HEARTBEAT`], and deadlines are checked this often.
+const TICK: Duration = Duration::from_millis(100);
+
+/// The GRM's state: its jobs and connections.
+pub struct Core {
+    opts: CoreOptions,
+    jobs: HashMap<JobId, Job>,
+    conns: HashMap<ConnId, Conn>,
+    per_client: HashMap<Client, u32>,
+    rejected: u64,
+    next_heartbeat: Instant,
+    next_check: Instant,
+    out: VecDeque<Output>,
+}
+
+impl Core {
+    pub fn new(opts: CoreOptions, now: Instant) -> Core {
+        Core {
+            opts,
+            jobs: HashMap::new(),
+            conns: HashMap::new(),
+            per_client: HashMap::new(),
+            rejected: 0,
+            next_heartbeat: now + crate::client::HEARTBEAT,
+            next_check: now + TICK,
+            out: VecDeque::new(),
+        }
+    }
+
+    /// The next thing to do, if any.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// When [`Core::tick`] is next due.
+    pub fn next_tick(&self) -> Instant {
+        self.next_heartbeat.min(self.next_check)
+    }
+
+    pub fn status(&self) -> GrmStatus {
+        GrmStatus {
+            jobs: self.jobs.len() as u32,
+            members: (self.jobs.values())
+                .map(|j| j.members.values().filter(|m| !m.left).count() as u32)
+                .sum(),
+            connections: self.conns.len() as u32,
+            rejected_frames: self.rejected,
+        }
+    }
+
+    fn heartbeat_ms(&self) -> u32 {
+        self.opts
+            .heartbeat_timeout
+            .as_millis()
+            .min(u32::MAX as u128) as u32
+    }
+
+    fn send(&mut self, conn: ConnId, m: &Msg) {
+        self.out.push_back(Output::Send(conn, m.into()));
+    }
+
+    /// Say why, then close; counted as a refused request.
+    fn refuse(&mut self, conn: ConnId, reason: &str) {
+        self.rejected += 1;
+        self.send(
+            conn,
+            &Msg::Refused {
+                reason: reason.into(),
+            },
+        );
+        self.finish(conn);
+    }
+
+    /// Read nothing more from `conn`; close it once written.
+    fn finish(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.role = Role::Done;
+            c.deadline = None;
+        }
+        self.out.push_back(Output::Close(conn));
+    }
+
+    /// A new connection of `client` (`None`: its peer could not be named,
+    /// it has gone already). It is challenged, or refused.
+    pub fn connected(&mut self, conn: ConnId, client: Option<Client>, now: Instant) {
+        debug_assert!(!self.conns.contains_key(&conn), "connection {conn} reused");
+        let Some(client) = client else {
+            self.out.push_back(Output::Close(conn));
+            return;
+        };
+        let refusal = if self.conns.len() as u32 >= self.opts.max_connections {
+            Some("too many connections to this GRM".to_string())
+        } else if self.per_client.get(&client).copied().unwrap_or(0) >= self.opts.max_per_client {
+            Some(format!(
+                "{client} has {} connections to this GRM, the most one client may have",
+                self.opts.max_per_client
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = refusal {
+            // Not a connection of ours: refused before it was one.
+            self.rejected += 1;
+            self.send(conn, &Msg::Refused { reason: why });
+            self.out.push_back(Output::Close(conn));
+            return;
+        }
+        *self.per_client.entry(client).or_insert(0) += 1;
+        let challenge = auth::nonce();
+        self.conns.insert(
+            conn,
+            Conn {
+                client,
+                role: Role::Greeting { challenge },
+                deadline: Some(now + self.opts.greeting_timeout),
+            },
+        );
+        self.send(conn, &Msg::Challenge { nonce: challenge });
+    }
+
+    /// The connection's socket is gone: forget it, and end its job if it
+    /// was a member that had not left, or a launcher.
+    pub fn closed(&mut self, conn: ConnId, how: Gone) {
+        self.lost(conn, End::Gone(how));
+        if let Some(c) = self.conns.remove(&conn) {
+            if let Some(n) = self.per_client.get_mut(&c.client) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_client.remove(&c.client);
+                }
+            }
+        }
+    }
+
+    /// A frame the driver could not take whole: its length is impossible.
+    pub fn malformed(&mut self, conn: ConnId, e: &ProtoError) {
+        self.rejected_frame(conn, e);
+    }
+
+    fn rejected_frame(&mut self, conn: ConnId, e: &ProtoError) {
+        tracing::warn!(conn, "grm: refused a malformed frame: {e}");
+        self.refuse_and_end(conn, &format!("malformed frame: {e}"), e.to_string());
+    }
+
+    /// Refuse what `conn` sent, and end its job if it was in one.
+    fn refuse_and_end(&mut self, conn: ConnId, reason: &str, end: String) {
+        self.lost(conn, End::Malformed(end));
+        self.refuse(conn, reason);
+    }
+
+    /// One whole frame from `conn` (without its length prefix).
+    pub fn received(&mut self, conn: ConnId, frame: &[u8], now: Instant) {
+        let msg = match Msg::decode(frame) {
+            Ok(m) => m,
+            Err(e) => return self.rejected_frame(conn, &e),
+        };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let role = match &c.role {
+            Role::Greeting { challenge } => Role::Greeting {
+                challenge: *challenge,
+            },
+            Role::Launcher(id) => Role::Launcher(*id),
+            Role::Member(id, rank) => Role::Member(*id, *rank),
+            Role::Done => return,
+        };
+        c.deadline = Some(now + self.opts.heartbeat_timeout);
+        let client = c.client;
+        match role {
+            Role::Greeting { challenge } => self.first(conn, client, &challenge, msg),
+            Role::Launcher(_) => self.launcher_said(conn, msg),
+            Role::Member(id, rank) => self.member_said(conn, &id, rank, msg),
+            Role::Done => {}
+        }
+    }
+
+    /// Heartbeats when due, and connections past their deadline.
+    pub fn tick(&mut self, now: Instant) {
+        if now >= self.next_heartbeat {
+            self.next_heartbeat = now + crate::client::HEARTBEAT;
+            let mut to = Vec::new();
+            for job in self.jobs.values() {
+                let members = job.members.values().filter(|m| !m.left).map(|m| m.conn);
+                to.extend(job.launcher.into_iter().chain(members));
+            }
+            let beat = Frame::from(&Msg::Heartbeat);
+            self.out
+                .extend(to.into_iter().map(|c| Output::Send(c, beat.clone())));
+        }
+        if now >= self.next_check {
+            self.next_check = now + TICK;
+            let late: Vec<ConnId> = (self.conns.iter())
+                .filter(|(_, c)| c.deadline.is_some_and(|d| now >= d))
+                .map(|(&id, _)| id)
+                .collect();
+            for conn in late {
+                self.lost(conn, End::Silent);
+                self.finish(conn);
+            }
+        }
+    }
+
+    /// End every job (the GRM is shutting down).
+    pub fn shutdown(&mut self) {
+        let ids: Vec<JobId> = self.jobs.keys().copied().collect();
+        for id in ids {
+            self.end_job(&id, Ending::Ended("the GRM is shutting down".into()));
+        }
+    }
+
+    /// `conn` will say nothing more: if it was a launcher or a member
+    /// that had not left, its job ends, naming why.
+    fn lost(&mut self, conn: ConnId, end: End) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let role = std::mem::replace(&mut c.role, Role::Done);
+        c.deadline = None;
+        let timeout = self.opts.heartbeat_timeout;
+        match role {
+            Role::Launcher(id) => {
+                if let Some(job) = self.jobs.get_mut(&id) {
+                    job.launcher = None;
+                    let why = format!("its launcher {}", end.describe(timeout));
+                    self.end_job(&id, Ending::Ended(why));
+                }
+            }
+            Role::Member(id, rank) => {
+                let Some(m) = self.jobs.get(&id).and_then(|j| j.members.get(&rank)) else {
+                    return;
+                };
+                if m.left {
+                    return;
+                }
+                let reason = end.describe(timeout);
+                let (host, pid) = (m.host.clone(), m.pid);
+                tracing::warn!(rank, pid, host, "grm: rank {reason}");
+                self.end_job(
+                    &id,
+                    Ending::Died {
+                        rank,
+                        host,
+                        pid,
+                        reason,
+                    },
+                );
+            }
+            Role::Greeting { .. } | Role::Done => {}
+        }
+    }
+
+    fn first(&mut self, conn: ConnId, client: Client, challenge: &Proof, msg: Msg) {
+        match msg {
+            Msg::Status => {
+                let s = self.status();
+                self.send(conn, &Msg::StatusReply(s));
+                self.finish(conn);
+            }
+            Msg::Register {
+                job,
+                verifier,
+                size,
+                program,
+            } => {
+                if let Err(why) = self.register(conn, client, job, verifier, size, program) {
+                    self.refuse(conn, &why);
+                }
+            }
+            Msg::Join(j) => {
+                if let Err(why) = self.join(conn, client, challenge, j) {
+                    self.refuse(conn, &why);
+                }
+            }
+            other => self.refuse(
+                conn,
+                &format!(
+                    "a connection starts with Register, Join or Status, not {}",
+                    other.name()
+                ),
+            ),
+        }
+    }
+
+    fn register(
+        &mut self,
+        conn: ConnId,
+        client: Client,
+        id: JobId,
+        verifier: Proof,
+        size: u32,
+        program: String,
+    ) -> Result<(), String> {
+        if size == 0 || size > MAX_JOB {
+            return Err(format!("a job has 1 to {MAX_JOB} processes, not {size}"));
+        }
+        if self.jobs.contains_key(&id) {
+            return Err("a job with this id is already registered".into());
+        }
+        let owned = self.jobs.values().filter(|j| j.owner == client).count();
+        if owned >= self.opts.max_jobs_per_client as usize {
+            return Err(format!(
+                "{client} has {owned} jobs at this GRM, the most one client may have"
+            ));
+        }
+        // Program ID from the program's name, instance at random: the key
+        // names the job's shared segments, so it must differ from every
+        // live job's on this host, whichever GRM started it.
+        let name = program.rsplit('/').next().unwrap_or(&program);
+        let program_id = fnv32(name.as_bytes());
+        let key = loop {
+            let instance: u32 = rand::random();
+            let key = JobKey((program_id as u64) << 32 | instance as u64);
+            if instance != 0 && self.jobs.values().all(|j| j.key != key) {
+                break key;
+            }
+        };
+        let heartbeat_ms = self.heartbeat_ms();
+        self.send(
+            conn,
+            &Msg::Registered {
+                job_key: key.0,
+                heartbeat_ms,
+            },
+        );
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.role = Role::Launcher(id);
+        }
+        tracing::info!(%key, size, program, %client, "grm: job registered");
+        self.jobs.insert(
+            id,
+            Job {
+                key,
+                verifier,
+                owner: client,
+                program,
+                size,
+                launcher: Some(conn),
+                members: BTreeMap::new(),
+                first_free: 0,
+                left: 0,
+                welcomed: false,
+                reference: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// The launcher's connection carries heartbeats until the job ends.
+    fn launcher_said(&mut self, conn: ConnId, msg: Msg) {
+        if !matches!(msg, Msg::Heartbeat) {
+            let name = msg.name();
+            self.refuse_and_end(
+                conn,
+                &format!("a launcher does not send {name}"),
+                format!("unexpected {name}"),
+            );
+        }
+    }
+
+    /// Admit a process to its job, or say why not.
+    fn join(
+        &mut self,
+        conn: ConnId,
+        client: Client,
+        challenge: &Proof,
+        j: Join,
+    ) -> Result<(), String> {
+        let Some(job) = self.jobs.get_mut(&j.job) else {
+            return Err(
+                "no job with this token is registered at this GRM (wrong or stale FM_JOB_TOKEN; start jobs with fmrun)".into(),
+            );
+        };
+        if !auth::check(
+            &job.verifier,
+            "join",
+            challenge,
+            &j.signed_bytes(),
+            &j.proof,
+        ) {
+            tracing::warn!(key = %job.key, %client, "grm: a Join without a valid proof of the job's token");
+            return Err("the Join does not prove the job's token".into());
+        }
+        if matches!(job.owner, Client::User(_))
+            && matches!(client, Client::User(_))
+            && job.owner != client
+        {
+            return Err(format!(
+                "this job belongs to {}, not to {client}",
+                job.owner
+            ));
+        }
+        if job.welcomed {
+            return Err("this job has already started with all its processes".into());
+        }
+        let rank = choose_rank(job, j.rank)?;
+        match &job.reference {
+            None => job.reference = Some((rank, j.fingerprint, j.handlers.clone())),
+            Some((first, fp, table)) if *fp != j.fingerprint || *table != j.handlers => {
+                let why = format!(
+                    "rank {rank}'s handler table differs from rank {first}'s: {}",
+                    handler_difference(*first, table, rank, &j.handlers)
+                );
+                self.end_job(&j.job, Ending::Ended(why.clone()));
+                return Err(why);
+            }
+            Some(_) => {}
+        }
+        tracing::debug!(key = %job.key, rank, pid = j.pid, host = j.host, "grm: joined");
+        job.members.insert(
+            rank,
+            Member {
+                conn,
+                host: j.host,
+                pid: j.pid,
+                endpoints: j.endpoints,
+                nonce: j.nonce,
+                left: false,
+            },
+        );
+        let (joined, size, launcher) = (job.members.len() as u32, job.size, job.launcher);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.role = Role::Member(j.job, rank);
+        }
+        if let Some(l) = launcher {
+            self.send(l, &Msg::Progress { joined, size });
+        }
+        if joined == size {
+            self.fence(&j.job);
+        }
+        Ok(())
+    }
+
+    /// Everyone joined: give each process the node map, with the proof
+    /// that answers its nonce. The map is encoded and hashed once; each
+    /// process gets its own head and proof before the shared bytes.
+    fn fence(&mut self, id: &JobId) {
+        let heartbeat_ms = self.heartbeat_ms();
+        let Some(job) = self.jobs.get_mut(id) else {
+            return;
+        };
+        job.welcomed = true;
+        let nodes: Vec<Node> = (job.members.iter())
+            .map(|(&rank, m)| Node {
+                rank,
+                host: m.host.clone(),
+                pid: m.pid,
+                contexts: Vec::new(),
+                endpoints: m.endpoints.clone(),
+            })
+            .collect();
+        let map: Arc<[u8]> = proto::encode_node_map(&nodes).into();
+        drop(nodes);
+        let digest = proto::map_digest(&map);
+        tracing::info!(key = %job.key, size = job.size, program = job.program, map_bytes = map.len(), "grm: job complete, node map sent");
+        for (&rank, m) in &job.members {
+            let signed = proto::welcome_signed(job.key.0, rank, heartbeat_ms, &digest);
+            let proof = auth::prove(&job.verifier, "welcome", &m.nonce, &signed);
+            let head = proto::welcome_head(job.key.0, rank, heartbeat_ms, &proof, map.len());
+            self.out.push_back(Output::Send(
+                m.conn,
+                Frame {
+                    head,
+                    shared: Some(map.clone()),
+                },
+            ));
+        }
+    }
+
+    fn member_said(&mut self, conn: ConnId, id: &JobId, rank: u32, msg: Msg) {
+        let Some(job) = self.jobs.get_mut(id) else {
+            return;
+        };
+        let launcher = job.launcher;
+        match msg {
+            Msg::Heartbeat => {}
+            Msg::Ready { table } => {
+                if let (Some(l), Some(m)) = (launcher, job.members.get(&rank)) {
+                    let pid = m.pid;
+                    self.send(l, &Msg::RankReady { rank, pid, table });
+                }
+            }
+            Msg::Stats { json } => {
+                if let Some(l) = launcher {
+                    self.send(l, &Msg::RankStats { rank, json });
+                }
+            }
+            Msg::Leave => {
+                if let Some(m) = job.members.get_mut(&rank) {
+                    if !m.left {
+                        m.left = true;
+                        job.left += 1;
+                    }
+                }
+                let done = job.left == job.size;
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.role = Role::Done;
+                    c.deadline = None;
+                }
+                if done {
+                    self.end_job(id, Ending::Completed);
+                }
+            }
+            Msg::Abort { reason } => {
+                self.lost(conn, End::Aborted(reason));
+                self.finish(conn);
+            }
+            other => {
+                let name = other.name();
+                self.refuse_and_end(
+                    conn,
+                    &format!("a joined process does not send {name}"),
+                    format!("unexpected {name}"),
+                );
+            }
+        }
+    }
+
+    /// Reclaim the job's segments, tell everyone still there, forget it,
+    /// and close its connections once what they hold is written.
+    fn end_job(&mut self, id: &JobId, how: Ending) {
+        let Some(job) = self.jobs.remove(id) else {
+            return;
+        };
+        let msg = match &how {
+            Ending::Completed => Msg::JobEnded {
+                reason: "completed".into(),
+            },
+            Ending::Ended(r) => Msg::JobEnded { reason: r.clone() },
+            Ending::Died {
+                rank,
+                host,
+                pid,
+                reason,
+            } => Msg::PeerDied {
+                rank: *rank,
+                host: host.clone(),
+                pid: *pid,
+                reason: reason.clone(),
+            },
+        };
+        let dirs: BTreeSet<PathBuf> = (job.members.values())
+            .flat_map(|m| &m.endpoints)
+            .filter(|e| e.device == "shmem")
+            .filter_map(|e| std::str::from_utf8(&e.address).ok().map(PathBuf::from))
+            .filter(|d| d.is_absolute())
+            .collect();
+        self.out.push_back(Output::RemoveSegments {
+            key: job.key,
+            dirs: dirs.into_iter().collect(),
+        });
+        // The launcher first: it hears who died before the others react.
+        let told = job
+            .launcher
+            .into_iter()
+            .chain((job.members.values()).filter(|m| !m.left).map(|m| m.conn));
+        let frame = Frame::from(&msg);
+        for c in told {
+            self.out.push_back(Output::Send(c, frame.clone()));
+        }
+        let every = job
+            .launcher
+            .into_iter()
+            .chain(job.members.values().map(|m| m.conn));
+        for c in every.collect::<Vec<_>>() {
+            self.finish(c);
+        }
+        match how {
+            Ending::Completed => tracing::info!(key = %job.key, "grm: job completed"),
+            _ => tracing::info!(key = %job.key, "grm: job ended: {}", msg_reason(&msg)),
+        }
+    }
+}
+
+/// The rank a joining process gets: the one it asks for if that is free,
+/// else the first free one; why not, when there is none.
+fn choose_rank(job: &mut Job, asked: Option<u32>) -> Result<u32, String> {
+    match asked {
+        Some(r) if r >= job.size => Err(format!(
+            "rank {r} is outside this job of {} processes",
+            job.size
+        )),
+        Some(r) => match job.members.get(&r) {
+            Some(m) => Err(format!(
+                "rank {r} has already joined (pid {} on {})",
+                m.pid, m.host
+            )),
+            None => Ok(r),
+        },
+        None => {
+            while job.members.contains_key(&job.first_free) {
+                job.first_free += 1;
+            }
+            (job.first_free < job.size)
+                .then_some(job.first_free)
+                .ok_or_else(|| "every rank of this job has joined".to_string())
+        }
+    }
+}
+
+/// Name the first handler where two tables differ.
+fn handler_difference(
+    a_rank: u32,
+    a: &[(u16, String)],
+    b_rank: u32,
+    b: &[(u16, String)],
+) -> String {
+    for (id, name) in a {
+        match b.iter().find(|(i, _)| i == id) {
+            None => return format!("rank {b_rank} lacks handler {id} {name:?}"),
+            Some((_, other)) if other != name => {
+                return format!(
+                    "handler {id} is {other:?} on rank {b_rank} but {name:?} on rank {a_rank}"
+                )
+            }
+            Some(_) => {}
+        }
+    }
+    for (id, name) in b {
+        if !a.iter().any(|(i, _)| i == id) {
+            return format!(
+                "rank {b_rank} registers handler {id} {name:?}, which rank {a_rank} lacks"
+            );
+        }
+    }
+    "the fingerprints differ".into()
+}
+
+fn msg_reason(m: &Msg) -> String {
+    match m {
+        Msg::JobEnded { reason } => reason.clone(),
+        Msg::PeerDied {
+            rank, pid, reason, ..
+        } => format!("rank {rank} (pid {pid}) {reason}"),
+        _ => String::new(),
+    }
+}
+
+/// FNV-1a, 32 bits.
+fn fnv32(b: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for x in b {
+        h ^= *x as u32;
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// The core in virtual time: no sockets, no sleeps; time is what the test
+/// says it is.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::{new_token, signed_join};
+    use crate::proto::DeviceEndpoint;
+    use rand::{Rng, SeedableRng};
+
+    const HB: Duration = Duration::from_secs(10);
+    const ME: Client = Client::User(1000);
+
+    fn core(t0: Instant) -> Core {
+        Core::new(
+            CoreOptions {
+                heartbeat_timeout: HB,
+                greeting_timeout: Duration::from_secs(2),
+                max_connections: 64,
+                max_per_client: 32,
+                max_jobs_per_client: 4,
+            },
+            t0,
+        )
+    }
+
+    /// Every output so far, as (connection, message) for what was sent.
+    fn drain(c: &mut Core) -> Vec<(ConnId, Option<Msg>)> {
+        let mut v = Vec::new();
+        while let Some(o) = c.poll_output() {
+            match o {
+                Output::Send(conn, f) => {
+                    let whole: Vec<u8> = f
+                        .head
+                        .iter()
+                        .chain(f.shared.iter().flat_map(|s| s.iter()))
+                        .copied()
+                        .collect();
+                    v.push((
+                        conn,
+                        Some(Msg::decode(&whole[4..]).expect("the core sends what decodes")),
+                    ));
+                }
+                Output::Close(conn) => v.push((conn, None)),
+                Output::RemoveSegments { .. } => {}
+            }
+        }
+        v
+    }
+
+    fn challenge_of(out: &[(ConnId, Option<Msg>)], conn: ConnId) -> Proof {
+        out.iter()
+            .find_map(|(c, m)| match m {
+                Some(Msg::Challenge { nonce }) if *c == conn => Some(*nonce),
+                _ => None,
+            })
+            .expect("a challenge")
+    }
+
+    /// A job of `size` registered on connection 1, with `token`.
+    fn registered(c: &mut Core, size: u32, token: &str, now: Instant) {
+        c.connected(1, Some(ME), now);
+        let m = Msg::Register {
+            job: auth::job_id(token),
+            verifier: auth::verifier(token),
+            size,
+            program: "t".into(),
+        };
+        c.received(1, &m.encode()[4..], now);
+        let out = drain(c);
+        assert!(
+            out.iter()
+                .any(|(_, m)| matches!(m, Some(Msg::Registered { .. }))),
+            "{out:?}"
+        );
+    }
+
+    /// Rank `r` joins on connection 10 + r.
+    fn join(c: &mut Core, r: u32, token: &str, now: Instant) -> Vec<(ConnId, Option<Msg>)> {
+        let conn = 10 + ConnId::from(r);
+        c.connected(conn, Some(ME), now);
+        let challenge = challenge_of(&drain(c), conn);
+        let j = Join {
+            job: [0; 16],
+            nonce: [0; 32],
+            proof: [0; 32],
+            rank: Some(r),
+            host: format!("h{}", r / 2),
+            pid: 100 + r,
+            fingerprint: 1,
+            handlers: vec![],
+            endpoints: vec![DeviceEndpoint {
+                device: "shmem".into(),
+                address: b"/nonexistent".to_vec(),
+            }],
+        };
+        c.received(
+            conn,
+            &Msg::Join(signed_join(token, &challenge, j)).encode()[4..],
+            now,
+        );
+        drain(c)
+    }
+
+    #[test]
+    fn a_silent_member_ends_its_job_at_its_deadline_not_before() {
+        let t0 = Instant::now();
+        let mut c = core(t0);
+        let token = new_token();
+        registered(&mut c, 2, &token, t0);
+        join(&mut c, 0, &token, t0);
+        let out = join(&mut c, 1, &token, t0);
+        assert_eq!(
+            out.iter()
+                .filter(|(_, m)| matches!(m, Some(Msg::Welcome(_))))
+                .count(),
+            2
+        );
+        // Rank 0 and the launcher keep talking; rank 1 says nothing.
+        let beat = Msg::Heartbeat.encode();
+        let mut now = t0;
+        while now < t0 + HB - Duration::from_millis(200) {
+            now += Duration::from_millis(100);
+            c.received(10, &beat[4..], now);
+            c.received(1, &beat[4..], now);
+            c.tick(now);
+            let out = drain(&mut c);
+            assert!(
+                out.iter().all(|(_, m)| matches!(m, Some(Msg::Heartbeat))),
+                "{out:?}"
+            );
+        }
+        c.tick(t0 + HB + TICK);
+        let out = drain(&mut c);
+        let died = out.iter().find_map(|(conn, m)| match m {
+            Some(Msg::PeerDied { rank, reason, .. }) if *conn == 1 => Some((*rank, reason.clone())),
+            _ => None,
+        });
+        assert_eq!(
+            died,
+            Some((1, "sent no heartbeat for 10 s (hung or unreachable)".into()))
+        );
+        assert_eq!(c.status().jobs, 0);
+        // Everyone is closed once told.
+        for conn in [1, 10, 11] {
+            assert!(out.contains(&(conn, None)), "{conn} not closed: {out:?}");
+        }
+    }
+
+    #[test]
+    fn a_connection_that_never_greets_is_closed_and_counted_until_gone() {
+        let t0 = Instant::now();
+        let mut c = core(t0);
+        c.connected(5, Some(ME), t0);
+        drain(&mut c);
+        c.tick(t0 + Duration::from_millis(1900));
+        assert!(drain(&mut c).is_empty());
+        c.tick(t0 + Duration::from_millis(2100));
+        assert_eq!(drain(&mut c), vec![(5, None)]);
+        assert_eq!(
+            c.status().connections,
+            1,
+            "still a socket until the driver says it is gone"
+        );
+        c.closed(5, Gone::Closed);
+        assert_eq!(c.status().connections, 0);
+    }
+
+    #[test]
+    fn the_node_map_is_encoded_once_and_every_welcome_proves_the_token() {
+        let t0 = Instant::now();
+        let mut c = core(t0);
+        let token = new_token();
+        registered(&mut c, 8, &token, t0);
+        let mut nonces = HashMap::new();
+        for r in 0..8 {
+            let conn = 10 + ConnId::from(r);
+            c.connected(conn, Some(ME), t0);
+            let challenge = challenge_of(&drain(&mut c), conn);
+            let j = signed_join(
+                &token,
+                &challenge,
+                Join {
+                    job: [0; 16],
+                    nonce: [0; 32],
+                    proof: [0; 32],
+                    rank: None,
+                    host: format!("h{}", r % 3),
+                    pid: r,
+                    fingerprint: 1,
+                    handlers: vec![],
+                    endpoints: vec![],
+                },
+            );
+            nonces.insert(conn, j.nonce);
+            c.received(conn, &Msg::Join(j).encode()[4..], t0);
+        }
+        let mut maps = Vec::new();
+        while let Some(o) = c.poll_output() {
+            if let Output::Send(conn, f) = o {
+                if let Some(map) = f.shared.clone() {
+                    let whole: Vec<u8> = f.head.iter().chain(map.iter()).copied().collect();
+                    let Ok(Msg::Welcome(w)) = Msg::decode(&whole[4..]) else {
+                        panic!("not a Welcome");
+                    };
+                    let verifier = auth::verifier(&token);
+                    assert!(auth::check(
+                        &verifier,
+                        "welcome",
+                        &nonces[&conn],
+                        &w.signed_bytes(),
+                        &w.proof
+                    ));
+                    // Another rank's proof does not fit this Welcome.
+                    let other = nonces[&(10 + (conn - 10 + 1) % 8)];
+                    assert!(!auth::check(
+                        &verifier,
+                        "welcome",
+                        &other,
+                        &w.signed_bytes(),
+                        &w.proof
+                    ));
+                    assert_eq!(w.nodes.len(), 8);
+                    maps.push(map);
+                }
+            }
+        }
+        assert_eq!(maps.len(), 8);
+        assert!(
+            maps.iter().all(|m| Arc::ptr_eq(m, &maps[0])),
+            "one map, shared"
+        );
+    }
+
+    /// Random connections, frames (good, mutated and foreign), ends and
+    /// times: the core never panics, and what it counts as connections is
+    /// what the driver holds.
+    #[test]
+    fn any_sequence_of_events_keeps_the_books_straight() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let examples: Vec<Vec<u8>> = proto::examples()
+            .iter()
+            .map(|m| m.encode()[4..].to_vec())
+            .collect();
+        for round in 0..200 {
+            let t0 = Instant::now();
+            let mut c = core(t0);
+            let token = new_token();
+            let mut now = t0;
+            let mut open: BTreeSet<ConnId> = BTreeSet::new();
+            registered(&mut c, rng.gen_range(1..6), &token, now);
+            open.insert(1);
+            let mut next = 100;
+            for _ in 0..300 {
+                match rng.gen_range(0..10) {
+                    0 | 1 => {
+                        next += 1;
+                        let client = Client::User(rng.gen_range(0..3));
+                        c.connected(next, Some(client), now);
+                        open.insert(next);
+                    }
+                    2 => {
+                        if let Some(&conn) = open.iter().nth(rng.gen_range(0..open.len().max(1))) {
+                            c.closed(
+                                conn,
+                                if rng.gen() {
+                                    Gone::Closed
+                                } else {
+                                    Gone::NotReading
+                                },
+                            );
+                            open.remove(&conn);
+                        }
+                    }
+                    3 => {
+                        now += Duration::from_millis(rng.gen_range(0..3000));
+                        c.tick(now);
+                    }
+                    4 => {
+                        // A driver never reuses a connection's number.
+                        let r = rng.gen_range(0..6);
+                        if open.insert(10 + ConnId::from(r)) {
+                            let _ = join(&mut c, r, &token, now);
+                        }
+                    }
+                    _ => {
+                        let Some(&conn) = open.iter().nth(rng.gen_range(0..open.len().max(1)))
+                        else {
+                            continue;
+                        };
+                        let mut f = examples[rng.gen_range(0..examples.len())].clone();
+                        if rng.gen_bool(0.3) {
+                            let at = rng.gen_range(0..f.len());
+                            f[at] = rng.gen();
+                        }
+                        c.received(conn, &f, now);
+                    }
+                }
+                // Closes the core asks for are the driver's to carry out.
+                while let Some(o) = c.poll_output() {
+                    if let Output::Close(conn) = o {
+                        if open.remove(&conn) {
+                            c.closed(conn, Gone::Closed);
+                        }
+                    }
+                }
+                let s = c.status();
+                assert!(
+                    s.connections as usize <= open.len(),
+                    "round {round}: {s:?} vs {}",
+                    open.len()
+                );
+                assert_eq!(s.connections as usize, c.conns.len());
+                assert_eq!(c.per_client.values().sum::<u32>() as usize, c.conns.len());
+            }
+        }
+    }
+}
