@@ -76,6 +76,11 @@ pub struct Cli {
     /// (for output another program parses, such as `fm-bench --json`).
     #[arg(long)]
     no_prefix: bool,
+    /// Do not put fm's MPI library (libmpich.so.12, MPICH's ABI) first on
+    /// the ranks' library path. By default a program built against MPICH
+    /// runs on fm's MPI (docs/MPI.md).
+    #[arg(long)]
+    no_mpi_lib: bool,
     /// Write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr
     /// instead of the terminal.
     #[arg(long, value_name = "DIR")]
@@ -380,6 +385,11 @@ fn run(cli: Cli) -> Result<u8, String> {
         rsh: rsh.as_ref(),
         grm_at: &grm_at,
         token: &token,
+        mpi_lib: if cli.no_mpi_lib {
+            None
+        } else {
+            mpi_library_dir()
+        },
         cpus,
         bind,
     };
@@ -580,6 +590,17 @@ fn address_towards(target: Option<&str>) -> IpAddr {
         .unwrap_or(IpAddr::from([127, 0, 0, 1]))
 }
 
+/// Where fm's MPI library is, beside this fmrun: `mpi/` in a build's
+/// folder, or `../lib/fm/mpi/` of an installation.
+fn mpi_library_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let bin = exe.parent()?;
+    [bin.join("mpi"), bin.join("../lib/fm/mpi")]
+        .into_iter()
+        .find(|d| d.join("libmpich.so.12").exists())
+        .and_then(|d| d.canonicalize().ok())
+}
+
 /// What every rank's start needs.
 struct Launch<'a> {
     cli: &'a Cli,
@@ -588,6 +609,8 @@ struct Launch<'a> {
     /// FM_GRM for a rank on each target (`None`: under srun).
     grm_at: &'a HashMap<Option<&'a str>, String>,
     token: &'a str,
+    /// The folder of fm's `libmpich.so.12`, put first on the ranks' library path.
+    mpi_lib: Option<PathBuf>,
     cpus: usize,
     bind: Bind,
 }
@@ -618,6 +641,13 @@ impl Launch<'_> {
         }
         if self.rsh.is_none() && !matches!(self.plan.mode, Mode::Slurm) {
             set(fm::settings::CPUS.var, self.cpus.to_string());
+        }
+        if let Some(dir) = &self.mpi_lib {
+            let path = match std::env::var("LD_LIBRARY_PATH") {
+                Ok(p) if !p.is_empty() => format!("{}:{p}", dir.display()),
+                _ => dir.display().to_string(),
+            };
+            set("LD_LIBRARY_PATH", path);
         }
         for (k, v) in &self.cli.export {
             set(k, v.clone());

@@ -1,0 +1,180 @@
+//! MPICH's ABI, as facts: the integer handles of predefined objects, the
+//! special values, error classes and the layout of `MPI_Status`, as
+//! Debian's MPICH 4 header (`mpich/mpi.h`) defines them. A program
+//! compiled against that header passes these values; this library must
+//! read them the same way.
+//!
+//! MPICH handles are 32-bit integers: bits 30–31 the kind (0 invalid, 1
+//! built in, 2 direct, 3 indirect), bits 26–29 the object type, the rest
+//! an index (for built-in datatypes: the size in bytes in bits 8–15).
+
+use std::os::raw::c_int;
+
+pub type Handle = c_int;
+
+pub const MPI_SUCCESS: c_int = 0;
+pub const MPI_ERR_BUFFER: c_int = 1;
+pub const MPI_ERR_COUNT: c_int = 2;
+pub const MPI_ERR_TYPE: c_int = 3;
+pub const MPI_ERR_TAG: c_int = 4;
+pub const MPI_ERR_COMM: c_int = 5;
+pub const MPI_ERR_RANK: c_int = 6;
+pub const MPI_ERR_ARG: c_int = 12;
+pub const MPI_ERR_UNKNOWN: c_int = 13;
+pub const MPI_ERR_TRUNCATE: c_int = 14;
+pub const MPI_ERR_OTHER: c_int = 15;
+pub const MPI_ERR_INTERN: c_int = 16;
+pub const MPI_ERR_IN_STATUS: c_int = 17;
+pub const MPI_ERR_REQUEST: c_int = 19;
+pub const MPI_ERR_UNSUPPORTED_OPERATION: c_int = 44;
+pub const MPI_ERR_LASTCODE: c_int = 0x3fff_ffff;
+
+pub const MPI_COMM_NULL: Handle = 0x0400_0000;
+pub const MPI_COMM_WORLD: Handle = 0x4400_0000;
+pub const MPI_COMM_SELF: Handle = 0x4400_0001;
+/// A communicator made at run time: direct kind, object type 1.
+pub const COMM_DIRECT: Handle = 0x8400_0000_u32 as Handle;
+
+pub const MPI_REQUEST_NULL: Handle = 0x2c00_0000;
+/// A request made at run time: direct kind, object type 0xb.
+pub const REQUEST_DIRECT: Handle = 0xac00_0000_u32 as Handle;
+
+pub const MPI_DATATYPE_NULL: Handle = 0x0c00_0000;
+pub const MPI_ERRORS_ARE_FATAL: Handle = 0x5400_0000;
+pub const MPI_ERRORS_RETURN: Handle = 0x5400_0001;
+
+pub const MPI_ANY_SOURCE: c_int = -2;
+pub const MPI_ANY_TAG: c_int = -1;
+pub const MPI_PROC_NULL: c_int = -1;
+pub const MPI_UNDEFINED: c_int = -32766;
+
+pub const MPI_TAG_UB: c_int = 0x6440_0001;
+pub const MPI_HOST: c_int = 0x6440_0003;
+pub const MPI_IO: c_int = 0x6440_0005;
+pub const MPI_WTIME_IS_GLOBAL: c_int = 0x6440_0007;
+/// The largest tag this library accepts (MPI asks for at least 32767).
+pub const TAG_UB: c_int = 0x3fff_ffff;
+
+pub const MPI_IDENT: c_int = 0;
+pub const MPI_CONGRUENT: c_int = 1;
+pub const MPI_UNEQUAL: c_int = 3;
+
+pub const MPI_THREAD_SINGLE: c_int = 0;
+pub const MPI_THREAD_SERIALIZED: c_int = 2;
+
+pub const MPI_MAX_PROCESSOR_NAME: usize = 128;
+pub const MPI_MAX_ERROR_STRING: usize = 512;
+pub const MPI_MAX_LIBRARY_VERSION_STRING: usize = 8192;
+
+pub const MPI_VERSION: c_int = 4;
+pub const MPI_SUBVERSION: c_int = 0;
+
+/// `MPI_STATUS_IGNORE` and `MPI_STATUSES_IGNORE`: the address 1.
+pub const STATUS_IGNORE: usize = 1;
+
+/// MPICH's `MPI_Status`: the count in bytes over two ints (the high one's
+/// lowest bit says cancelled), then source, tag and error.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MpiStatus {
+    pub count_lo: c_int,
+    pub count_hi_and_cancelled: c_int,
+    pub source: c_int,
+    pub tag: c_int,
+    pub error: c_int,
+}
+
+impl MpiStatus {
+    pub fn new(source: c_int, tag: c_int, bytes: usize, error: c_int) -> MpiStatus {
+        let bytes = bytes as u64;
+        MpiStatus {
+            count_lo: bytes as u32 as c_int,
+            count_hi_and_cancelled: ((bytes >> 32) << 1) as c_int,
+            source,
+            tag,
+            error,
+        }
+    }
+
+    /// The status of a receive from `MPI_PROC_NULL`, or of nothing.
+    pub fn empty() -> MpiStatus {
+        MpiStatus::new(MPI_PROC_NULL, MPI_ANY_TAG, 0, MPI_SUCCESS)
+    }
+
+    pub fn bytes(&self) -> u64 {
+        (self.count_lo as u32 as u64) | ((self.count_hi_and_cancelled as u32 as u64) >> 1) << 32
+    }
+
+    pub fn cancelled(&self) -> bool {
+        self.count_hi_and_cancelled & 1 != 0
+    }
+}
+
+/// The size in bytes of a predefined datatype, or `None` for a handle that
+/// is not one.
+pub fn builtin_type_size(t: Handle) -> Option<usize> {
+    let t = t as u32;
+    match t {
+        // Built-in kind, datatype object: the size is in bits 8–15.
+        // (MPI_LB and MPI_UB, deprecated markers of size 0, are not types.)
+        _ if t >> 26 == 0x4c00_0000 >> 26 => match (t >> 8) & 0xff {
+            0 => None,
+            n => Some(n as usize),
+        },
+        // The pair types are direct handles: float+int, double+int, long+int,
+        // short+int, long double+int, with C's padding.
+        0x8c00_0000 => Some(8),
+        0x8c00_0001 => Some(16),
+        0x8c00_0002 => Some(16),
+        0x8c00_0003 => Some(8),
+        0x8c00_0004 => Some(32),
+        _ => None,
+    }
+}
+
+/// What an error class means, for `MPI_Error_string`.
+pub fn class_text(class: c_int) -> &'static str {
+    match class {
+        MPI_SUCCESS => "no error",
+        MPI_ERR_BUFFER => "invalid buffer pointer",
+        MPI_ERR_COUNT => "invalid count argument",
+        MPI_ERR_TYPE => "invalid datatype",
+        MPI_ERR_TAG => "invalid tag",
+        MPI_ERR_COMM => "invalid communicator",
+        MPI_ERR_RANK => "invalid rank",
+        MPI_ERR_ARG => "invalid argument",
+        MPI_ERR_TRUNCATE => "message truncated",
+        MPI_ERR_OTHER => "other error",
+        MPI_ERR_INTERN => "internal error",
+        MPI_ERR_IN_STATUS => "error code is in status",
+        MPI_ERR_REQUEST => "invalid request",
+        MPI_ERR_UNSUPPORTED_OPERATION => "operation not supported by fm's MPI yet",
+        _ => "unknown error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_sizes_are_read_from_the_handles() {
+        assert_eq!(builtin_type_size(0x4c00_0101), Some(1)); // MPI_CHAR
+        assert_eq!(builtin_type_size(0x4c00_0405), Some(4)); // MPI_INT
+        assert_eq!(builtin_type_size(0x4c00_080b), Some(8)); // MPI_DOUBLE
+        assert_eq!(builtin_type_size(0x4c00_100c), Some(16)); // MPI_LONG_DOUBLE
+        assert_eq!(builtin_type_size(0x4c00_0816), Some(8)); // MPI_2INT
+        assert_eq!(builtin_type_size(0x8c00_0001_u32 as Handle), Some(16)); // MPI_DOUBLE_INT
+        assert_eq!(builtin_type_size(MPI_DATATYPE_NULL), None);
+        assert_eq!(builtin_type_size(MPI_COMM_WORLD), None);
+        assert_eq!(builtin_type_size(0), None);
+    }
+
+    #[test]
+    fn a_status_holds_counts_past_four_gigabytes() {
+        let s = MpiStatus::new(3, 7, (5 << 32) + 9, 0);
+        assert_eq!(s.bytes(), (5 << 32) + 9);
+        assert!(!s.cancelled());
+        assert_eq!(std::mem::size_of::<MpiStatus>(), 20);
+    }
+}

@@ -1,0 +1,829 @@
+//! MPI point-to-point over FM messages (paper 003 §3.3–3.4's MPI-NP):
+//! per-communicator tag matching with a posted-receive queue and an
+//! unexpected-message queue, eager sends below a threshold and a
+//! request-to-send / clear-to-send rendezvous above it.
+//!
+//! FM delivers the messages of one sender to one receiver once and in
+//! order, so matching in arrival order keeps MPI's non-overtaking rule.
+//! Handlers run inside `extract` and do only what needs the message: match
+//! it, and receive its bytes straight into a posted buffer (a large piece
+//! of a shared-memory message is pulled from the sender by single copy), or
+//! keep it as unexpected. Whatever must be *sent* in answer (clear to send,
+//! the rendezvous data, a synchronous send's acknowledgement) is queued as
+//! an [`Action`] and sent by the progress loop outside any handler, so no
+//! handler ever waits for credit, and every blocking call keeps every
+//! protocol moving.
+
+use crate::abi::*;
+use fm::{Fm, Incoming, Rank};
+use std::collections::{HashMap, VecDeque};
+use std::os::raw::c_int;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// FM handler IDs of the protocol.
+const EAGER: u16 = 1;
+const RTS: u16 = 2;
+const CTS: u16 = 3;
+const DATA: u16 = 4;
+const ACK: u16 = 5;
+const BARRIER: u16 = 6;
+
+/// Eager header: context, source rank in the communicator, tag, flags,
+/// the sender's request. A request to send adds the length.
+const ENVELOPE: usize = 20;
+const RTS_LEN: usize = ENVELOPE + 8;
+/// Flag: a synchronous send, acknowledged when matched.
+const SYNC: u32 = 1;
+
+/// Messages up to this many bytes are sent eagerly (`FM_MPI_EAGER_LIMIT`).
+pub const DEFAULT_EAGER_LIMIT: usize = 64 << 10;
+
+/// An error as MPI reports it: its class, and what happened.
+#[derive(Debug)]
+pub struct MpiError {
+    pub class: c_int,
+    pub message: String,
+}
+
+pub type MpiResult<T> = Result<T, MpiError>;
+
+pub fn err<T>(class: c_int, message: impl Into<String>) -> MpiResult<T> {
+    Err(MpiError {
+        class,
+        message: message.into(),
+    })
+}
+
+impl From<fm::FmError> for MpiError {
+    fn from(e: fm::FmError) -> Self {
+        MpiError {
+            class: MPI_ERR_OTHER,
+            message: format!("fm: {e}"),
+        }
+    }
+}
+
+/// Who a message is from and how it is labelled, as matching sees it.
+#[derive(Clone, Copy, Debug)]
+struct Envelope {
+    context: u32,
+    /// The sender's rank in the communicator.
+    source: c_int,
+    tag: c_int,
+    flags: u32,
+    /// The sender's request (rendezvous and synchronous sends).
+    sender_req: u32,
+}
+
+impl Envelope {
+    fn write(&self, out: &mut [u8]) {
+        out[0..4].copy_from_slice(&self.context.to_le_bytes());
+        out[4..8].copy_from_slice(&self.source.to_le_bytes());
+        out[8..12].copy_from_slice(&self.tag.to_le_bytes());
+        out[12..16].copy_from_slice(&self.flags.to_le_bytes());
+        out[16..20].copy_from_slice(&self.sender_req.to_le_bytes());
+    }
+
+    fn read(b: &[u8]) -> Envelope {
+        let w = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        Envelope {
+            context: w(0),
+            source: w(4) as c_int,
+            tag: w(8) as c_int,
+            flags: w(12),
+            sender_req: w(16),
+        }
+    }
+
+    fn matches(&self, context: u32, source: c_int, tag: c_int) -> bool {
+        self.context == context
+            && (source == MPI_ANY_SOURCE || source == self.source)
+            && (tag == MPI_ANY_TAG || tag == self.tag)
+    }
+}
+
+/// A message that arrived before its receive was posted.
+struct Unexpected {
+    env: Envelope,
+    /// The FM rank it came from (where answers go).
+    from: Rank,
+    body: Body,
+}
+
+enum Body {
+    /// The whole message, copied aside.
+    Eager(Vec<u8>),
+    /// Only its announcement: the data waits at the sender.
+    Rendezvous { len: u64 },
+}
+
+impl Unexpected {
+    fn len(&self) -> u64 {
+        match &self.body {
+            Body::Eager(d) => d.len() as u64,
+            Body::Rendezvous { len } => *len,
+        }
+    }
+}
+
+/// A posted receive waiting for its message.
+struct Posted {
+    req: u32,
+    context: u32,
+    source: c_int,
+    tag: c_int,
+}
+
+/// What a request is for.
+enum Op {
+    Send {
+        data: *const u8,
+        len: usize,
+    },
+    Recv {
+        buf: *mut u8,
+        cap: usize,
+    },
+    /// Already complete when made (to or from `MPI_PROC_NULL`).
+    Null,
+}
+
+struct Request {
+    op: Op,
+    done: bool,
+    status: MpiStatus,
+    /// `MPI_Request_free` was called: forget it once done.
+    freed: bool,
+}
+
+/// Something to send in answer, outside any handler.
+enum Action {
+    ClearToSend {
+        to: Rank,
+        sender_req: u32,
+        recv_req: u32,
+    },
+    Data {
+        req: u32,
+        to: Rank,
+        recv_req: u32,
+    },
+    Ack {
+        to: Rank,
+        sender_req: u32,
+    },
+}
+
+/// What handlers and calls share (one thread at a time; the lock is never
+/// held across a send or an extract).
+#[derive(Default)]
+struct Matching {
+    requests: Vec<Option<Request>>,
+    free: Vec<u32>,
+    posted: VecDeque<Posted>,
+    unexpected: VecDeque<Unexpected>,
+    actions: Vec<Action>,
+    /// Barrier messages arrived, by (context, epoch, round).
+    barrier: HashMap<(u32, u32, u32), u32>,
+}
+
+// SAFETY: the raw pointers in requests are the caller's buffers, used only
+// while the request is live, from the one thread that drives MPI at a time
+// (MPI_THREAD_SERIALIZED).
+unsafe impl Send for Matching {}
+
+impl Matching {
+    fn add(&mut self, r: Request) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.requests[i as usize] = Some(r);
+                i
+            }
+            None => {
+                self.requests.push(Some(r));
+                self.requests.len() as u32 - 1
+            }
+        }
+    }
+
+    fn get(&mut self, id: u32) -> Option<&mut Request> {
+        self.requests.get_mut(id as usize).and_then(Option::as_mut)
+    }
+
+    fn remove(&mut self, id: u32) -> Option<Request> {
+        let r = self.requests.get_mut(id as usize)?.take();
+        if r.is_some() {
+            self.free.push(id);
+        }
+        r
+    }
+
+    /// A request reached its end: it is done, and gone if it was freed.
+    fn complete(&mut self, id: u32, status: MpiStatus) {
+        let freed = match self.get(id) {
+            Some(r) => {
+                r.done = true;
+                r.status = status;
+                r.freed
+            }
+            None => return,
+        };
+        if freed {
+            self.remove(id);
+        }
+    }
+
+    /// The first posted receive `env` matches, taken off the queue.
+    fn take_posted(&mut self, env: &Envelope) -> Option<u32> {
+        let i = (self.posted.iter()).position(|p| env.matches(p.context, p.source, p.tag))?;
+        self.posted.remove(i).map(|p| p.req)
+    }
+
+    /// A rendezvous matched receive `req`: ask the sender for the data, and
+    /// keep the envelope's source and tag for the status when it comes.
+    fn clear_to_send(&mut self, to: Rank, env: &Envelope, req: u32) {
+        if let Some(r) = self.get(req) {
+            r.status = MpiStatus::new(env.source, env.tag, 0, MPI_SUCCESS);
+        }
+        self.actions.push(Action::ClearToSend {
+            to,
+            sender_req: env.sender_req,
+            recv_req: req,
+        });
+    }
+
+    /// The posted receive's buffer and capacity.
+    fn recv_buffer(&mut self, id: u32) -> Option<(*mut u8, usize)> {
+        match self.get(id)?.op {
+            Op::Recv { buf, cap } => Some((buf, cap)),
+            _ => None,
+        }
+    }
+}
+
+fn lock(m: &Mutex<Matching>) -> MutexGuard<'_, Matching> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Receive the rest of message `m` into the receive `req` (as much as fits)
+/// and complete it; the status says truncated if it did not all fit.
+fn deliver(sh: &mut Matching, req: u32, m: &mut Incoming<'_>, env: &Envelope) -> fm::Result<()> {
+    let Some((buf, cap)) = sh.recv_buffer(req) else {
+        return Ok(());
+    };
+    let len = m.remaining();
+    let n = len.min(cap);
+    if n > 0 {
+        // SAFETY: the receive's buffer holds `cap` bytes and lives until
+        // the request completes (MPI's rule for the caller).
+        let dst = unsafe { std::slice::from_raw_parts_mut(buf, n) };
+        m.receive(dst)?;
+    }
+    let error = if len > cap {
+        MPI_ERR_TRUNCATE
+    } else {
+        MPI_SUCCESS
+    };
+    sh.complete(req, MpiStatus::new(env.source, env.tag, n, error));
+    Ok(())
+}
+
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
+
+/// A communicator: its context (the same on every member), its members'
+/// FM ranks by communicator rank, and this process's rank in it.
+#[derive(Clone)]
+pub struct Comm {
+    pub context: u32,
+    pub ranks: Vec<Rank>,
+    pub rank: c_int,
+    pub errhandler: Handle,
+    /// Barriers entered on it (matches barrier messages to barriers).
+    pub barriers: u32,
+    /// Contexts handed out to communicators made from this one: every
+    /// member makes the same ones in the same order.
+    pub children: u32,
+}
+
+impl Comm {
+    pub fn size(&self) -> c_int {
+        self.ranks.len() as c_int
+    }
+}
+
+/// One process's MPI: its FM endpoint and the matching state its handlers share.
+pub struct Engine {
+    pub fm: Fm,
+    shared: Arc<Mutex<Matching>>,
+    pub eager_limit: usize,
+}
+
+impl Engine {
+    /// Join the job (as `Fm::init` does) with the protocol's handlers.
+    pub fn start() -> MpiResult<Engine> {
+        let shared = Arc::new(Mutex::new(Matching::default()));
+        let s = |sh: &Arc<Mutex<Matching>>| sh.clone();
+        let (a, b, c, d, e, f) = (
+            s(&shared),
+            s(&shared),
+            s(&shared),
+            s(&shared),
+            s(&shared),
+            s(&shared),
+        );
+        let fm = Fm::builder()
+            .handler(EAGER, "mpi-eager", move |m| on_eager(&a, m))
+            .handler(RTS, "mpi-rts", move |m| on_rts(&b, m))
+            .handler(CTS, "mpi-cts", move |m| on_cts(&c, m))
+            .handler(DATA, "mpi-data", move |m| on_data(&d, m))
+            .handler(ACK, "mpi-ack", move |m| on_ack(&e, m))
+            .handler(BARRIER, "mpi-barrier", move |m| on_barrier(&f, m))
+            .from_env()?
+            .build()?;
+        let eager_limit = std::env::var("FM_MPI_EAGER_LIMIT")
+            .ok()
+            .map(|v| {
+                v.trim().parse::<usize>().map_err(|_| MpiError {
+                    class: MPI_ERR_ARG,
+                    message: format!("FM_MPI_EAGER_LIMIT={v:?}: not a number of bytes"),
+                })
+            })
+            .transpose()?
+            .unwrap_or(DEFAULT_EAGER_LIMIT);
+        Ok(Engine {
+            fm,
+            shared,
+            eager_limit,
+        })
+    }
+
+    fn matching(&self) -> MutexGuard<'_, Matching> {
+        lock(&self.shared)
+    }
+
+    /// Run arrived handlers and send what they asked for, without waiting.
+    pub fn progress(&mut self) -> MpiResult<()> {
+        self.fm.extract(usize::MAX)?;
+        self.act()
+    }
+
+    /// Send what handlers asked for (sending may run handlers that ask for more).
+    fn act(&mut self) -> MpiResult<()> {
+        loop {
+            let actions = std::mem::take(&mut self.matching().actions);
+            if actions.is_empty() {
+                return Ok(());
+            }
+            for a in actions {
+                match a {
+                    Action::ClearToSend {
+                        to,
+                        sender_req,
+                        recv_req,
+                    } => {
+                        let mut b = [0u8; 8];
+                        b[..4].copy_from_slice(&sender_req.to_le_bytes());
+                        b[4..].copy_from_slice(&recv_req.to_le_bytes());
+                        self.fm.send(to, CTS, &b)?;
+                    }
+                    Action::Ack { to, sender_req } => {
+                        self.fm.send(to, ACK, &sender_req.to_le_bytes())?;
+                    }
+                    Action::Data { req, to, recv_req } => {
+                        let data = match self.matching().get(req).map(|r| &r.op) {
+                            Some(Op::Send { data, len, .. }) => Some((*data, *len)),
+                            _ => None,
+                        };
+                        let Some((data, len)) = data else {
+                            continue;
+                        };
+                        // SAFETY: the send's buffer lives until its request
+                        // completes, which is after this.
+                        let bytes = unsafe { std::slice::from_raw_parts(data, len) };
+                        self.fm.begin_message(to, 4 + len, DATA)?;
+                        self.fm.send_piece(&recv_req.to_le_bytes())?;
+                        self.fm.send_piece(bytes)?;
+                        self.fm.end_message()?;
+                        self.matching().complete(req, MpiStatus::empty());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Wait for something to happen, then make progress.
+    fn wait_some(&mut self) -> MpiResult<()> {
+        self.fm.extract_wait(usize::MAX)?;
+        self.act()
+    }
+
+    /// Start a send of `len` bytes at `data` to communicator rank `dest`.
+    ///
+    /// # Safety
+    /// `data` holds `len` readable bytes until the request completes.
+    pub unsafe fn isend(
+        &mut self,
+        comm: &Comm,
+        dest: c_int,
+        tag: c_int,
+        data: *const u8,
+        len: usize,
+        sync: bool,
+    ) -> MpiResult<u32> {
+        if dest == MPI_PROC_NULL {
+            return Ok(self.null_request());
+        }
+        let to = comm.ranks[dest as usize];
+        let req = self.matching().add(Request {
+            op: Op::Send { data, len },
+            done: false,
+            status: MpiStatus::empty(),
+            freed: false,
+        });
+        let env = Envelope {
+            context: comm.context,
+            source: comm.rank,
+            tag,
+            flags: if sync { SYNC } else { 0 },
+            sender_req: req,
+        };
+        if len <= self.eager_limit {
+            let mut head = [0u8; ENVELOPE];
+            env.write(&mut head);
+            let bytes = slice_or_empty(data, len);
+            self.fm.begin_message(to, ENVELOPE + len, EAGER)?;
+            self.fm.send_piece(&head)?;
+            self.fm.send_piece(bytes)?;
+            self.fm.end_message()?;
+            if !sync {
+                self.matching().complete(req, MpiStatus::empty());
+            }
+        } else {
+            let mut head = [0u8; RTS_LEN];
+            env.write(&mut head);
+            head[ENVELOPE..].copy_from_slice(&(len as u64).to_le_bytes());
+            self.fm.send(to, RTS, &head)?;
+        }
+        self.act()?;
+        Ok(req)
+    }
+
+    /// Post a receive of up to `cap` bytes into `buf`.
+    ///
+    /// # Safety
+    /// `buf` holds `cap` writable bytes until the request completes.
+    pub unsafe fn irecv(
+        &mut self,
+        comm: &Comm,
+        source: c_int,
+        tag: c_int,
+        buf: *mut u8,
+        cap: usize,
+    ) -> MpiResult<u32> {
+        if source == MPI_PROC_NULL {
+            return Ok(self.null_request());
+        }
+        let context = comm.context;
+        let mut sh = self.matching();
+        let req = sh.add(Request {
+            op: Op::Recv { buf, cap },
+            done: false,
+            status: MpiStatus::empty(),
+            freed: false,
+        });
+        let found = (sh.unexpected.iter()).position(|u| u.env.matches(context, source, tag));
+        match found.and_then(|i| sh.unexpected.remove(i)) {
+            None => sh.posted.push_back(Posted {
+                req,
+                context,
+                source,
+                tag,
+            }),
+            Some(u) => {
+                let env = u.env;
+                match u.body {
+                    Body::Eager(data) => {
+                        let n = data.len().min(cap);
+                        let error = if data.len() > cap {
+                            MPI_ERR_TRUNCATE
+                        } else {
+                            MPI_SUCCESS
+                        };
+                        if n > 0 {
+                            std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n);
+                        }
+                        sh.complete(req, MpiStatus::new(env.source, env.tag, n, error));
+                        if env.flags & SYNC != 0 {
+                            sh.actions.push(Action::Ack {
+                                to: u.from,
+                                sender_req: env.sender_req,
+                            });
+                        }
+                    }
+                    Body::Rendezvous { .. } => sh.clear_to_send(u.from, &env, req),
+                }
+            }
+        }
+        drop(sh);
+        self.act()?;
+        Ok(req)
+    }
+
+    fn null_request(&mut self) -> u32 {
+        self.matching().add(Request {
+            op: Op::Null,
+            done: true,
+            status: MpiStatus::empty(),
+            freed: false,
+        })
+    }
+
+    /// Is request `id` a live one?
+    pub fn is_request(&self, id: u32) -> bool {
+        self.matching()
+            .requests
+            .get(id as usize)
+            .is_some_and(Option::is_some)
+    }
+
+    /// If request `id` is done: its status, and the request is gone.
+    pub fn test(&mut self, id: u32) -> Option<MpiStatus> {
+        let mut sh = self.matching();
+        if !sh.get(id)?.done {
+            return None;
+        }
+        sh.remove(id).map(|r| r.status)
+    }
+
+    /// Wait for request `id` to complete; its status.
+    pub fn wait(&mut self, id: u32) -> MpiResult<MpiStatus> {
+        loop {
+            if let Some(s) = self.test(id) {
+                return Ok(s);
+            }
+            if !self.is_request(id) {
+                return err(MPI_ERR_REQUEST, "the request is not active");
+            }
+            self.progress()?;
+            if let Some(s) = self.test(id) {
+                return Ok(s);
+            }
+            self.wait_some()?;
+        }
+    }
+
+    /// Wait until one of `ids` (those that are `Some`) completes: its index and status.
+    pub fn wait_any(&mut self, ids: &[Option<u32>]) -> MpiResult<Option<(usize, MpiStatus)>> {
+        if ids.iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        loop {
+            for (i, id) in ids.iter().enumerate() {
+                if let Some(s) = id.and_then(|id| self.test(id)) {
+                    return Ok(Some((i, s)));
+                }
+            }
+            self.progress()?;
+            if ids.iter().flatten().any(|&id| self.is_done(id)) {
+                continue;
+            }
+            self.wait_some()?;
+        }
+    }
+
+    pub fn is_done(&self, id: u32) -> bool {
+        self.matching()
+            .requests
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|r| r.done)
+    }
+
+    /// `MPI_Request_free`: forget the request once it completes.
+    pub fn free_request(&mut self, id: u32) {
+        let mut sh = self.matching();
+        let done = match sh.get(id) {
+            Some(r) => {
+                r.freed = true;
+                r.done
+            }
+            None => return,
+        };
+        if done {
+            sh.remove(id);
+        }
+    }
+
+    /// `MPI_Cancel` of a receive not yet matched: it completes, cancelled.
+    /// Sends are not cancelled (they complete as usual).
+    pub fn cancel(&mut self, id: u32) {
+        let mut sh = self.matching();
+        if let Some(i) = sh.posted.iter().position(|p| p.req == id) {
+            sh.posted.remove(i);
+            let mut s = MpiStatus::empty();
+            s.count_hi_and_cancelled |= 1;
+            sh.complete(id, s);
+        }
+    }
+
+    /// The status of the first unexpected message matching, if any.
+    pub fn iprobe(
+        &mut self,
+        comm: &Comm,
+        source: c_int,
+        tag: c_int,
+    ) -> MpiResult<Option<MpiStatus>> {
+        if source == MPI_PROC_NULL {
+            return Ok(Some(MpiStatus::empty()));
+        }
+        self.progress()?;
+        let sh = self.matching();
+        let u = sh
+            .unexpected
+            .iter()
+            .find(|u| u.env.matches(comm.context, source, tag));
+        Ok(u.map(|u| MpiStatus::new(u.env.source, u.env.tag, u.len() as usize, MPI_SUCCESS)))
+    }
+
+    pub fn probe(&mut self, comm: &Comm, source: c_int, tag: c_int) -> MpiResult<MpiStatus> {
+        loop {
+            if let Some(s) = self.iprobe(comm, source, tag)? {
+                return Ok(s);
+            }
+            self.wait_some()?;
+        }
+    }
+
+    /// A dissemination barrier over the communicator's members: in round k
+    /// each tells the member 2^k after it and waits to hear from the one
+    /// 2^k before it. Its messages carry the communicator's context and the
+    /// barrier's number, so barriers never mix.
+    pub fn barrier(&mut self, comm: &mut Comm) -> MpiResult<()> {
+        let n = comm.ranks.len() as c_int;
+        let epoch = comm.barriers;
+        comm.barriers += 1;
+        let mut round = 0u32;
+        let mut step = 1;
+        while step < n {
+            let to = comm.ranks[((comm.rank + step) % n) as usize];
+            let mut b = [0u8; 12];
+            b[..4].copy_from_slice(&comm.context.to_le_bytes());
+            b[4..8].copy_from_slice(&epoch.to_le_bytes());
+            b[8..].copy_from_slice(&round.to_le_bytes());
+            self.fm.send(to, BARRIER, &b)?;
+            let key = (comm.context, epoch, round);
+            loop {
+                self.progress()?;
+                let arrived = {
+                    let mut sh = self.matching();
+                    match sh.barrier.get_mut(&key) {
+                        Some(c) => {
+                            *c -= 1;
+                            if *c == 0 {
+                                sh.barrier.remove(&key);
+                            }
+                            true
+                        }
+                        None => false,
+                    }
+                };
+                if arrived {
+                    break;
+                }
+                self.wait_some()?;
+            }
+            round += 1;
+            step *= 2;
+        }
+        Ok(())
+    }
+
+    /// Every request still open, for `MPI_Finalize` to complete.
+    pub fn open_requests(&self) -> Vec<u32> {
+        let sh = self.matching();
+        (0..sh.requests.len() as u32)
+            .filter(|&i| {
+                sh.requests[i as usize]
+                    .as_ref()
+                    .is_some_and(|r| !r.done && matches!(r.op, Op::Send { .. }))
+            })
+            .collect()
+    }
+}
+
+/// The caller's bytes; a zero-length message may come with any pointer.
+///
+/// # Safety
+/// `data` must point at `len` readable bytes when `len > 0`.
+unsafe fn slice_or_empty<'a>(data: *const u8, len: usize) -> &'a [u8] {
+    if len == 0 {
+        &[]
+    } else {
+        std::slice::from_raw_parts(data, len)
+    }
+}
+
+fn on_eager(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
+    let mut head = [0u8; ENVELOPE];
+    if m.receive(&mut head)? < ENVELOPE {
+        tracing::warn!(
+            src = m.src(),
+            "mpi: a message shorter than its envelope: dropped"
+        );
+        return Ok(());
+    }
+    let env = Envelope::read(&head);
+    let mut sh = lock(shared);
+    match sh.take_posted(&env) {
+        Some(req) => deliver(&mut sh, req, m, &env)?,
+        None => {
+            let data = m.receive_vec()?;
+            sh.unexpected.push_back(Unexpected {
+                env,
+                from: m.src(),
+                body: Body::Eager(data),
+            });
+            return Ok(());
+        }
+    }
+    if env.flags & SYNC != 0 {
+        sh.actions.push(Action::Ack {
+            to: m.src(),
+            sender_req: env.sender_req,
+        });
+    }
+    Ok(())
+}
+
+fn on_rts(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
+    let mut head = [0u8; RTS_LEN];
+    if m.receive(&mut head)? < RTS_LEN {
+        tracing::warn!(src = m.src(), "mpi: a short request to send: dropped");
+        return Ok(());
+    }
+    let env = Envelope::read(&head);
+    let len = u64::from_le_bytes(head[ENVELOPE..].try_into().unwrap_or([0; 8]));
+    let mut sh = lock(shared);
+    match sh.take_posted(&env) {
+        Some(recv_req) => sh.clear_to_send(m.src(), &env, recv_req),
+        None => sh.unexpected.push_back(Unexpected {
+            env,
+            from: m.src(),
+            body: Body::Rendezvous { len },
+        }),
+    }
+    Ok(())
+}
+
+fn on_cts(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
+    let mut b = [0u8; 8];
+    if m.receive(&mut b)? < 8 {
+        return Ok(());
+    }
+    lock(shared).actions.push(Action::Data {
+        req: u32_at(&b, 0),
+        to: m.src(),
+        recv_req: u32_at(&b, 4),
+    });
+    Ok(())
+}
+
+fn on_data(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
+    let mut b = [0u8; 4];
+    if m.receive(&mut b)? < 4 {
+        return Ok(());
+    }
+    let req = u32_at(&b, 0);
+    let mut sh = lock(shared);
+    let Some(r) = sh.get(req) else {
+        tracing::warn!(src = m.src(), req, "mpi: data for no receive: dropped");
+        return Ok(());
+    };
+    let env = Envelope {
+        context: 0,
+        source: r.status.source,
+        tag: r.status.tag,
+        flags: 0,
+        sender_req: 0,
+    };
+    deliver(&mut sh, req, m, &env)
+}
+
+fn on_ack(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
+    let mut b = [0u8; 4];
+    if m.receive(&mut b)? == 4 {
+        lock(shared).complete(u32_at(&b, 0), MpiStatus::empty());
+    }
+    Ok(())
+}
+
+fn on_barrier(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
+    let mut b = [0u8; 12];
+    if m.receive(&mut b)? == 12 {
+        let key = (u32_at(&b, 0), u32_at(&b, 4), u32_at(&b, 8));
+        *lock(shared).barrier.entry(key).or_insert(0) += 1;
+    }
+    Ok(())
+}

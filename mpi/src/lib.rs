@@ -1,0 +1,834 @@
+//! # fm-mpi — MPI on fm, with MPICH's ABI
+//!
+//! `libmpich.so.12`: a program built against MPICH (Debian's `libmpich-dev`,
+//! Intel MPI, Cray MPICH share the ABI) loads this library instead of
+//! MPICH's when it comes first on the library path, which is what `fmrun`
+//! arranges; `MPI_Init` then joins the job as `Fm::init` does (GRM, node
+//! map, handler check, device table), and point-to-point messages travel
+//! as FM messages over the composite ([`engine`]).
+//!
+//! Every function is exported as `PMPI_x` and as `MPI_x` (which calls
+//! `PMPI_x`), the profiling interface: a tool that defines `MPI_x` itself
+//! reaches the library through `PMPI_x`. Calls are serialized by one lock
+//! (`MPI_THREAD_SERIALIZED` is what `MPI_Init_thread` provides).
+//!
+//! Errors go to the communicator's error handler: `MPI_ERRORS_ARE_FATAL`
+//! (the default) prints the rank, the function and the reason, and ends
+//! the whole job; `MPI_ERRORS_RETURN` returns the error class. docs/MPI.md
+//! lists what is supported.
+
+// The C names are MPI's.
+#![allow(non_snake_case)]
+
+pub mod abi;
+pub mod engine;
+
+use abi::*;
+use engine::{err, Comm, Engine, MpiError, MpiResult};
+use std::ffi::{c_char, c_double, c_int, c_void};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Everything MPI holds between calls.
+struct Mpi {
+    engine: Engine,
+    /// Communicators by index: 0 is `MPI_COMM_WORLD`, 1 `MPI_COMM_SELF`,
+    /// the rest made at run time (handle `COMM_DIRECT | index`).
+    comms: Vec<Option<Comm>>,
+    t0: Instant,
+}
+
+enum Phase {
+    Before,
+    Running(Box<Mpi>),
+    Finalized,
+}
+
+static MPI: Mutex<Phase> = Mutex::new(Phase::Before);
+
+fn phase() -> std::sync::MutexGuard<'static, Phase> {
+    MPI.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Run `f` on the running MPI, reporting an error as `func` to the error
+/// handler of `comm` (or of `MPI_COMM_WORLD`).
+fn call(func: &str, comm: Handle, f: impl FnOnce(&mut Mpi) -> MpiResult<()>) -> c_int {
+    let mut g = phase();
+    let Phase::Running(mpi) = &mut *g else {
+        let why = match &*g {
+            Phase::Before => "called before MPI_Init",
+            _ => "called after MPI_Finalize",
+        };
+        fatal(None, func, why);
+    };
+    match f(mpi) {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => {
+            let handler = mpi
+                .comm(comm)
+                .or_else(|_| mpi.comm(MPI_COMM_WORLD))
+                .map(|c| c.errhandler)
+                .unwrap_or(MPI_ERRORS_ARE_FATAL);
+            if handler == MPI_ERRORS_RETURN {
+                e.class
+            } else {
+                let rank = mpi.comms[0].as_ref().map(|c| c.rank);
+                fatal(rank, func, &e.message)
+            }
+        }
+    }
+}
+
+/// `MPI_ERRORS_ARE_FATAL`: say who failed where and why, and end the job
+/// (fmrun stops the other ranks when one exits with a failure).
+fn fatal(rank: Option<c_int>, func: &str, why: &str) -> ! {
+    match rank {
+        Some(r) => eprintln!("fm MPI: rank {r}: {func}: {why}"),
+        None => eprintln!("fm MPI: {func}: {why}"),
+    }
+    std::process::exit(1)
+}
+
+impl Mpi {
+    fn index(handle: Handle) -> Option<usize> {
+        match handle {
+            MPI_COMM_WORLD => Some(0),
+            MPI_COMM_SELF => Some(1),
+            h if h & !0x03ff_ffff == COMM_DIRECT => Some((h & 0x03ff_ffff) as usize),
+            _ => None,
+        }
+    }
+
+    fn comm(&self, handle: Handle) -> MpiResult<&Comm> {
+        Self::index(handle)
+            .and_then(|i| self.comms.get(i)?.as_ref())
+            .ok_or_else(|| MpiError {
+                class: MPI_ERR_COMM,
+                message: format!("{handle:#x} is not a communicator"),
+            })
+    }
+
+    fn comm_mut(&mut self, handle: Handle) -> MpiResult<&mut Comm> {
+        Self::index(handle)
+            .and_then(|i| self.comms.get_mut(i)?.as_mut())
+            .ok_or_else(|| MpiError {
+                class: MPI_ERR_COMM,
+                message: format!("{handle:#x} is not a communicator"),
+            })
+    }
+
+    /// The communicator, checked, for a call naming `rank` (a destination
+    /// or source; `any` allows `MPI_ANY_SOURCE`) and `tag`.
+    fn p2p(&self, handle: Handle, rank: c_int, any: bool, tag: c_int) -> MpiResult<Comm> {
+        let c = self.comm(handle)?;
+        let ok_rank = (0..c.size()).contains(&rank)
+            || rank == MPI_PROC_NULL
+            || (any && rank == MPI_ANY_SOURCE);
+        if !ok_rank {
+            return err(
+                MPI_ERR_RANK,
+                format!(
+                    "rank {rank} is not in a communicator of {} processes",
+                    c.size()
+                ),
+            );
+        }
+        if !((0..=TAG_UB).contains(&tag) || (any && tag == MPI_ANY_TAG)) {
+            return err(MPI_ERR_TAG, format!("tag {tag} is outside 0..={TAG_UB}"));
+        }
+        Ok(c.clone())
+    }
+}
+
+/// Bytes of `count` elements of `datatype`.
+fn bytes_of(count: c_int, datatype: Handle) -> MpiResult<usize> {
+    if count < 0 {
+        return err(MPI_ERR_COUNT, format!("count {count} is negative"));
+    }
+    match builtin_type_size(datatype) {
+        Some(size) => Ok(count as usize * size),
+        None => err(
+            MPI_ERR_TYPE,
+            format!("{datatype:#x} is not a predefined datatype (derived datatypes are not supported yet)"),
+        ),
+    }
+}
+
+fn check_buffer(buf: *const c_void, bytes: usize) -> MpiResult<()> {
+    if buf.is_null() && bytes > 0 {
+        return err(MPI_ERR_BUFFER, "a null buffer for a non-empty message");
+    }
+    Ok(())
+}
+
+fn request_handle(id: u32) -> Handle {
+    REQUEST_DIRECT | id as Handle
+}
+
+fn request_id(h: Handle) -> MpiResult<u32> {
+    if h & !0x03ff_ffff == REQUEST_DIRECT {
+        Ok((h & 0x03ff_ffff) as u32)
+    } else {
+        err(MPI_ERR_REQUEST, format!("{h:#x} is not a request"))
+    }
+}
+
+/// Write `s` to a status the caller gave, unless it is `MPI_STATUS_IGNORE`.
+///
+/// # Safety
+/// `out` is null, `MPI_STATUS_IGNORE`, or points at an `MPI_Status`.
+unsafe fn put_status(out: *mut MpiStatus, s: MpiStatus) {
+    if !out.is_null() && out as usize != STATUS_IGNORE {
+        *out = s;
+    }
+}
+
+/// The receive's truncation, reported as the call's error.
+fn status_result(s: &MpiStatus) -> MpiResult<()> {
+    if s.error == MPI_ERR_TRUNCATE {
+        return err(
+            MPI_ERR_TRUNCATE,
+            format!(
+                "message truncated: the receive buffer held {} bytes of a longer message from rank {} (tag {})",
+                s.bytes(),
+                s.source,
+                s.tag
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Copy `s` into the C string buffer `out` of at most `max` bytes (with its
+/// NUL), and its length to `len`.
+///
+/// # Safety
+/// `out` holds `max` bytes; `len` is null or points at an int.
+unsafe fn put_string(s: &str, out: *mut c_char, max: usize, len: *mut c_int) {
+    let n = s.len().min(max.saturating_sub(1));
+    if !out.is_null() {
+        std::ptr::copy_nonoverlapping(s.as_ptr(), out.cast::<u8>(), n);
+        *out.add(n) = 0;
+    }
+    if !len.is_null() {
+        *len = n as c_int;
+    }
+}
+
+/// Defines `PMPI_name` with the body, and `MPI_name` calling it.
+macro_rules! mpi {
+    ($(fn $name:ident / $pname:ident ($($a:ident : $t:ty),* $(,)?) $body:block)*) => {$(
+        #[no_mangle]
+        #[doc = concat!("`", stringify!($pname), "`.")]
+        ///
+        /// # Safety
+        /// As MPI's: the pointers a C caller passes are valid.
+        pub unsafe extern "C" fn $pname($($a: $t),*) -> c_int $body
+
+        #[no_mangle]
+        #[doc = concat!("`", stringify!($name), "`: calls `", stringify!($pname), "`.")]
+        ///
+        /// # Safety
+        /// As MPI's: the pointers a C caller passes are valid.
+        pub unsafe extern "C" fn $name($($a: $t),*) -> c_int {
+            $pname($($a),*)
+        }
+    )*};
+}
+
+mpi! {
+fn MPI_Init / PMPI_Init(_argc: *mut c_int, _argv: *mut *mut *mut c_char) {
+    init("MPI_Init")
+}
+
+fn MPI_Init_thread / PMPI_Init_thread(
+    _argc: *mut c_int,
+    _argv: *mut *mut *mut c_char,
+    required: c_int,
+    provided: *mut c_int,
+) {
+    let r = init("MPI_Init_thread");
+    if !provided.is_null() {
+        *provided = required.min(MPI_THREAD_SERIALIZED);
+    }
+    r
+}
+
+fn MPI_Initialized / PMPI_Initialized(flag: *mut c_int) {
+    if !flag.is_null() {
+        *flag = c_int::from(!matches!(*phase(), Phase::Before));
+    }
+    MPI_SUCCESS
+}
+
+fn MPI_Finalized / PMPI_Finalized(flag: *mut c_int) {
+    if !flag.is_null() {
+        *flag = c_int::from(matches!(*phase(), Phase::Finalized));
+    }
+    MPI_SUCCESS
+}
+
+fn MPI_Query_thread / PMPI_Query_thread(provided: *mut c_int) {
+    if !provided.is_null() {
+        *provided = MPI_THREAD_SERIALIZED;
+    }
+    MPI_SUCCESS
+}
+
+fn MPI_Is_thread_main / PMPI_Is_thread_main(flag: *mut c_int) {
+    if !flag.is_null() {
+        *flag = 1;
+    }
+    MPI_SUCCESS
+}
+
+fn MPI_Finalize / PMPI_Finalize() {
+    let mut g = phase();
+    let Phase::Running(mpi) = &mut *g else {
+        fatal(None, "MPI_Finalize", "called without MPI_Init, or twice");
+    };
+    // Sends still open are completed (their receivers may still want
+    // them), then everyone meets, so nobody leaves while a peer needs it.
+    let r = (|| {
+        for id in mpi.engine.open_requests() {
+            mpi.engine.wait(id)?;
+        }
+        let mut world = mpi.comm(MPI_COMM_WORLD)?.clone();
+        mpi.engine.barrier(&mut world)
+    })();
+    if let Err(e) = r {
+        let rank = mpi.comms[0].as_ref().map(|c| c.rank);
+        fatal(rank, "MPI_Finalize", &e.message);
+    }
+    *g = Phase::Finalized;
+    MPI_SUCCESS
+}
+
+fn MPI_Abort / PMPI_Abort(_comm: Handle, errorcode: c_int) {
+    let rank = match &*phase() {
+        Phase::Running(m) => m.comms[0].as_ref().map(|c| c.rank),
+        _ => None,
+    };
+    match rank {
+        Some(r) => eprintln!("fm MPI: rank {r} called MPI_Abort with error code {errorcode}"),
+        None => eprintln!("fm MPI: MPI_Abort with error code {errorcode}"),
+    }
+    std::process::exit(if errorcode == 0 { 1 } else { errorcode })
+}
+
+fn MPI_Comm_rank / PMPI_Comm_rank(comm: Handle, rank: *mut c_int) {
+    call("MPI_Comm_rank", comm, |m| {
+        let r = m.comm(comm)?.rank;
+        if !rank.is_null() {
+            *rank = r;
+        }
+        Ok(())
+    })
+}
+
+fn MPI_Comm_size / PMPI_Comm_size(comm: Handle, size: *mut c_int) {
+    call("MPI_Comm_size", comm, |m| {
+        let s = m.comm(comm)?.size();
+        if !size.is_null() {
+            *size = s;
+        }
+        Ok(())
+    })
+}
+
+fn MPI_Comm_set_errhandler / PMPI_Comm_set_errhandler(comm: Handle, errhandler: Handle) {
+    call("MPI_Comm_set_errhandler", comm, |m| {
+        if errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN {
+            return err(MPI_ERR_ARG, format!("{errhandler:#x} is not an error handler fm's MPI has"));
+        }
+        m.comm_mut(comm)?.errhandler = errhandler;
+        Ok(())
+    })
+}
+
+fn MPI_Comm_get_errhandler / PMPI_Comm_get_errhandler(comm: Handle, errhandler: *mut Handle) {
+    call("MPI_Comm_get_errhandler", comm, |m| {
+        let h = m.comm(comm)?.errhandler;
+        if !errhandler.is_null() {
+            *errhandler = h;
+        }
+        Ok(())
+    })
+}
+
+fn MPI_Errhandler_set / PMPI_Errhandler_set(comm: Handle, errhandler: Handle) {
+    PMPI_Comm_set_errhandler(comm, errhandler)
+}
+
+fn MPI_Comm_dup / PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) {
+    call("MPI_Comm_dup", comm, |m| {
+        let parent = m.comm_mut(comm)?;
+        parent.children += 1;
+        // Every member dups in the same order: the child's context follows
+        // from the parent's and the child's number.
+        let context = parent.context.wrapping_mul(0x9e37_79b9).wrapping_add(parent.children) | 0x8000_0000;
+        let child = Comm {
+            context,
+            barriers: 0,
+            children: 0,
+            ..parent.clone()
+        };
+        m.comms.push(Some(child));
+        let h = COMM_DIRECT | (m.comms.len() - 1) as Handle;
+        if !newcomm.is_null() {
+            *newcomm = h;
+        }
+        // The communicator is usable on return at every member.
+        let mut c = m.comm(h)?.clone();
+        m.engine.barrier(&mut c)?;
+        *m.comm_mut(h)? = c;
+        Ok(())
+    })
+}
+
+fn MPI_Comm_free / PMPI_Comm_free(comm: *mut Handle) {
+    let h = if comm.is_null() { MPI_COMM_NULL } else { *comm };
+    call("MPI_Comm_free", MPI_COMM_WORLD, |m| {
+        match Mpi::index(h) {
+            Some(i) if i >= 2 && m.comms.get(i).is_some_and(Option::is_some) => {
+                m.comms[i] = None;
+                *comm = MPI_COMM_NULL;
+                Ok(())
+            }
+            _ => err(MPI_ERR_COMM, format!("{h:#x} is not a communicator that can be freed")),
+        }
+    })
+}
+
+fn MPI_Get_processor_name / PMPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) {
+    let host = rustix_hostname();
+    put_string(&host, name, MPI_MAX_PROCESSOR_NAME, resultlen);
+    MPI_SUCCESS
+}
+
+fn MPI_Get_version / PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) {
+    if !version.is_null() {
+        *version = MPI_VERSION;
+    }
+    if !subversion.is_null() {
+        *subversion = MPI_SUBVERSION;
+    }
+    MPI_SUCCESS
+}
+
+fn MPI_Get_library_version / PMPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) {
+    let v = format!(
+        "fm MPI {} (MPICH ABI, libmpich.so.12): point-to-point over fm's composite",
+        env!("CARGO_PKG_VERSION")
+    );
+    put_string(&v, version, MPI_MAX_LIBRARY_VERSION_STRING, resultlen);
+    MPI_SUCCESS
+}
+
+fn MPI_Error_string / PMPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) {
+    put_string(class_text(errorcode), string, MPI_MAX_ERROR_STRING, resultlen);
+    MPI_SUCCESS
+}
+
+fn MPI_Error_class / PMPI_Error_class(errorcode: c_int, errorclass: *mut c_int) {
+    if !errorclass.is_null() {
+        *errorclass = errorcode;
+    }
+    MPI_SUCCESS
+}
+
+fn MPI_Send / PMPI_Send(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) {
+    call("MPI_Send", comm, |m| send(m, buf, count, datatype, dest, tag, comm, false, None))
+}
+
+fn MPI_Rsend / PMPI_Rsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) {
+    call("MPI_Rsend", comm, |m| send(m, buf, count, datatype, dest, tag, comm, false, None))
+}
+
+fn MPI_Ssend / PMPI_Ssend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) {
+    call("MPI_Ssend", comm, |m| send(m, buf, count, datatype, dest, tag, comm, true, None))
+}
+
+fn MPI_Isend / PMPI_Isend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) {
+    call("MPI_Isend", comm, |m| send(m, buf, count, datatype, dest, tag, comm, false, Some(request)))
+}
+
+fn MPI_Irsend / PMPI_Irsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) {
+    call("MPI_Irsend", comm, |m| send(m, buf, count, datatype, dest, tag, comm, false, Some(request)))
+}
+
+fn MPI_Issend / PMPI_Issend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) {
+    call("MPI_Issend", comm, |m| send(m, buf, count, datatype, dest, tag, comm, true, Some(request)))
+}
+
+fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) {
+    call("MPI_Recv", comm, |m| {
+        let id = recv(m, buf, count, datatype, source, tag, comm)?;
+        let s = m.engine.wait(id)?;
+        put_status(status, s);
+        status_result(&s)
+    })
+}
+
+fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) {
+    call("MPI_Irecv", comm, |m| {
+        let id = recv(m, buf, count, datatype, source, tag, comm)?;
+        *request = request_handle(id);
+        Ok(())
+    })
+}
+
+fn MPI_Sendrecv / PMPI_Sendrecv(
+    sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
+    recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int,
+    comm: Handle, status: *mut MpiStatus,
+) {
+    call("MPI_Sendrecv", comm, |m| {
+        let r = recv(m, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
+        let mut sreq = MPI_REQUEST_NULL;
+        send(m, sendbuf, sendcount, sendtype, dest, sendtag, comm, false, Some(&mut sreq))?;
+        m.engine.wait(request_id(sreq)?)?;
+        let s = m.engine.wait(r)?;
+        put_status(status, s);
+        status_result(&s)
+    })
+}
+
+fn MPI_Wait / PMPI_Wait(request: *mut Handle, status: *mut MpiStatus) {
+    call("MPI_Wait", MPI_COMM_WORLD, |m| {
+        if *request == MPI_REQUEST_NULL {
+            put_status(status, MpiStatus::empty());
+            return Ok(());
+        }
+        let s = m.engine.wait(request_id(*request)?)?;
+        *request = MPI_REQUEST_NULL;
+        put_status(status, s);
+        status_result(&s)
+    })
+}
+
+fn MPI_Test / PMPI_Test(request: *mut Handle, flag: *mut c_int, status: *mut MpiStatus) {
+    call("MPI_Test", MPI_COMM_WORLD, |m| {
+        if *request == MPI_REQUEST_NULL {
+            *flag = 1;
+            put_status(status, MpiStatus::empty());
+            return Ok(());
+        }
+        let id = request_id(*request)?;
+        if !m.engine.is_request(id) {
+            return err(MPI_ERR_REQUEST, "the request is not active");
+        }
+        m.engine.progress()?;
+        match m.engine.test(id) {
+            Some(s) => {
+                *flag = 1;
+                *request = MPI_REQUEST_NULL;
+                put_status(status, s);
+                status_result(&s)
+            }
+            None => {
+                *flag = 0;
+                Ok(())
+            }
+        }
+    })
+}
+
+fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut Handle, statuses: *mut MpiStatus) {
+    call("MPI_Waitall", MPI_COMM_WORLD, |m| {
+        if count < 0 {
+            return err(MPI_ERR_COUNT, format!("count {count} is negative"));
+        }
+        let mut truncated = false;
+        for i in 0..count as usize {
+            let r = requests.add(i);
+            let s = if *r == MPI_REQUEST_NULL {
+                MpiStatus::empty()
+            } else {
+                let s = m.engine.wait(request_id(*r)?)?;
+                *r = MPI_REQUEST_NULL;
+                s
+            };
+            truncated |= s.error != MPI_SUCCESS;
+            if statuses as usize != STATUS_IGNORE && !statuses.is_null() {
+                *statuses.add(i) = s;
+            }
+        }
+        if truncated {
+            return err(MPI_ERR_IN_STATUS, "a request failed: see its status");
+        }
+        Ok(())
+    })
+}
+
+fn MPI_Waitany / PMPI_Waitany(count: c_int, requests: *mut Handle, index: *mut c_int, status: *mut MpiStatus) {
+    call("MPI_Waitany", MPI_COMM_WORLD, |m| {
+        let ids = request_ids(requests, count)?;
+        match m.engine.wait_any(&ids)? {
+            None => {
+                *index = MPI_UNDEFINED;
+                put_status(status, MpiStatus::empty());
+                Ok(())
+            }
+            Some((i, s)) => {
+                *index = i as c_int;
+                *requests.add(i) = MPI_REQUEST_NULL;
+                put_status(status, s);
+                status_result(&s)
+            }
+        }
+    })
+}
+
+fn MPI_Testall / PMPI_Testall(count: c_int, requests: *mut Handle, flag: *mut c_int, statuses: *mut MpiStatus) {
+    call("MPI_Testall", MPI_COMM_WORLD, |m| {
+        let ids = request_ids(requests, count)?;
+        m.engine.progress()?;
+        if !ids.iter().flatten().all(|&id| m.engine.is_done(id)) {
+            *flag = 0;
+            return Ok(());
+        }
+        *flag = 1;
+        for (i, id) in ids.iter().enumerate() {
+            let s = id.and_then(|id| m.engine.test(id)).unwrap_or_else(MpiStatus::empty);
+            *requests.add(i) = MPI_REQUEST_NULL;
+            if statuses as usize != STATUS_IGNORE && !statuses.is_null() {
+                *statuses.add(i) = s;
+            }
+        }
+        Ok(())
+    })
+}
+
+fn MPI_Testany / PMPI_Testany(count: c_int, requests: *mut Handle, index: *mut c_int, flag: *mut c_int, status: *mut MpiStatus) {
+    call("MPI_Testany", MPI_COMM_WORLD, |m| {
+        let ids = request_ids(requests, count)?;
+        m.engine.progress()?;
+        if ids.iter().all(Option::is_none) {
+            *flag = 1;
+            *index = MPI_UNDEFINED;
+            put_status(status, MpiStatus::empty());
+            return Ok(());
+        }
+        for (i, id) in ids.iter().enumerate() {
+            if let Some(s) = id.and_then(|id| m.engine.test(id)) {
+                *flag = 1;
+                *index = i as c_int;
+                *requests.add(i) = MPI_REQUEST_NULL;
+                put_status(status, s);
+                return status_result(&s);
+            }
+        }
+        *flag = 0;
+        *index = MPI_UNDEFINED;
+        Ok(())
+    })
+}
+
+fn MPI_Request_free / PMPI_Request_free(request: *mut Handle) {
+    call("MPI_Request_free", MPI_COMM_WORLD, |m| {
+        let id = request_id(*request)?;
+        m.engine.free_request(id);
+        *request = MPI_REQUEST_NULL;
+        Ok(())
+    })
+}
+
+fn MPI_Cancel / PMPI_Cancel(request: *mut Handle) {
+    call("MPI_Cancel", MPI_COMM_WORLD, |m| {
+        m.engine.cancel(request_id(*request)?);
+        Ok(())
+    })
+}
+
+fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const MpiStatus, flag: *mut c_int) {
+    *flag = c_int::from((*status).cancelled());
+    MPI_SUCCESS
+}
+
+fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, status: *mut MpiStatus) {
+    call("MPI_Iprobe", comm, |m| {
+        let c = m.p2p(comm, source, true, tag)?;
+        match m.engine.iprobe(&c, source, tag)? {
+            Some(s) => {
+                *flag = 1;
+                put_status(status, s);
+            }
+            None => *flag = 0,
+        }
+        Ok(())
+    })
+}
+
+fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) {
+    call("MPI_Probe", comm, |m| {
+        let c = m.p2p(comm, source, true, tag)?;
+        let s = m.engine.probe(&c, source, tag)?;
+        put_status(status, s);
+        Ok(())
+    })
+}
+
+fn MPI_Get_count / PMPI_Get_count(status: *const MpiStatus, datatype: Handle, count: *mut c_int) {
+    let Some(size) = builtin_type_size(datatype) else {
+        return MPI_ERR_TYPE;
+    };
+    let bytes = (*status).bytes();
+    *count = if size == 0 {
+        0
+    } else if !bytes.is_multiple_of(size as u64) {
+        MPI_UNDEFINED
+    } else {
+        (bytes / size as u64).min(c_int::MAX as u64) as c_int
+    };
+    MPI_SUCCESS
+}
+
+fn MPI_Get_elements / PMPI_Get_elements(status: *const MpiStatus, datatype: Handle, count: *mut c_int) {
+    PMPI_Get_count(status, datatype, count)
+}
+
+fn MPI_Barrier / PMPI_Barrier(comm: Handle) {
+    call("MPI_Barrier", comm, |m| {
+        let mut c = m.comm(comm)?.clone();
+        m.engine.barrier(&mut c)?;
+        *m.comm_mut(comm)? = c;
+        Ok(())
+    })
+}
+}
+
+/// `MPI_Wtime`: seconds since `MPI_Init` (not synchronised across hosts:
+/// `MPI_WTIME_IS_GLOBAL` is false).
+#[no_mangle]
+pub extern "C" fn PMPI_Wtime() -> c_double {
+    match &*phase() {
+        Phase::Running(m) => m.t0.elapsed().as_secs_f64(),
+        _ => 0.0,
+    }
+}
+
+/// `MPI_Wtime`: calls `PMPI_Wtime`.
+#[no_mangle]
+pub extern "C" fn MPI_Wtime() -> c_double {
+    PMPI_Wtime()
+}
+
+/// `MPI_Wtick`: the resolution of `MPI_Wtime`.
+#[no_mangle]
+pub extern "C" fn PMPI_Wtick() -> c_double {
+    1e-9
+}
+
+/// `MPI_Wtick`: calls `PMPI_Wtick`.
+#[no_mangle]
+pub extern "C" fn MPI_Wtick() -> c_double {
+    PMPI_Wtick()
+}
+
+fn init(func: &str) -> c_int {
+    let mut g = phase();
+    if !matches!(*g, Phase::Before) {
+        fatal(None, func, "MPI is already initialized (or finalized)");
+    }
+    let engine = match Engine::start() {
+        Ok(e) => e,
+        Err(e) => fatal(None, func, &e.message),
+    };
+    let me = engine.fm.rank();
+    let size = engine.fm.size();
+    let world = Comm {
+        context: 0,
+        ranks: (0..size as fm::Rank).collect(),
+        rank: me as c_int,
+        errhandler: MPI_ERRORS_ARE_FATAL,
+        barriers: 0,
+        children: 0,
+    };
+    let own = Comm {
+        context: 1,
+        ranks: vec![me],
+        rank: 0,
+        errhandler: MPI_ERRORS_ARE_FATAL,
+        barriers: 0,
+        children: 0,
+    };
+    *g = Phase::Running(Box::new(Mpi {
+        engine,
+        comms: vec![Some(world), Some(own)],
+        t0: Instant::now(),
+    }));
+    MPI_SUCCESS
+}
+
+/// The requests of an array, `None` for `MPI_REQUEST_NULL`.
+///
+/// # Safety
+/// `requests` holds `count` handles.
+unsafe fn request_ids(requests: *mut Handle, count: c_int) -> MpiResult<Vec<Option<u32>>> {
+    if count < 0 {
+        return err(MPI_ERR_COUNT, format!("count {count} is negative"));
+    }
+    (0..count as usize)
+        .map(|i| match *requests.add(i) {
+            MPI_REQUEST_NULL => Ok(None),
+            h => request_id(h).map(Some),
+        })
+        .collect()
+}
+
+/// Every kind of send: checked, started, and waited for unless `request`
+/// takes it.
+#[allow(clippy::too_many_arguments)]
+fn send(
+    m: &mut Mpi,
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    sync: bool,
+    request: Option<*mut Handle>,
+) -> MpiResult<()> {
+    let c = m.p2p(comm, dest, false, tag)?;
+    let bytes = bytes_of(count, datatype)?;
+    check_buffer(buf, bytes)?;
+    // SAFETY: the caller's buffer of `bytes` bytes (MPI's rule).
+    let id = unsafe { m.engine.isend(&c, dest, tag, buf.cast(), bytes, sync)? };
+    match request {
+        // SAFETY: the caller's request handle.
+        Some(r) => unsafe { *r = request_handle(id) },
+        None => {
+            m.engine.wait(id)?;
+        }
+    }
+    Ok(())
+}
+
+fn recv(
+    m: &mut Mpi,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> MpiResult<u32> {
+    let c = m.p2p(comm, source, true, tag)?;
+    let bytes = bytes_of(count, datatype)?;
+    check_buffer(buf, bytes)?;
+    // SAFETY: the caller's buffer of `bytes` bytes (MPI's rule).
+    unsafe { m.engine.irecv(&c, source, tag, buf.cast(), bytes) }
+}
+
+fn rustix_hostname() -> String {
+    let mut b = [0u8; 256];
+    // SAFETY: a buffer of its own length.
+    let r = unsafe { libc::gethostname(b.as_mut_ptr().cast(), b.len()) };
+    if r != 0 {
+        return "localhost".into();
+    }
+    let n = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..n]).into_owned()
+}

@@ -1,0 +1,362 @@
+/* Point-to-point semantics, compiled against MPICH's own mpi.h (so the
+ * handles, constants and MPI_Status layout are MPICH's) and run on fm's
+ * libmpich.so.12 under fmrun. Every check prints what it saw; the program
+ * exits 1 at the first failure.
+ *
+ *   p2p            the whole suite (2 or more ranks)
+ *   p2p sabotage   rank 0 corrupts one byte of one message: must fail
+ *   p2p fatal      rank 1 sends to an invalid rank under
+ *                  MPI_ERRORS_ARE_FATAL: the job must end, naming it
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size, sabotage;
+
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            printf("rank %d: FAILED %s:%d: ", rank, __FILE__, __LINE__);  \
+            printf(__VA_ARGS__);                                           \
+            printf("\n");                                                  \
+            fflush(stdout);                                                \
+            exit(1);                                                       \
+        }                                                                  \
+    } while (0)
+
+static unsigned char pattern(int seed, long i) { return (unsigned char)(seed * 131 + i * 7 + (i >> 8)); }
+
+static void fill(unsigned char *b, long n, int seed) {
+    for (long i = 0; i < n; i++) b[i] = pattern(seed, i);
+}
+
+static void expect(const unsigned char *b, long n, int seed, const char *what) {
+    for (long i = 0; i < n; i++)
+        CHECK(b[i] == pattern(seed, i), "%s: byte %ld of %ld is %d, not %d", what, i, n, b[i], pattern(seed, i));
+}
+
+/* Messages of every size around the protocol's boundaries, both ways. */
+static void sizes(void) {
+    long limits[] = {0, 1, 2, 7, 8, 19, 20, 21, 4095, 4096, 4097, 65535, 65536, 65537, 65538,
+                     131072, 1 << 20, (1 << 20) + 3, 3 << 20};
+    int n = sizeof limits / sizeof limits[0];
+    unsigned char *s = malloc(3 << 21), *r = malloc(3 << 21);
+    for (int k = 0; k < n; k++) {
+        long len = limits[k];
+        if (rank < 2) {
+            int other = 1 - rank;
+            fill(s, len, k + rank);
+            if (sabotage && rank == 0 && len > 100) s[len / 2] ^= 1;
+            memset(r, 0xee, len + 1);
+            MPI_Status st;
+            MPI_Sendrecv(s, (int)len, MPI_BYTE, other, k, r, (int)len + 1, MPI_BYTE, other, k,
+                         MPI_COMM_WORLD, &st);
+            int c;
+            MPI_Get_count(&st, MPI_BYTE, &c);
+            CHECK(c == len && st.MPI_SOURCE == other && st.MPI_TAG == k,
+                  "size %ld: count %d source %d tag %d", len, c, st.MPI_SOURCE, st.MPI_TAG);
+            expect(r, len, k + other, "sizes");
+            CHECK(r[len] == 0xee, "size %ld: a byte past the message was written", len);
+        }
+    }
+    free(s);
+    free(r);
+    if (rank == 0) printf("sizes: ok\n");
+}
+
+/* With MPI_ANY_SOURCE, each sender's messages still come in the order sent. */
+static void any_source_order(void) {
+    const int per = 40;
+    if (rank == 0) {
+        int next[64] = {0};
+        for (int i = 0; i < per * (size - 1); i++) {
+            int v[2];
+            MPI_Status st;
+            MPI_Recv(v, 2, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+            CHECK(v[0] == st.MPI_SOURCE && v[1] == next[st.MPI_SOURCE] && st.MPI_TAG == v[1] % 3,
+                  "from %d: message %d (tag %d), expected %d", st.MPI_SOURCE, v[1], st.MPI_TAG,
+                  next[st.MPI_SOURCE]);
+            next[st.MPI_SOURCE]++;
+        }
+        printf("any source order: ok\n");
+    } else {
+        for (int i = 0; i < per; i++) {
+            int v[2] = {rank, i};
+            MPI_Send(v, 2, MPI_INT, 0, i % 3, MPI_COMM_WORLD);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* A receive for one tag is not matched by an earlier message of another,
+ * and messages of one tag stay in order around it. */
+static void tag_matching(void) {
+    if (rank == 0) {
+        int a = 1, b = 2, c = 3;
+        MPI_Send(&a, 1, MPI_INT, 1, 10, MPI_COMM_WORLD);
+        MPI_Send(&b, 1, MPI_INT, 1, 20, MPI_COMM_WORLD);
+        MPI_Send(&c, 1, MPI_INT, 1, 10, MPI_COMM_WORLD);
+    } else if (rank == 1) {
+        int x, y, z;
+        MPI_Recv(&y, 1, MPI_INT, 0, 20, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(&x, 1, MPI_INT, 0, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(&z, 1, MPI_INT, 0, MPI_ANY_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(x == 1 && y == 2 && z == 3, "got %d %d %d", x, y, z);
+        printf("tag matching: ok\n");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* A receive too small: MPI_ERR_TRUNCATE under MPI_ERRORS_RETURN, the
+ * status names the message, and nothing past the buffer is written. */
+static void truncation(void) {
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    long lens[] = {16, 200000};
+    for (int k = 0; k < 2; k++) {
+        long len = lens[k];
+        unsigned char *b = malloc(len);
+        if (rank == 0) {
+            fill(b, len, 5);
+            MPI_Send(b, (int)len, MPI_BYTE, 1, 4, MPI_COMM_WORLD);
+        } else if (rank == 1) {
+            memset(b, 0, len);
+            MPI_Status st;
+            int e = MPI_Recv(b, (int)(len / 2), MPI_BYTE, 0, 4, MPI_COMM_WORLD, &st);
+            int cls;
+            MPI_Error_class(e, &cls);
+            CHECK(cls == MPI_ERR_TRUNCATE, "len %ld: error class %d, not MPI_ERR_TRUNCATE", len, cls);
+            CHECK(st.MPI_SOURCE == 0 && st.MPI_TAG == 4, "status %d %d", st.MPI_SOURCE, st.MPI_TAG);
+            /* What fits may or may not have been written (MPI leaves it
+             * undefined); nothing past the buffer may be. */
+            for (long i = len / 2; i < len; i++) CHECK(b[i] == 0, "byte %ld past the buffer written", i);
+        }
+        free(b);
+    }
+    if (rank == 1) printf("truncation: ok\n");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* An Issend is not complete before its receive is posted; an Isend of a
+ * small message is (the control, which shows the check can fail). */
+static void ssend_completion(void) {
+    for (int sync = 1; sync >= 0; sync--) {
+        int v = 7, w = 0, flag = 0;
+        if (rank == 0) {
+            MPI_Request q;
+            if (sync) MPI_Issend(&v, 1, MPI_INT, 1, 30, MPI_COMM_WORLD, &q);
+            else MPI_Isend(&v, 1, MPI_INT, 1, 30, MPI_COMM_WORLD, &q);
+            for (int i = 0; i < 200 && !flag; i++) MPI_Test(&q, &flag, MPI_STATUS_IGNORE);
+            CHECK(flag == !sync, "%s: complete=%d before the receive was posted", sync ? "Issend" : "Isend", flag);
+            MPI_Send(&v, 1, MPI_INT, 1, 31, MPI_COMM_WORLD); /* now post it */
+            if (!flag) MPI_Wait(&q, MPI_STATUS_IGNORE);
+        } else if (rank == 1) {
+            MPI_Recv(&w, 1, MPI_INT, 0, 31, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Recv(&w, 1, MPI_INT, 0, 30, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            CHECK(w == 7, "got %d", w);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    /* Blocking Ssend of a large message too. */
+    if (rank < 2) {
+        long len = 300000;
+        unsigned char *b = malloc(len);
+        if (rank == 0) {
+            fill(b, len, 9);
+            MPI_Ssend(b, (int)len, MPI_BYTE, 1, 32, MPI_COMM_WORLD);
+        } else {
+            MPI_Recv(b, (int)len, MPI_BYTE, 0, 32, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            expect(b, len, 9, "ssend");
+        }
+        free(b);
+    }
+    if (rank == 0) printf("ssend completion: ok\n");
+}
+
+/* Probe and Iprobe see a message without taking it; Get_count sizes it. */
+static void probing(void) {
+    if (rank == 0) {
+        double d[5] = {1, 2, 3, 4, 5};
+        MPI_Send(d, 5, MPI_DOUBLE, 1, 40, MPI_COMM_WORLD);
+        MPI_Send(d, 3, MPI_DOUBLE, 1, 41, MPI_COMM_WORLD);
+    } else if (rank == 1) {
+        MPI_Status st;
+        int flag = 0, c;
+        MPI_Iprobe(0, 99, MPI_COMM_WORLD, &flag, &st);
+        CHECK(!flag, "Iprobe found a message of a tag never sent");
+        MPI_Probe(0, 41, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_DOUBLE, &c);
+        CHECK(c == 3 && st.MPI_TAG == 41, "probe: count %d tag %d", c, st.MPI_TAG);
+        MPI_Get_count(&st, MPI_INT, &c);
+        CHECK(c == 6, "probe: %d ints", c);
+        MPI_Get_count(&st, MPI_LONG_DOUBLE, &c);
+        CHECK(c == MPI_UNDEFINED, "probe: %d long doubles", c);
+        while (!flag) MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st);
+        CHECK(st.MPI_TAG == 40, "the first message is tag %d", st.MPI_TAG);
+        double d[5];
+        MPI_Recv(d, 5, MPI_DOUBLE, 0, 40, MPI_COMM_WORLD, &st);
+        CHECK(d[4] == 5, "d[4] %f", d[4]);
+        MPI_Recv(d, 5, MPI_DOUBLE, 0, 41, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_DOUBLE, &c);
+        CHECK(c == 3 && d[2] == 3, "count %d", c);
+        printf("probing: ok\n");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Waitany, Testany, Testall, Request_free and Cancel. */
+static void completion_calls(void) {
+    if (rank < 2) {
+        int other = 1 - rank, in[4] = {0}, out[4] = {10, 11, 12, 13};
+        MPI_Request q[4], s[4];
+        for (int i = 0; i < 4; i++) MPI_Irecv(&in[i], 1, MPI_INT, other, 50 + i, MPI_COMM_WORLD, &q[i]);
+        for (int i = 3; i >= 0; i--) MPI_Isend(&out[i], 1, MPI_INT, other, 50 + i, MPI_COMM_WORLD, &s[i]);
+        int seen = 0;
+        for (int k = 0; k < 4; k++) {
+            int idx;
+            MPI_Status st;
+            MPI_Waitany(4, q, &idx, &st);
+            CHECK(idx >= 0 && idx < 4 && q[idx] == MPI_REQUEST_NULL && st.MPI_TAG == 50 + idx, "waitany %d", idx);
+            seen |= 1 << idx;
+        }
+        int idx, flag;
+        MPI_Waitany(4, q, &idx, MPI_STATUS_IGNORE);
+        CHECK(seen == 15 && idx == MPI_UNDEFINED, "waitany of nulls: %d", idx);
+        MPI_Testany(4, q, &idx, &flag, MPI_STATUS_IGNORE);
+        CHECK(flag && idx == MPI_UNDEFINED, "testany of nulls");
+        for (int i = 0; i < 4; i++) CHECK(in[i] == 10 + i, "in[%d] = %d", i, in[i]);
+        flag = 0;
+        while (!flag) MPI_Testall(4, s, &flag, MPI_STATUSES_IGNORE);
+        for (int i = 0; i < 4; i++) CHECK(s[i] == MPI_REQUEST_NULL, "testall left request %d", i);
+        /* A freed send still arrives. */
+        MPI_Request f;
+        MPI_Isend(&out[0], 1, MPI_INT, other, 60, MPI_COMM_WORLD, &f);
+        MPI_Request_free(&f);
+        CHECK(f == MPI_REQUEST_NULL, "freed request not nulled");
+        int got = 0;
+        MPI_Recv(&got, 1, MPI_INT, other, 60, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(got == 10, "freed send delivered %d", got);
+        /* A cancelled receive completes, cancelled, and takes nothing. */
+        MPI_Request c;
+        MPI_Status st;
+        MPI_Irecv(&got, 1, MPI_INT, other, 61, MPI_COMM_WORLD, &c);
+        MPI_Cancel(&c);
+        MPI_Wait(&c, &st);
+        MPI_Test_cancelled(&st, &flag);
+        CHECK(flag, "not cancelled");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) printf("completion calls: ok\n");
+}
+
+/* MPI_PROC_NULL, zero bytes and messages to oneself. */
+static void edges(void) {
+    MPI_Status st;
+    int v = 3, w = 0, c = -1;
+    MPI_Send(&v, 1, MPI_INT, MPI_PROC_NULL, 1, MPI_COMM_WORLD);
+    MPI_Recv(&w, 1, MPI_INT, MPI_PROC_NULL, 1, MPI_COMM_WORLD, &st);
+    MPI_Get_count(&st, MPI_INT, &c);
+    CHECK(st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG && c == 0 && w == 0, "proc null");
+    /* To oneself: small and rendezvous-sized, nonblocking send first. */
+    long len = 1 << 18;
+    unsigned char *s = malloc(len), *r = malloc(len);
+    fill(s, len, 77);
+    MPI_Request q;
+    MPI_Isend(&v, 1, MPI_INT, rank, 2, MPI_COMM_WORLD, &q);
+    MPI_Recv(&w, 1, MPI_INT, rank, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Wait(&q, MPI_STATUS_IGNORE);
+    CHECK(w == 3, "self: %d", w);
+    MPI_Irecv(r, (int)len, MPI_BYTE, rank, 3, MPI_COMM_WORLD, &q);
+    MPI_Send(s, (int)len, MPI_BYTE, rank, 3, MPI_COMM_WORLD);
+    MPI_Wait(&q, &st);
+    expect(r, len, 77, "self large");
+    /* Zero bytes carry their envelope. */
+    MPI_Sendrecv(NULL, 0, MPI_BYTE, (rank + 1) % size, 5, NULL, 0, MPI_BYTE, (rank + size - 1) % size, 5,
+                 MPI_COMM_WORLD, &st);
+    MPI_Get_count(&st, MPI_BYTE, &c);
+    CHECK(c == 0 && st.MPI_SOURCE == (rank + size - 1) % size && st.MPI_TAG == 5, "zero bytes");
+    free(s);
+    free(r);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) printf("edges: ok\n");
+}
+
+/* A duplicated communicator's messages never match the original's. */
+static void dup_isolation(void) {
+    MPI_Comm d;
+    MPI_Comm_dup(MPI_COMM_WORLD, &d);
+    int dr, ds;
+    MPI_Comm_rank(d, &dr);
+    MPI_Comm_size(d, &ds);
+    CHECK(dr == rank && ds == size, "dup rank %d size %d", dr, ds);
+    if (rank == 0) {
+        int a = 1, b = 2;
+        MPI_Send(&a, 1, MPI_INT, 1, 7, d);
+        MPI_Send(&b, 1, MPI_INT, 1, 7, MPI_COMM_WORLD);
+    } else if (rank == 1) {
+        int x = 0, y = 0;
+        MPI_Recv(&y, 1, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(&x, 1, MPI_INT, 0, 7, d, MPI_STATUS_IGNORE);
+        CHECK(x == 1 && y == 2, "dup got %d, world got %d", x, y);
+    }
+    MPI_Barrier(d);
+    MPI_Comm_free(&d);
+    CHECK(d == MPI_COMM_NULL, "freed communicator not nulled");
+    if (rank == 0) printf("dup isolation: ok\n");
+}
+
+/* Invalid arguments give their error class under MPI_ERRORS_RETURN. */
+static void bad_arguments(void) {
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int v = 0, cls;
+#define CLASS_OF(call, want)                                              \
+    do {                                                                  \
+        MPI_Error_class((call), &cls);                                    \
+        CHECK(cls == (want), "%s: class %d, not %s", #call, cls, #want);  \
+    } while (0)
+    CLASS_OF(MPI_Send(&v, 1, MPI_INT, size, 0, MPI_COMM_WORLD), MPI_ERR_RANK);
+    CLASS_OF(MPI_Send(&v, 1, MPI_INT, -5, 0, MPI_COMM_WORLD), MPI_ERR_RANK);
+    CLASS_OF(MPI_Send(&v, 1, MPI_INT, 0, -3, MPI_COMM_WORLD), MPI_ERR_TAG);
+    CLASS_OF(MPI_Send(&v, -1, MPI_INT, 0, 0, MPI_COMM_WORLD), MPI_ERR_COUNT);
+    CLASS_OF(MPI_Send(&v, 1, MPI_DATATYPE_NULL, 0, 0, MPI_COMM_WORLD), MPI_ERR_TYPE);
+    CLASS_OF(MPI_Send(NULL, 4, MPI_INT, 0, 0, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+    CLASS_OF(MPI_Recv(&v, 1, MPI_INT, size + 3, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE), MPI_ERR_RANK);
+    MPI_Request bogus = (MPI_Request)0x12345;
+    CLASS_OF(MPI_Wait(&bogus, MPI_STATUS_IGNORE), MPI_ERR_REQUEST);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) printf("bad arguments: ok\n");
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const char *mode = argc > 1 ? argv[1] : "";
+    sabotage = !strcmp(mode, "sabotage");
+    if (!strcmp(mode, "fatal")) {
+        int v = 0;
+        if (rank == 1) MPI_Send(&v, 1, MPI_INT, size + 1, 0, MPI_COMM_WORLD);
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Finalize();
+        return 0;
+    }
+    int version, sub;
+    MPI_Get_version(&version, &sub);
+    CHECK(version >= 3, "MPI version %d.%d", version, sub);
+    sizes();
+    any_source_order();
+    tag_matching();
+    truncation();
+    ssend_completion();
+    probing();
+    completion_calls();
+    edges();
+    dup_isolation();
+    bad_arguments();
+    MPI_Finalize();
+    if (rank == 0) printf("all passed on %d ranks\n", size);
+    return 0;
+}

@@ -1,0 +1,174 @@
+//! Programs built against MPICH, run unmodified on fm's libmpich.so.12
+//! under fmrun: Debian's NetPIPE (`NPmpich2`) in its integrity mode, and
+//! `tests/c/p2p.c` compiled with MPICH's own `mpicc` (so every handle,
+//! constant and the `MPI_Status` layout are MPICH's), on shared memory,
+//! across two virtual hosts over ethernet, and under packet loss.
+//!
+//! They need `mpich`, `libmpich-dev` and `netpipe-mpich2` (`.ci/run`
+//! installs them) and say SKIPPED without.
+
+use fm_tests::{fmrun, TempDir};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+const NETPIPE: &str = "/usr/bin/NPmpich2";
+
+/// `mpicc.mpich`, if installed.
+fn mpicc() -> Option<PathBuf> {
+    ["/usr/bin/mpicc.mpich"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+/// tests/c/p2p.c compiled with MPICH's compiler wrapper into `dir`.
+fn p2p(dir: &TempDir) -> Option<PathBuf> {
+    let Some(cc) = mpicc() else {
+        eprintln!("SKIPPED: no mpicc.mpich (apt-get install mpich libmpich-dev)");
+        return None;
+    };
+    let exe = dir.0.join("p2p");
+    let o = std::process::Command::new(cc)
+        .args(["-O1", "-Wall", "-Werror", "-Wno-stringop-overflow", "-o"])
+        .arg(&exe)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/p2p.c"))
+        .output()
+        .expect("mpicc");
+    assert!(
+        o.status.success(),
+        "mpicc: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Some(exe)
+}
+
+/// `fmrun --timeout 120s FMRUN_ARGS PROGRAM ARGS` with `env`: the fmrun of
+/// this build (target/PROFILE, beside this test's deps/).
+fn run(
+    dir: &TempDir,
+    fmrun_args: &[&str],
+    program: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
+    let exe = std::env::current_exe().expect("the test's path");
+    let profile = exe.parent().and_then(Path::parent).expect("target/PROFILE");
+    let beside = profile.join("mpich_programs");
+    let mut all = vec!["--timeout", "120s"];
+    all.extend_from_slice(fmrun_args);
+    let mut c = fmrun(&beside.to_string_lossy(), dir, &all, program, args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("fmrun")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Every check of p2p.c, on 2 and 3 ranks of one host; its checker fails
+/// when one byte is wrong; an invalid rank under MPI_ERRORS_ARE_FATAL ends
+/// the job naming rank, function and reason.
+#[test]
+fn mpich_built_point_to_point_on_shared_memory() {
+    let dir = TempDir::for_segments("mpi-p2p");
+    let Some(exe) = p2p(&dir) else { return };
+    for n in ["2", "3"] {
+        let o = run(&dir, &["-n", n, "--oversubscribe"], &exe, &[], &[]);
+        let t = text(&o);
+        assert!(o.status.success(), "{n} ranks:\n{t}");
+        assert!(t.contains(&format!("all passed on {n} ranks")), "{t}");
+    }
+    let o = run(&dir, &["-n", "2"], &exe, &["sabotage"], &[]);
+    let t = text(&o);
+    assert!(
+        !o.status.success() && t.contains("FAILED"),
+        "the checker missed a wrong byte:\n{t}"
+    );
+    let o = run(&dir, &["-n", "2"], &exe, &["fatal"], &[]);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(
+        t.contains("fm MPI: rank 1: MPI_Send: rank 3 is not in a communicator of 2 processes"),
+        "{t}"
+    );
+    assert!(dir.segments().is_empty(), "{:?}", dir.segments());
+}
+
+/// The same across two virtual hosts (ethernet between them), and again
+/// with 2% of packets dropped.
+#[test]
+fn mpich_built_point_to_point_over_ethernet_and_loss() {
+    let dir = TempDir::for_segments("mpi-eth");
+    let Some(exe) = p2p(&dir) else { return };
+    for faults in ["", "drop=0.02"] {
+        let o = run(
+            &dir,
+            &["-n", "2", "--hosts", "a,b", "--rsh", "local"],
+            &exe,
+            &[],
+            &[("FM_FAULTS", faults)],
+        );
+        let t = text(&o);
+        assert!(o.status.success(), "FM_FAULTS={faults}:\n{t}");
+        assert!(t.contains("all passed on 2 ranks"), "{t}");
+    }
+}
+
+/// Debian's NetPIPE, built against MPICH, checks every byte it moves
+/// (`-i`): blocking, with receives posted ahead (`-a`) and with
+/// synchronous sends (`-S`), up to 1 MiB, on shared memory; and across two
+/// virtual hosts over ethernet, also under loss.
+///
+/// Not here: `-z` and `-2`. Debian's NetPIPE 3.7 passes -1 as the source
+/// for `-z` (MPI_PROC_NULL in MPICH's ABI, not MPI_ANY_SOURCE), and `-2`
+/// has both ranks call a blocking MPI_Send before either receives, which
+/// MPI does not promise to complete; both hang under MPICH's own
+/// `mpiexec.mpich -n 2 NPmpich2` too (docs/MPI.md).
+#[test]
+fn netpipe_built_for_mpich_passes_its_integrity_check() {
+    if !Path::new(NETPIPE).exists() {
+        eprintln!("SKIPPED: no {NETPIPE} (apt-get install netpipe-mpich2)");
+        return;
+    }
+    let dir = TempDir::for_segments("mpi-netpipe");
+    let cases: [(&[&str], &[&str], &str); 5] = [
+        (&["-n", "2"], &["-i", "-u", "1048576"], ""),
+        (&["-n", "2"], &["-i", "-a", "-u", "1048576"], ""),
+        (&["-n", "2"], &["-i", "-S", "-u", "1048576"], ""),
+        (
+            &["-n", "2", "--hosts", "a,b", "--rsh", "local"],
+            &["-i", "-u", "1048576"],
+            "",
+        ),
+        (
+            &["-n", "2", "--hosts", "a,b", "--rsh", "local"],
+            &["-i", "-u", "262144"],
+            "drop=0.02",
+        ),
+    ];
+    for (fmrun_args, np_args, faults) in cases {
+        let o = run(
+            &dir,
+            fmrun_args,
+            Path::new(NETPIPE),
+            np_args,
+            &[("FM_FAULTS", faults)],
+        );
+        let t = text(&o);
+        assert!(
+            o.status.success(),
+            "{fmrun_args:?} NPmpich2 {np_args:?}:\n{t}"
+        );
+        let passed = t.matches("Integrity check passed").count();
+        assert!(
+            passed > 20 && !t.contains("Integrity check failed"),
+            "{fmrun_args:?} NPmpich2 {np_args:?}: {passed} sizes passed\n{t}"
+        );
+    }
+}
