@@ -87,6 +87,13 @@ pub const STASH_BYTES: Setting = Setting {
     doc: r#"bound on the bytes a sender out of credit copies aside. At the bound a send outside any handler runs the handlers of set-aside messages first, and new messages' credits are withheld until handled (never more than half a window's), so a rank streaming at a rank streaming back holds at most this plus half a window of messages per peer. A handler that waits withholds nothing (two handlers waiting on each other's credits would wait for ever): send bulk data from main code. `FmStats::stash_peak_bytes` shows what was reached."#,
 };
 
+pub const MPI_EAGER_LIMIT: Setting = Setting {
+    var: "FM_MPI_EAGER_LIMIT",
+    scope: Scope::Environment,
+    default: r#"`65536` (64 KiB)"#,
+    doc: r#"fm's MPI (`libmpich.so.12`, docs/MPI.md): messages of up to this many bytes are sent eagerly (kept by the receiver if no receive is posted yet); larger ones announce themselves and move once the receive is posted, straight into its buffer. Read by `MPI_Init`; not in the settings file."#,
+};
+
 pub const WAIT_TIMEOUT: Setting = Setting {
     var: "FM_WAIT_TIMEOUT",
     scope: Scope::Setting,
@@ -129,6 +136,7 @@ pub const SETTINGS: &[Setting] = &[
     ROUTES,
     CREDITS,
     STASH_BYTES,
+    MPI_EAGER_LIMIT,
     WAIT_TIMEOUT,
     WAIT,
     WAIT_SPIN_US,

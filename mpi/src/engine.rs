@@ -16,9 +16,10 @@
 
 use crate::abi::*;
 use fm::{Fm, Incoming, Rank};
+use std::cell::{RefCell, RefMut};
 use std::collections::{HashMap, VecDeque};
 use std::os::raw::c_int;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 /// FM handler IDs of the protocol.
 const EAGER: u16 = 1;
@@ -27,15 +28,20 @@ const CTS: u16 = 3;
 const DATA: u16 = 4;
 const ACK: u16 = 5;
 const BARRIER: u16 = 6;
+const EAGER_SYNC: u16 = 7;
 
-/// Eager header: context, source rank in the communicator, tag, flags,
-/// the sender's request. A request to send adds the length.
-const ENVELOPE: usize = 20;
-const RTS_LEN: usize = ENVELOPE + 8;
+/// The envelope of an eager message: context, the source's rank in the
+/// communicator, tag. Twelve bytes, so that with FM's 16-byte header a
+/// message of up to 20 bytes travels inside shared memory's 48-byte slot.
+const ENVELOPE: usize = 12;
+/// A synchronous eager message adds the sender's request, which the
+/// receiver's acknowledgement names; a request to send adds the length.
+const SYNC_ENVELOPE: usize = 16;
+const RTS_LEN: usize = SYNC_ENVELOPE + 8;
 /// Flag: a synchronous send, acknowledged when matched.
 const SYNC: u32 = 1;
 
-/// Messages up to this many bytes are sent eagerly (`FM_MPI_EAGER_LIMIT`).
+/// Messages up to this many bytes are sent eagerly (`fm::settings::MPI_EAGER_LIMIT`).
 pub const DEFAULT_EAGER_LIMIT: usize = 64 << 10;
 
 /// An error as MPI reports it: its class, and what happened.
@@ -76,22 +82,27 @@ struct Envelope {
 }
 
 impl Envelope {
+    /// Its bytes: the short form into 12 bytes, with the sender's request
+    /// into 16 or more.
     fn write(&self, out: &mut [u8]) {
         out[0..4].copy_from_slice(&self.context.to_le_bytes());
         out[4..8].copy_from_slice(&self.source.to_le_bytes());
         out[8..12].copy_from_slice(&self.tag.to_le_bytes());
-        out[12..16].copy_from_slice(&self.flags.to_le_bytes());
-        out[16..20].copy_from_slice(&self.sender_req.to_le_bytes());
+        if out.len() >= SYNC_ENVELOPE {
+            out[12..16].copy_from_slice(&self.sender_req.to_le_bytes());
+        }
     }
 
-    fn read(b: &[u8]) -> Envelope {
+    /// Read back what `write` wrote into `b` (12 or 16 bytes); `flags`
+    /// says how it came.
+    fn read(b: &[u8], flags: u32) -> Envelope {
         let w = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         Envelope {
             context: w(0),
             source: w(4) as c_int,
             tag: w(8) as c_int,
-            flags: w(12),
-            sender_req: w(16),
+            flags,
+            sender_req: if b.len() >= SYNC_ENVELOPE { w(12) } else { 0 },
         }
     }
 
@@ -174,8 +185,8 @@ enum Action {
     },
 }
 
-/// What handlers and calls share (one thread at a time; the lock is never
-/// held across a send or an extract).
+/// What handlers and calls share: never borrowed across a send or an
+/// extract (handlers borrow it inside those).
 #[derive(Default)]
 struct Matching {
     requests: Vec<Option<Request>>,
@@ -187,10 +198,21 @@ struct Matching {
     barrier: HashMap<(u32, u32, u32), u32>,
 }
 
-// SAFETY: the raw pointers in requests are the caller's buffers, used only
-// while the request is live, from the one thread that drives MPI at a time
-// (MPI_THREAD_SERIALIZED).
-unsafe impl Send for Matching {}
+/// The matching state of the process. Every access is made by the thread
+/// holding the library's lock (`MPI` in lib.rs): the calls hold it, and
+/// handlers run only inside the FM calls those make, on the same thread.
+/// So a `RefCell` serves, without a lock on the message path (a mutex
+/// here cost two lock round trips per message); its flag still turns a
+/// nested borrow, which would be a bug, into a panic.
+#[derive(Default)]
+struct Shared(RefCell<Matching>);
+
+// SAFETY: as above, one thread at a time, under the library's lock; the
+// raw pointers in requests are the caller's buffers, used only while the
+// request is live.
+unsafe impl Send for Shared {}
+// SAFETY: as above.
+unsafe impl Sync for Shared {}
 
 impl Matching {
     fn add(&mut self, r: Request) -> u32 {
@@ -261,8 +283,8 @@ impl Matching {
     }
 }
 
-fn lock(m: &Mutex<Matching>) -> MutexGuard<'_, Matching> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+fn lock(m: &Shared) -> RefMut<'_, Matching> {
+    m.0.borrow_mut()
 }
 
 /// Receive the rest of message `m` into the receive `req` (as much as fits)
@@ -292,12 +314,23 @@ fn u32_at(b: &[u8], i: usize) -> u32 {
     u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
 }
 
+/// Where a point-to-point call goes: the communicator's context, this
+/// process's rank in it, and the destination's FM rank (`None`:
+/// `MPI_PROC_NULL`, or a receive).
+#[derive(Clone, Copy, Debug)]
+pub struct Route {
+    pub context: u32,
+    pub me: c_int,
+    pub to: Option<Rank>,
+}
+
 /// A communicator: its context (the same on every member), its members'
 /// FM ranks by communicator rank, and this process's rank in it.
 #[derive(Clone)]
 pub struct Comm {
     pub context: u32,
-    pub ranks: Vec<Rank>,
+    /// Shared: a communicator is copied on every call that uses it.
+    pub ranks: Arc<[Rank]>,
     pub rank: c_int,
     pub errhandler: Handle,
     /// Barriers entered on it (matches barrier messages to barriers).
@@ -316,16 +349,19 @@ impl Comm {
 /// One process's MPI: its FM endpoint and the matching state its handlers share.
 pub struct Engine {
     pub fm: Fm,
-    shared: Arc<Mutex<Matching>>,
+    shared: Arc<Shared>,
     pub eager_limit: usize,
+    /// Where a small eager message is gathered before it is sent.
+    scratch: Vec<u8>,
 }
 
 impl Engine {
     /// Join the job (as `Fm::init` does) with the protocol's handlers.
     pub fn start() -> MpiResult<Engine> {
-        let shared = Arc::new(Mutex::new(Matching::default()));
-        let s = |sh: &Arc<Mutex<Matching>>| sh.clone();
-        let (a, b, c, d, e, f) = (
+        let shared = Arc::new(Shared::default());
+        let s = |sh: &Arc<Shared>| sh.clone();
+        let (a, b, c, d, e, f, g) = (
+            s(&shared),
             s(&shared),
             s(&shared),
             s(&shared),
@@ -334,7 +370,8 @@ impl Engine {
             s(&shared),
         );
         let fm = Fm::builder()
-            .handler(EAGER, "mpi-eager", move |m| on_eager(&a, m))
+            .handler(EAGER, "mpi-eager", move |m| on_eager(&a, m, false))
+            .handler(EAGER_SYNC, "mpi-eager-sync", move |m| on_eager(&g, m, true))
             .handler(RTS, "mpi-rts", move |m| on_rts(&b, m))
             .handler(CTS, "mpi-cts", move |m| on_cts(&c, m))
             .handler(DATA, "mpi-data", move |m| on_data(&d, m))
@@ -342,12 +379,13 @@ impl Engine {
             .handler(BARRIER, "mpi-barrier", move |m| on_barrier(&f, m))
             .from_env()?
             .build()?;
-        let eager_limit = std::env::var("FM_MPI_EAGER_LIMIT")
+        let var = fm::settings::MPI_EAGER_LIMIT.var;
+        let eager_limit = std::env::var(var)
             .ok()
             .map(|v| {
                 v.trim().parse::<usize>().map_err(|_| MpiError {
                     class: MPI_ERR_ARG,
-                    message: format!("FM_MPI_EAGER_LIMIT={v:?}: not a number of bytes"),
+                    message: format!("{var}={v:?}: not a number of bytes"),
                 })
             })
             .transpose()?
@@ -356,10 +394,11 @@ impl Engine {
             fm,
             shared,
             eager_limit,
+            scratch: Vec::with_capacity(4096),
         })
     }
 
-    fn matching(&self) -> MutexGuard<'_, Matching> {
+    fn matching(&self) -> RefMut<'_, Matching> {
         lock(&self.shared)
     }
 
@@ -371,6 +410,9 @@ impl Engine {
 
     /// Send what handlers asked for (sending may run handlers that ask for more).
     fn act(&mut self) -> MpiResult<()> {
+        if self.matching().actions.is_empty() {
+            return Ok(());
+        }
         loop {
             let actions = std::mem::take(&mut self.matching().actions);
             if actions.is_empty() {
@@ -419,23 +461,40 @@ impl Engine {
         self.act()
     }
 
+    /// Make progress until `done` holds: polling first (a reply is often
+    /// a fraction of a microsecond away, and FM's waiting reads the clock
+    /// each round), then FM's own wait, which sleeps as `FM_WAIT` says.
+    fn progress_until(&mut self, mut done: impl FnMut(&mut Self) -> bool) -> MpiResult<()> {
+        const POLLS: u32 = 256;
+        loop {
+            for _ in 0..POLLS {
+                if done(self) {
+                    return Ok(());
+                }
+                self.progress()?;
+            }
+            if done(self) {
+                return Ok(());
+            }
+            self.wait_some()?;
+        }
+    }
+
     /// Start a send of `len` bytes at `data` to communicator rank `dest`.
     ///
     /// # Safety
     /// `data` holds `len` readable bytes until the request completes.
     pub unsafe fn isend(
         &mut self,
-        comm: &Comm,
-        dest: c_int,
+        route: Route,
         tag: c_int,
         data: *const u8,
         len: usize,
         sync: bool,
     ) -> MpiResult<u32> {
-        if dest == MPI_PROC_NULL {
+        let Some(to) = route.to else {
             return Ok(self.null_request());
-        }
-        let to = comm.ranks[dest as usize];
+        };
         let req = self.matching().add(Request {
             op: Op::Send { data, len },
             done: false,
@@ -443,31 +502,83 @@ impl Engine {
             freed: false,
         });
         let env = Envelope {
-            context: comm.context,
-            source: comm.rank,
+            context: route.context,
+            source: route.me,
             tag,
             flags: if sync { SYNC } else { 0 },
             sender_req: req,
         };
         if len <= self.eager_limit {
-            let mut head = [0u8; ENVELOPE];
-            env.write(&mut head);
-            let bytes = slice_or_empty(data, len);
-            self.fm.begin_message(to, ENVELOPE + len, EAGER)?;
-            self.fm.send_piece(&head)?;
-            self.fm.send_piece(bytes)?;
-            self.fm.end_message()?;
+            self.send_eager(to, &env, slice_or_empty(data, len))?;
             if !sync {
                 self.matching().complete(req, MpiStatus::empty());
             }
         } else {
             let mut head = [0u8; RTS_LEN];
-            env.write(&mut head);
-            head[ENVELOPE..].copy_from_slice(&(len as u64).to_le_bytes());
+            env.write(&mut head[..SYNC_ENVELOPE]);
+            head[SYNC_ENVELOPE..].copy_from_slice(&(len as u64).to_le_bytes());
             self.fm.send(to, RTS, &head)?;
         }
         self.act()?;
         Ok(req)
+    }
+
+    /// A blocking standard send (`MPI_Send`): an eager one is complete once
+    /// handed to FM, with no request made for it.
+    ///
+    /// # Safety
+    /// `data` holds `len` readable bytes.
+    pub unsafe fn send(
+        &mut self,
+        route: Route,
+        tag: c_int,
+        data: *const u8,
+        len: usize,
+    ) -> MpiResult<()> {
+        let Some(to) = route.to else {
+            return Ok(());
+        };
+        if len > self.eager_limit {
+            let id = self.isend(route, tag, data, len, false)?;
+            return self.wait(id).map(drop);
+        }
+        let env = Envelope {
+            context: route.context,
+            source: route.me,
+            tag,
+            flags: 0,
+            sender_req: 0,
+        };
+        self.send_eager(to, &env, slice_or_empty(data, len))?;
+        self.act()
+    }
+
+    /// An eager message: the envelope, then the data. A small one is
+    /// gathered here and sent as one piece (cheaper than FM's gather for a
+    /// few bytes); a larger one goes as two pieces, the data where it is.
+    fn send_eager(&mut self, to: Rank, env: &Envelope, data: &[u8]) -> MpiResult<()> {
+        const SMALL: usize = 4096;
+        let (handler, head_len) = if env.flags & SYNC != 0 {
+            (EAGER_SYNC, SYNC_ENVELOPE)
+        } else {
+            (EAGER, ENVELOPE)
+        };
+        if head_len + data.len() <= SMALL {
+            let b = &mut self.scratch;
+            b.clear();
+            b.resize(head_len, 0);
+            env.write(b);
+            b.extend_from_slice(data);
+            self.fm.send(to, handler, &self.scratch)?;
+        } else {
+            let mut head = [0u8; SYNC_ENVELOPE];
+            env.write(&mut head[..head_len]);
+            self.fm.begin_message(to, head_len + data.len(), handler)?;
+            self.fm.send_piece(&head[..head_len])?;
+            self.fm.send_piece(data)?;
+            self.fm.end_message()?;
+        }
+        Ok(())
     }
 
     /// Post a receive of up to `cap` bytes into `buf`.
@@ -476,7 +587,7 @@ impl Engine {
     /// `buf` holds `cap` writable bytes until the request completes.
     pub unsafe fn irecv(
         &mut self,
-        comm: &Comm,
+        context: u32,
         source: c_int,
         tag: c_int,
         buf: *mut u8,
@@ -485,7 +596,6 @@ impl Engine {
         if source == MPI_PROC_NULL {
             return Ok(self.null_request());
         }
-        let context = comm.context;
         let mut sh = self.matching();
         let req = sh.add(Request {
             op: Op::Recv { buf, cap },
@@ -559,19 +669,14 @@ impl Engine {
 
     /// Wait for request `id` to complete; its status.
     pub fn wait(&mut self, id: u32) -> MpiResult<MpiStatus> {
-        loop {
-            if let Some(s) = self.test(id) {
-                return Ok(s);
-            }
-            if !self.is_request(id) {
-                return err(MPI_ERR_REQUEST, "the request is not active");
-            }
-            self.progress()?;
-            if let Some(s) = self.test(id) {
-                return Ok(s);
-            }
-            self.wait_some()?;
+        if !self.is_request(id) {
+            return err(MPI_ERR_REQUEST, "the request is not active");
         }
+        self.progress_until(|e| e.is_done(id))?;
+        self.test(id).ok_or_else(|| MpiError {
+            class: MPI_ERR_INTERN,
+            message: "a completed request vanished".into(),
+        })
     }
 
     /// Wait until one of `ids` (those that are `Some`) completes: its index and status.
@@ -631,7 +736,7 @@ impl Engine {
     /// The status of the first unexpected message matching, if any.
     pub fn iprobe(
         &mut self,
-        comm: &Comm,
+        context: u32,
         source: c_int,
         tag: c_int,
     ) -> MpiResult<Option<MpiStatus>> {
@@ -643,13 +748,13 @@ impl Engine {
         let u = sh
             .unexpected
             .iter()
-            .find(|u| u.env.matches(comm.context, source, tag));
+            .find(|u| u.env.matches(context, source, tag));
         Ok(u.map(|u| MpiStatus::new(u.env.source, u.env.tag, u.len() as usize, MPI_SUCCESS)))
     }
 
-    pub fn probe(&mut self, comm: &Comm, source: c_int, tag: c_int) -> MpiResult<MpiStatus> {
+    pub fn probe(&mut self, context: u32, source: c_int, tag: c_int) -> MpiResult<MpiStatus> {
         loop {
-            if let Some(s) = self.iprobe(comm, source, tag)? {
+            if let Some(s) = self.iprobe(context, source, tag)? {
                 return Ok(s);
             }
             self.wait_some()?;
@@ -725,16 +830,22 @@ unsafe fn slice_or_empty<'a>(data: *const u8, len: usize) -> &'a [u8] {
     }
 }
 
-fn on_eager(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
-    let mut head = [0u8; ENVELOPE];
-    if m.receive(&mut head)? < ENVELOPE {
+/// An eager message (`sync`: a synchronous send's, to be acknowledged).
+fn on_eager(shared: &Shared, m: &mut Incoming<'_>, sync: bool) -> fm::Result<()> {
+    let mut head = [0u8; SYNC_ENVELOPE];
+    let (head, flags) = if sync {
+        (&mut head[..], SYNC)
+    } else {
+        (&mut head[..ENVELOPE], 0)
+    };
+    if m.receive(head)? < head.len() {
         tracing::warn!(
             src = m.src(),
             "mpi: a message shorter than its envelope: dropped"
         );
         return Ok(());
     }
-    let env = Envelope::read(&head);
+    let env = Envelope::read(head, flags);
     let mut sh = lock(shared);
     match sh.take_posted(&env) {
         Some(req) => deliver(&mut sh, req, m, &env)?,
@@ -757,14 +868,14 @@ fn on_eager(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
     Ok(())
 }
 
-fn on_rts(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
+fn on_rts(shared: &Shared, m: &mut Incoming<'_>) -> fm::Result<()> {
     let mut head = [0u8; RTS_LEN];
     if m.receive(&mut head)? < RTS_LEN {
         tracing::warn!(src = m.src(), "mpi: a short request to send: dropped");
         return Ok(());
     }
-    let env = Envelope::read(&head);
-    let len = u64::from_le_bytes(head[ENVELOPE..].try_into().unwrap_or([0; 8]));
+    let env = Envelope::read(&head[..SYNC_ENVELOPE], 0);
+    let len = u64::from_le_bytes(head[SYNC_ENVELOPE..].try_into().unwrap_or([0; 8]));
     let mut sh = lock(shared);
     match sh.take_posted(&env) {
         Some(recv_req) => sh.clear_to_send(m.src(), &env, recv_req),
@@ -777,7 +888,7 @@ fn on_rts(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
     Ok(())
 }
 
-fn on_cts(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
+fn on_cts(shared: &Shared, m: &mut Incoming<'_>) -> fm::Result<()> {
     let mut b = [0u8; 8];
     if m.receive(&mut b)? < 8 {
         return Ok(());
@@ -790,7 +901,7 @@ fn on_cts(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
     Ok(())
 }
 
-fn on_data(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
+fn on_data(shared: &Shared, m: &mut Incoming<'_>) -> fm::Result<()> {
     let mut b = [0u8; 4];
     if m.receive(&mut b)? < 4 {
         return Ok(());
@@ -811,7 +922,7 @@ fn on_data(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
     deliver(&mut sh, req, m, &env)
 }
 
-fn on_ack(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
+fn on_ack(shared: &Shared, m: &mut Incoming<'_>) -> fm::Result<()> {
     let mut b = [0u8; 4];
     if m.receive(&mut b)? == 4 {
         lock(shared).complete(u32_at(&b, 0), MpiStatus::empty());
@@ -819,7 +930,7 @@ fn on_ack(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
     Ok(())
 }
 
-fn on_barrier(shared: &Mutex<Matching>, m: &mut Incoming<'_>) -> fm::Result<()> {
+fn on_barrier(shared: &Shared, m: &mut Incoming<'_>) -> fm::Result<()> {
     let mut b = [0u8; 12];
     if m.receive(&mut b)? == 12 {
         let key = (u32_at(&b, 0), u32_at(&b, 4), u32_at(&b, 8));

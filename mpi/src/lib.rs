@@ -24,7 +24,7 @@ pub mod abi;
 pub mod engine;
 
 use abi::*;
-use engine::{err, Comm, Engine, MpiError, MpiResult};
+use engine::{err, Comm, Engine, MpiError, MpiResult, Route};
 use std::ffi::{c_char, c_double, c_int, c_void};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -117,9 +117,10 @@ impl Mpi {
             })
     }
 
-    /// The communicator, checked, for a call naming `rank` (a destination
-    /// or source; `any` allows `MPI_ANY_SOURCE`) and `tag`.
-    fn p2p(&self, handle: Handle, rank: c_int, any: bool, tag: c_int) -> MpiResult<Comm> {
+    /// Where a call naming `rank` (a destination, or with `any` a source,
+    /// which may be `MPI_ANY_SOURCE`) and `tag` on communicator `handle`
+    /// goes, all checked.
+    fn p2p(&self, handle: Handle, rank: c_int, any: bool, tag: c_int) -> MpiResult<Route> {
         let c = self.comm(handle)?;
         let ok_rank = (0..c.size()).contains(&rank)
             || rank == MPI_PROC_NULL
@@ -136,7 +137,11 @@ impl Mpi {
         if !((0..=TAG_UB).contains(&tag) || (any && tag == MPI_ANY_TAG)) {
             return err(MPI_ERR_TAG, format!("tag {tag} is outside 0..={TAG_UB}"));
         }
-        Ok(c.clone())
+        Ok(Route {
+            context: c.context,
+            me: c.rank,
+            to: (!any && rank != MPI_PROC_NULL).then(|| c.ranks[rank as usize]),
+        })
     }
 }
 
@@ -649,7 +654,7 @@ fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const MpiStatus, flag: *mut
 fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, status: *mut MpiStatus) {
     call("MPI_Iprobe", comm, |m| {
         let c = m.p2p(comm, source, true, tag)?;
-        match m.engine.iprobe(&c, source, tag)? {
+        match m.engine.iprobe(c.context, source, tag)? {
             Some(s) => {
                 *flag = 1;
                 put_status(status, s);
@@ -663,7 +668,7 @@ fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: Handle, flag: *mut 
 fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) {
     call("MPI_Probe", comm, |m| {
         let c = m.p2p(comm, source, true, tag)?;
-        let s = m.engine.probe(&c, source, tag)?;
+        let s = m.engine.probe(c.context, source, tag)?;
         put_status(status, s);
         Ok(())
     })
@@ -739,7 +744,7 @@ fn init(func: &str) -> c_int {
     let size = engine.fm.size();
     let world = Comm {
         context: 0,
-        ranks: (0..size as fm::Rank).collect(),
+        ranks: (0..size as fm::Rank).collect::<Vec<_>>().into(),
         rank: me as c_int,
         errhandler: MPI_ERRORS_ARE_FATAL,
         barriers: 0,
@@ -747,7 +752,7 @@ fn init(func: &str) -> c_int {
     };
     let own = Comm {
         context: 1,
-        ranks: vec![me],
+        ranks: vec![me].into(),
         rank: 0,
         errhandler: MPI_ERRORS_ARE_FATAL,
         barriers: 0,
@@ -794,16 +799,19 @@ fn send(
     let c = m.p2p(comm, dest, false, tag)?;
     let bytes = bytes_of(count, datatype)?;
     check_buffer(buf, bytes)?;
-    // SAFETY: the caller's buffer of `bytes` bytes (MPI's rule).
-    let id = unsafe { m.engine.isend(&c, dest, tag, buf.cast(), bytes, sync)? };
+    // SAFETY (all three): the caller's buffer of `bytes` bytes and request
+    // handle (MPI's rule).
     match request {
-        // SAFETY: the caller's request handle.
-        Some(r) => unsafe { *r = request_handle(id) },
+        None if !sync => unsafe { m.engine.send(c, tag, buf.cast(), bytes) },
         None => {
-            m.engine.wait(id)?;
+            let id = unsafe { m.engine.isend(c, tag, buf.cast(), bytes, sync)? };
+            m.engine.wait(id).map(drop)
         }
+        Some(r) => unsafe {
+            *r = request_handle(m.engine.isend(c, tag, buf.cast(), bytes, sync)?);
+            Ok(())
+        },
     }
-    Ok(())
 }
 
 fn recv(
@@ -819,7 +827,7 @@ fn recv(
     let bytes = bytes_of(count, datatype)?;
     check_buffer(buf, bytes)?;
     // SAFETY: the caller's buffer of `bytes` bytes (MPI's rule).
-    unsafe { m.engine.irecv(&c, source, tag, buf.cast(), bytes) }
+    unsafe { m.engine.irecv(c.context, source, tag, buf.cast(), bytes) }
 }
 
 fn rustix_hostname() -> String {
