@@ -507,16 +507,22 @@ impl EventLoop {
         }
     }
 
-    /// End every job, write what each socket will take within a moment,
-    /// and close them all.
+    /// End every job, write what the sockets take within a second in all
+    /// (a client that does not read cannot hold the shutdown), and close
+    /// them all.
     fn stop(&mut self) {
         let shared = self.shared.clone();
         let mut core = shared.lock();
         core.shutdown();
         self.apply(&mut core);
+        let until = Instant::now() + Duration::from_secs(1);
         for s in self.sockets.values_mut() {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
             let _ = s.stream.set_nonblocking(false);
-            let _ = s.stream.set_write_timeout(Some(Duration::from_millis(200)));
+            let _ = s.stream.set_write_timeout(Some(left));
             for (i, f) in s.output.iter().enumerate() {
                 let skip = if i == 0 { s.written } else { 0 };
                 let shared = f.shared.as_deref().unwrap_or(&[]);

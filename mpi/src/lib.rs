@@ -178,6 +178,18 @@ fn request_id(h: Handle) -> MpiResult<u32> {
     }
 }
 
+/// An argument the call writes (or reads) through: null is `MPI_ERR_ARG`,
+/// not a crash.
+///
+/// # Safety
+/// `p` is null or points at a `T` that lives through the call.
+unsafe fn arg<'a, T>(p: *mut T, what: &str) -> MpiResult<&'a mut T> {
+    p.as_mut().ok_or_else(|| MpiError {
+        class: MPI_ERR_ARG,
+        message: format!("a null pointer for {what}"),
+    })
+}
+
 /// Write `s` to a status the caller gave, unless it is `MPI_STATUS_IGNORE`.
 ///
 /// # Safety
@@ -477,6 +489,7 @@ fn MPI_Recv / PMPI_Recv(buf: *mut c_void, count: c_int, datatype: Handle, source
 
 fn MPI_Irecv / PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) {
     call("MPI_Irecv", comm, |m| {
+        let request = arg(request, "the request")?;
         let id = recv(m, buf, count, datatype, source, tag, comm)?;
         *request = request_handle(id);
         Ok(())
@@ -501,6 +514,7 @@ fn MPI_Sendrecv / PMPI_Sendrecv(
 
 fn MPI_Wait / PMPI_Wait(request: *mut Handle, status: *mut MpiStatus) {
     call("MPI_Wait", MPI_COMM_WORLD, |m| {
+        let request = arg(request, "the request")?;
         if *request == MPI_REQUEST_NULL {
             put_status(status, MpiStatus::empty());
             return Ok(());
@@ -514,6 +528,8 @@ fn MPI_Wait / PMPI_Wait(request: *mut Handle, status: *mut MpiStatus) {
 
 fn MPI_Test / PMPI_Test(request: *mut Handle, flag: *mut c_int, status: *mut MpiStatus) {
     call("MPI_Test", MPI_COMM_WORLD, |m| {
+        let request = arg(request, "the request")?;
+        let flag = arg(flag, "the flag")?;
         if *request == MPI_REQUEST_NULL {
             *flag = 1;
             put_status(status, MpiStatus::empty());
@@ -541,9 +557,7 @@ fn MPI_Test / PMPI_Test(request: *mut Handle, flag: *mut c_int, status: *mut Mpi
 
 fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut Handle, statuses: *mut MpiStatus) {
     call("MPI_Waitall", MPI_COMM_WORLD, |m| {
-        if count < 0 {
-            return err(MPI_ERR_COUNT, format!("count {count} is negative"));
-        }
+        request_ids(m, requests, count)?;
         let mut truncated = false;
         for i in 0..count as usize {
             let r = requests.add(i);
@@ -568,7 +582,8 @@ fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut Handle, statuses: *mu
 
 fn MPI_Waitany / PMPI_Waitany(count: c_int, requests: *mut Handle, index: *mut c_int, status: *mut MpiStatus) {
     call("MPI_Waitany", MPI_COMM_WORLD, |m| {
-        let ids = request_ids(requests, count)?;
+        let ids = request_ids(m, requests, count)?;
+        let index = arg(index, "the index")?;
         match m.engine.wait_any(&ids)? {
             None => {
                 *index = MPI_UNDEFINED;
@@ -587,7 +602,8 @@ fn MPI_Waitany / PMPI_Waitany(count: c_int, requests: *mut Handle, index: *mut c
 
 fn MPI_Testall / PMPI_Testall(count: c_int, requests: *mut Handle, flag: *mut c_int, statuses: *mut MpiStatus) {
     call("MPI_Testall", MPI_COMM_WORLD, |m| {
-        let ids = request_ids(requests, count)?;
+        let ids = request_ids(m, requests, count)?;
+        let flag = arg(flag, "the flag")?;
         m.engine.progress()?;
         if !ids.iter().flatten().all(|&id| m.engine.is_done(id)) {
             *flag = 0;
@@ -607,7 +623,8 @@ fn MPI_Testall / PMPI_Testall(count: c_int, requests: *mut Handle, flag: *mut c_
 
 fn MPI_Testany / PMPI_Testany(count: c_int, requests: *mut Handle, index: *mut c_int, flag: *mut c_int, status: *mut MpiStatus) {
     call("MPI_Testany", MPI_COMM_WORLD, |m| {
-        let ids = request_ids(requests, count)?;
+        let ids = request_ids(m, requests, count)?;
+        let (index, flag) = (arg(index, "the index")?, arg(flag, "the flag")?);
         m.engine.progress()?;
         if ids.iter().all(Option::is_none) {
             *flag = 1;
@@ -632,6 +649,7 @@ fn MPI_Testany / PMPI_Testany(count: c_int, requests: *mut Handle, index: *mut c
 
 fn MPI_Request_free / PMPI_Request_free(request: *mut Handle) {
     call("MPI_Request_free", MPI_COMM_WORLD, |m| {
+        let request = arg(request, "the request")?;
         let id = request_id(*request)?;
         m.engine.free_request(id);
         *request = MPI_REQUEST_NULL;
@@ -641,18 +659,22 @@ fn MPI_Request_free / PMPI_Request_free(request: *mut Handle) {
 
 fn MPI_Cancel / PMPI_Cancel(request: *mut Handle) {
     call("MPI_Cancel", MPI_COMM_WORLD, |m| {
-        m.engine.cancel(request_id(*request)?);
+        m.engine.cancel(request_id(*arg(request, "the request")?)?);
         Ok(())
     })
 }
 
 fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const MpiStatus, flag: *mut c_int) {
+    if status.is_null() || status as usize == STATUS_IGNORE || flag.is_null() {
+        return MPI_ERR_ARG;
+    }
     *flag = c_int::from((*status).cancelled());
     MPI_SUCCESS
 }
 
 fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, status: *mut MpiStatus) {
     call("MPI_Iprobe", comm, |m| {
+        let flag = arg(flag, "the flag")?;
         let c = m.p2p(comm, source, true, tag)?;
         match m.engine.iprobe(c.context, source, tag)? {
             Some(s) => {
@@ -678,6 +700,9 @@ fn MPI_Get_count / PMPI_Get_count(status: *const MpiStatus, datatype: Handle, co
     let Some(size) = builtin_type_size(datatype) else {
         return MPI_ERR_TYPE;
     };
+    if status.is_null() || status as usize == STATUS_IGNORE || count.is_null() {
+        return MPI_ERR_ARG;
+    }
     let bytes = (*status).bytes();
     *count = if size == 0 {
         0
@@ -766,18 +791,29 @@ fn init(func: &str) -> c_int {
     MPI_SUCCESS
 }
 
-/// The requests of an array, `None` for `MPI_REQUEST_NULL`.
+/// The requests of an array, `None` for `MPI_REQUEST_NULL`; each must be
+/// a live request.
 ///
 /// # Safety
 /// `requests` holds `count` handles.
-unsafe fn request_ids(requests: *mut Handle, count: c_int) -> MpiResult<Vec<Option<u32>>> {
+unsafe fn request_ids(m: &Mpi, requests: *mut Handle, count: c_int) -> MpiResult<Vec<Option<u32>>> {
     if count < 0 {
         return err(MPI_ERR_COUNT, format!("count {count} is negative"));
+    }
+    if count > 0 && requests.is_null() {
+        return err(MPI_ERR_ARG, "a null array of requests");
     }
     (0..count as usize)
         .map(|i| match *requests.add(i) {
             MPI_REQUEST_NULL => Ok(None),
-            h => request_id(h).map(Some),
+            h => match request_id(h) {
+                Ok(id) if m.engine.is_request(id) => Ok(Some(id)),
+                Ok(_) => err(
+                    MPI_ERR_REQUEST,
+                    format!("request {i} ({h:#x}) is not active"),
+                ),
+                Err(e) => Err(e),
+            },
         })
         .collect()
 }
@@ -808,6 +844,7 @@ fn send(
             m.engine.wait(id).map(drop)
         }
         Some(r) => unsafe {
+            let r = arg(r, "the request")?;
             *r = request_handle(m.engine.isend(c, tag, buf.cast(), bytes, sync)?);
             Ok(())
         },
