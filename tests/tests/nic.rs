@@ -254,3 +254,69 @@ fn nic_trunks_over_two_interfaces() {
         );
     }
 }
+
+/// Debian's NetPIPE built against MPICH, unmodified, between two namespace
+/// hosts through nic (fm's libmpich.so.12, which fmrun puts first on the
+/// ranks' library path): every byte checked up to 1 MiB, and the traffic
+/// counted by nic's reliable layer.
+#[test]
+fn netpipe_built_for_mpich_runs_over_nic() {
+    let _one = exclusive();
+    let netpipe = Path::new("/usr/bin/NPmpich2");
+    if !netpipe.exists() {
+        eprintln!(
+            "SKIPPED: no {} (apt-get install netpipe-mpich2)",
+            netpipe.display()
+        );
+        return;
+    }
+    let mpi = Path::new(TESTPROG)
+        .with_file_name("mpi")
+        .join("libmpich.so.12");
+    assert!(
+        mpi.exists(),
+        "{} is not built: run the workspace's tests",
+        mpi.display()
+    );
+    let Some(c) = Cluster::new("netpipe_built_for_mpich_runs_over_nic", 2) else {
+        return;
+    };
+    let dir = TempDir::for_segments("ns-nic-mpi");
+    let mut cmd = c.fmrun(
+        TESTPROG,
+        &dir,
+        &c.hosts_spec(1),
+        NET_NIC,
+        netpipe,
+        &["-i", "-u", "1048576"],
+    );
+    // fmrun --stats: each rank's counters, nic's among them, at the end.
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+    let mut cmd = Command::new(cmd.get_program());
+    cmd.arg("--stats")
+        .args(args)
+        .env("FM_SHM_DIR", &dir.0)
+        .env_remove("FM_LOG")
+        .stdin(Stdio::null());
+    let (o, e) = succeed(&mut cmd);
+    let all = format!("{o}{e}");
+    assert!(
+        all.matches("Integrity check passed").count() > 20 && !all.contains("failed"),
+        "{all}"
+    );
+    let accepted: u64 = all
+        .lines()
+        .filter_map(|l| l.split("reliable nic ").nth(1))
+        .filter_map(|r| {
+            r.split(", ").find_map(|f| {
+                f.strip_prefix("data_accepted ")?
+                    .split([';', ' '])
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+        })
+        .sum();
+    assert!(accepted > 1000, "nic carried {accepted} packets:\n{all}");
+    assert!(dir.segments().is_empty());
+}
