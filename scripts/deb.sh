@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deb.sh — a Debian package of fm (cargo-deb): the tools, libfm_c.{so,a},
-# fm.h, fm.pc, man pages and shell completions, as scripts/install.sh lays
-# them out under /usr.
+# fm.h, fm.pc, the MPI library, man pages and shell completions, as
+# scripts/install.sh lays them out under /usr.
 #
 # Usage: scripts/deb.sh [OUT_DIR]        (default target/debian)
 #   Needs cargo-deb: cargo install cargo-deb
@@ -21,7 +21,7 @@ rm -rf "$stage"
 DESTDIR="$stage" scripts/install.sh /usr
 # A package ships without debug information (the release profile keeps
 # line tables for backtraces; the .a carries every crate's).
-strip --strip-unneeded "$stage"/usr/bin/* "$stage"/usr/lib/libfm_c.so
+strip --strip-unneeded "$stage"/usr/bin/* "$stage"/usr/lib/libfm_c.so "$stage"/usr/lib/fm/mpi/libmpich.so.12
 strip --strip-debug "$stage"/usr/lib/libfm_c.a
 # -q: cargo-deb warns of each asset outside target/release, as all are here.
 cargo deb -q -p fm-launcher --no-build --no-strip -o "$OUT"

@@ -10,6 +10,8 @@
 #     (scripts/deb.sh); fm.pc still names PREFIX
 #   PREFIX/bin/{fmrun,fm-info,fm-grm,fm-bench}, PREFIX/lib/libfm_c.{so,a},
 #   PREFIX/include/fm.h, PREFIX/lib/pkgconfig/fm.pc,
+#   PREFIX/lib/fm/mpi/libmpich.so.12 (and libmpi.so.12: MPI with MPICH's
+#   ABI, which fmrun puts first on the ranks' library path; docs/MPI.md),
 #   PREFIX/share/man/man1/*.1, PREFIX/share/bash-completion/completions/*,
 #   PREFIX/share/zsh/site-functions/_*, PREFIX/share/fish/vendor_completions.d/*
 set -eu
@@ -17,7 +19,7 @@ cd "$(dirname "$0")/.."
 PREFIX=${1:-/usr/local}
 PROFILE=${PROFILE:-release}
 flag=$([ "$PROFILE" = release ] && echo --release || true)
-[ -n "${NO_BUILD:-}" ] || cargo build $flag -q -p fm-launcher -p fm-info -p fm-grm -p fm-bench -p fm-capi
+[ -n "${NO_BUILD:-}" ] || cargo build $flag -q -p fm-launcher -p fm-info -p fm-grm -p fm-bench -p fm-capi -p fm-mpi
 T=target/$PROFILE
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 D=${DESTDIR:-}$PREFIX
@@ -31,6 +33,14 @@ L=${LIB_DIR:-$T}
 install -m 755 "$L/libfm_c.so" "$D/lib/"
 install -m 644 "$L/libfm_c.a" "$D/lib/"
 install -m 644 capi/include/fm.h "$D/include/"
+# Cargo leaves the MPI library as deps/libmpich.so (soname libmpich.so.12).
+if [ -e "$T/deps/libmpich.so" ]; then
+    install -d "$D/lib/fm/mpi"
+    install -m 755 "$T/deps/libmpich.so" "$D/lib/fm/mpi/libmpich.so.12"
+    ln -sf libmpich.so.12 "$D/lib/fm/mpi/libmpi.so.12"
+else
+    echo "install.sh: $T/deps/libmpich.so is not built: fm's MPI library left out" >&2
+fi
 sed -e "s|@PREFIX@|$PREFIX|" -e "s|@VERSION@|$version|" capi/fm.pc.in > "$D/lib/pkgconfig/fm.pc"
 docs=$(mktemp -d)
 trap 'rm -rf "$docs"' EXIT

@@ -53,6 +53,29 @@ fn the_install_script_gives_tools_docs_library_and_header() {
     let p = &prefix.0;
     holds_the_installed_files(p, "share/man/man1/fmrun.1");
     c_program_runs_against(p, &[("PKG_CONFIG_PATH", p.join("lib/pkgconfig"))]);
+    // The installed fmrun finds the installed MPI library (lib/fm/mpi).
+    let netpipe = Path::new("/usr/bin/NPmpich2");
+    if netpipe.exists() {
+        let o = Command::new(p.join("bin/fmrun"))
+            .args(["-n", "2", "--timeout", "60s"])
+            .arg(netpipe)
+            .args(["-i", "-u", "4096"])
+            .env_remove("LD_LIBRARY_PATH")
+            .current_dir(p) // NetPIPE writes np.out where it runs
+            .output()
+            .expect("fmrun");
+        // NetPIPE reports on its standard error.
+        let out = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            o.status.success() && out.matches("Integrity check passed").count() > 5,
+            "{:?}: {out}",
+            o.status
+        );
+    }
 }
 
 #[test]
@@ -114,6 +137,8 @@ fn holds_the_installed_files(p: &Path, man_page: &str) {
         "lib/libfm_c.a",
         "include/fm.h",
         "lib/pkgconfig/fm.pc",
+        "lib/fm/mpi/libmpich.so.12",
+        "lib/fm/mpi/libmpi.so.12",
         man_page,
         "share/bash-completion/completions/fmrun",
         "share/zsh/site-functions/_fm-info",

@@ -57,6 +57,8 @@ fn run(
     let mut all = vec!["--timeout", "120s"];
     all.extend_from_slice(fmrun_args);
     let mut c = fmrun(&beside.to_string_lossy(), dir, &all, program, args);
+    // NetPIPE writes np.out where it runs.
+    c.current_dir(&dir.0);
     for (k, v) in env {
         c.env(k, v);
     }

@@ -297,7 +297,8 @@ fn netpipe_built_for_mpich_runs_over_nic() {
         .args(args)
         .env("FM_SHM_DIR", &dir.0)
         .env_remove("FM_LOG")
-        .stdin(Stdio::null());
+        .stdin(Stdio::null())
+        .current_dir(&dir.0); // NetPIPE writes np.out where it runs
     let (o, e) = succeed(&mut cmd);
     let all = format!("{o}{e}");
     assert!(
