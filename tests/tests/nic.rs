@@ -282,7 +282,7 @@ fn netpipe_built_for_mpich_runs_over_nic() {
         return;
     };
     let dir = TempDir::for_segments("ns-nic-mpi");
-    let mut cmd = c.fmrun(
+    let cmd = c.fmrun(
         TESTPROG,
         &dir,
         &c.hosts_spec(1),
