@@ -21,7 +21,8 @@ rm -rf "$stage"
 DESTDIR="$stage" scripts/install.sh /usr
 # A package ships without debug information (the release profile keeps
 # line tables for backtraces; the .a carries every crate's).
-strip --strip-unneeded "$stage"/usr/bin/* "$stage"/usr/lib/libfm_c.so "$stage"/usr/lib/fm/mpi/libmpich.so.12
+strip --strip-unneeded "$stage"/usr/bin/{fmrun,fm-info,fm-grm,fm-bench} "$stage"/usr/lib/libfm_c.so \
+    "$stage"/usr/lib/fm/mpi/libmpich.so.12
 strip --strip-debug "$stage"/usr/lib/libfm_c.a
 # -q: cargo-deb warns of each asset outside target/release, as all are here.
 cargo deb -q -p fm-launcher --no-build --no-strip -o "$OUT"

@@ -12,6 +12,7 @@
 #   PREFIX/include/fm.h, PREFIX/lib/pkgconfig/fm.pc,
 #   PREFIX/lib/fm/mpi/libmpich.so.12 (and libmpi.so.12: MPI with MPICH's
 #   ABI, which fmrun puts first on the ranks' library path; docs/MPI.md),
+#   PREFIX/include/fm/mpi.h, PREFIX/bin/fm-mpicc, PREFIX/lib/pkgconfig/fm-mpi.pc,
 #   PREFIX/share/man/man1/*.1, PREFIX/share/bash-completion/completions/*,
 #   PREFIX/share/zsh/site-functions/_*, PREFIX/share/fish/vendor_completions.d/*
 set -eu
@@ -38,6 +39,11 @@ if [ -e "$T/deps/libmpich.so" ]; then
     install -d "$D/lib/fm/mpi"
     install -m 755 "$T/deps/libmpich.so" "$D/lib/fm/mpi/libmpich.so.12"
     ln -sf libmpich.so.12 "$D/lib/fm/mpi/libmpi.so.12"
+    install -d "$D/include/fm"
+    install -m 644 mpi/include/mpi.h "$D/include/fm/"
+    sed -e "s|@PREFIX@|$PREFIX|" mpi/fm-mpicc.in > "$D/bin/fm-mpicc"
+    chmod 755 "$D/bin/fm-mpicc"
+    sed -e "s|@PREFIX@|$PREFIX|" -e "s|@VERSION@|$version|" mpi/fm-mpi.pc.in > "$D/lib/pkgconfig/fm-mpi.pc"
 else
     echo "install.sh: $T/deps/libmpich.so is not built: fm's MPI library left out" >&2
 fi

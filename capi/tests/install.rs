@@ -53,6 +53,42 @@ fn the_install_script_gives_tools_docs_library_and_header() {
     let p = &prefix.0;
     holds_the_installed_files(p, "share/man/man1/fmrun.1");
     c_program_runs_against(p, &[("PKG_CONFIG_PATH", p.join("lib/pkgconfig"))]);
+    // A program compiled with the installed fm-mpicc and fm's own mpi.h
+    // runs under the installed fmrun on the installed library.
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpi/tests/c/p2p.c");
+    let exe = p.join("p2p");
+    let cc = Command::new(p.join("bin/fm-mpicc"))
+        .args(["-O1", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&suite)
+        .output()
+        .expect("fm-mpicc");
+    assert!(
+        cc.status.success(),
+        "fm-mpicc: {}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let show = Command::new(p.join("bin/fm-mpicc"))
+        .args(["-show", "x.c"])
+        .output()
+        .expect("fm-mpicc -show");
+    let show = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        show.contains("include/fm") && show.contains("libmpich.so.12"),
+        "{show}"
+    );
+    let o = Command::new(p.join("bin/fmrun"))
+        .args(["-n", "2", "--timeout", "60s"])
+        .arg(&exe)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .expect("fmrun");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains("all passed on 2 ranks"),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // The installed fmrun finds the installed MPI library (lib/fm/mpi).
     let netpipe = Path::new("/usr/bin/NPmpich2");
     if netpipe.exists() {
@@ -139,6 +175,9 @@ fn holds_the_installed_files(p: &Path, man_page: &str) {
         "lib/pkgconfig/fm.pc",
         "lib/fm/mpi/libmpich.so.12",
         "lib/fm/mpi/libmpi.so.12",
+        "include/fm/mpi.h",
+        "bin/fm-mpicc",
+        "lib/pkgconfig/fm-mpi.pc",
         man_page,
         "share/bash-completion/completions/fmrun",
         "share/zsh/site-functions/_fm-info",

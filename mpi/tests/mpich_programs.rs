@@ -174,3 +174,95 @@ fn netpipe_built_for_mpich_passes_its_integrity_check() {
         );
     }
 }
+
+/// The value of each `#define NAME VALUE` of a C header whose value is an
+/// integer (decimal or hex, maybe negative, maybe in a cast), by name.
+fn header_values(text: &str) -> std::collections::BTreeMap<String, i64> {
+    let mut v = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.trim().strip_prefix("#define ") else {
+            continue;
+        };
+        let Some((name, value)) = rest.split_once(char::is_whitespace) else {
+            continue;
+        };
+        // ((MPI_Comm)0x44000000), (-2), 0x64400001, 14 /* comment */
+        let value = value.split("/*").next().unwrap_or("").trim();
+        let value = value
+            .rsplit(')')
+            .find(|p| !p.trim().is_empty())
+            .unwrap_or(value);
+        let value = value.trim_start_matches('(').trim();
+        let n = match value.strip_prefix("0x") {
+            Some(h) => i64::from_str_radix(h, 16).ok(),
+            None => value.parse::<i64>().ok(),
+        };
+        if let Some(n) = n {
+            v.insert(name.to_string(), n);
+        }
+    }
+    v
+}
+
+/// fm's own mpi.h gives every name MPICH's header also defines the same
+/// value (the ABI), and the suite compiled against it (with the system's
+/// C compiler, not MPICH's wrapper) passes on fm.
+#[test]
+fn fm_header_agrees_with_mpich_and_builds_the_suite() {
+    let ours = Path::new(env!("CARGO_MANIFEST_DIR")).join("include/mpi.h");
+    let ours = header_values(&std::fs::read_to_string(&ours).expect("mpi/include/mpi.h"));
+    assert!(
+        ours.len() > 80,
+        "only {} values read from fm's mpi.h",
+        ours.len()
+    );
+    let mpich = Path::new("/usr/include/x86_64-linux-gnu/mpich/mpi.h");
+    match std::fs::read_to_string(mpich) {
+        Ok(text) => {
+            let theirs = header_values(&text);
+            let mut compared = 0;
+            for (name, v) in &ours {
+                if let Some(t) = theirs.get(name) {
+                    assert_eq!(v, t, "{name}: fm's mpi.h {v:#x}, MPICH's {t:#x}");
+                    compared += 1;
+                }
+            }
+            assert!(compared > 80, "only {compared} names compared");
+        }
+        Err(_) => eprintln!(
+            "SKIPPED the comparison: no {} (libmpich-dev)",
+            mpich.display()
+        ),
+    }
+    let dir = TempDir::for_segments("mpi-header");
+    let exe = dir.0.join("p2p-fm-header");
+    let profile = std::env::current_exe()
+        .ok()
+        .and_then(|e| Some(e.parent()?.to_path_buf()))
+        .expect("target/PROFILE/deps");
+    let o = std::process::Command::new("cc")
+        .args(["-O1", "-Wall", "-Werror", "-std=c11"])
+        .arg(format!(
+            "-I{}",
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("include")
+                .display()
+        ))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/p2p.c"))
+        .arg(format!("-L{}", profile.display()))
+        .args(["-lmpich", "-o"])
+        .arg(&exe)
+        .output()
+        .expect("cc");
+    assert!(
+        o.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = run(&dir, &["-n", "3", "--oversubscribe"], &exe, &[], &[]);
+    let t = text(&o);
+    assert!(
+        o.status.success() && t.contains("all passed on 3 ranks"),
+        "{t}"
+    );
+}
