@@ -196,6 +196,8 @@ struct Matching {
     actions: Vec<Action>,
     /// Barrier messages arrived, by (context, epoch, round).
     barrier: HashMap<(u32, u32, u32), u32>,
+    /// Messages a matched probe took, by number, until received.
+    taken: Vec<Option<Unexpected>>,
 }
 
 /// The matching state of the process. Every access is made by the thread
@@ -272,6 +274,39 @@ impl Matching {
             sender_req: env.sender_req,
             recv_req: req,
         });
+    }
+
+    /// Receive `u`, which arrived before receive `req` was posted: an eager
+    /// message is copied from where it was kept (and acknowledged if
+    /// synchronous), a rendezvous one asked for.
+    fn receive_unexpected(&mut self, req: u32, u: Unexpected) {
+        let env = u.env;
+        match u.body {
+            Body::Eager(data) => {
+                let Some((buf, cap)) = self.recv_buffer(req) else {
+                    return;
+                };
+                let n = data.len().min(cap);
+                let error = if data.len() > cap {
+                    MPI_ERR_TRUNCATE
+                } else {
+                    MPI_SUCCESS
+                };
+                if n > 0 {
+                    // SAFETY: the receive's buffer holds `cap` bytes while
+                    // its request is live (the caller's promise to irecv).
+                    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
+                }
+                self.complete(req, MpiStatus::new(env.source, env.tag, n, error));
+                if env.flags & SYNC != 0 {
+                    self.actions.push(Action::Ack {
+                        to: u.from,
+                        sender_req: env.sender_req,
+                    });
+                }
+            }
+            Body::Rendezvous { .. } => self.clear_to_send(u.from, &env, req),
+        }
     }
 
     /// The posted receive's buffer and capacity.
@@ -456,7 +491,7 @@ impl Engine {
     }
 
     /// Wait for something to happen, then make progress.
-    fn wait_some(&mut self) -> MpiResult<()> {
+    fn wait_for_arrival(&mut self) -> MpiResult<()> {
         self.fm.extract_wait(usize::MAX)?;
         self.act()
     }
@@ -476,7 +511,7 @@ impl Engine {
             if done(self) {
                 return Ok(());
             }
-            self.wait_some()?;
+            self.wait_for_arrival()?;
         }
     }
 
@@ -611,37 +646,91 @@ impl Engine {
                 source,
                 tag,
             }),
-            Some(u) => {
-                let env = u.env;
-                match u.body {
-                    Body::Eager(data) => {
-                        let n = data.len().min(cap);
-                        let error = if data.len() > cap {
-                            MPI_ERR_TRUNCATE
-                        } else {
-                            MPI_SUCCESS
-                        };
-                        if n > 0 {
-                            std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n);
-                        }
-                        sh.complete(req, MpiStatus::new(env.source, env.tag, n, error));
-                        if env.flags & SYNC != 0 {
-                            sh.actions.push(Action::Ack {
-                                to: u.from,
-                                sender_req: env.sender_req,
-                            });
-                        }
-                    }
-                    Body::Rendezvous { .. } => sh.clear_to_send(u.from, &env, req),
-                }
-            }
+            Some(u) => sh.receive_unexpected(req, u),
         }
         drop(sh);
         self.act()?;
         Ok(req)
     }
 
-    fn null_request(&mut self) -> u32 {
+    /// `MPI_Improbe`: the first unexpected message matching, taken out of
+    /// matching (no other receive can have it) and kept for `imrecv` under
+    /// the number returned, with its status.
+    pub fn improbe(
+        &mut self,
+        context: u32,
+        source: c_int,
+        tag: c_int,
+    ) -> MpiResult<Option<(u32, MpiStatus)>> {
+        self.progress()?;
+        let mut sh = self.matching();
+        let found = (sh.unexpected.iter()).position(|u| u.env.matches(context, source, tag));
+        let Some(u) = found.and_then(|i| sh.unexpected.remove(i)) else {
+            return Ok(None);
+        };
+        let status = MpiStatus::new(u.env.source, u.env.tag, u.len() as usize, MPI_SUCCESS);
+        let id = match sh.taken.iter().position(Option::is_none) {
+            Some(i) => {
+                sh.taken[i] = Some(u);
+                i
+            }
+            None => {
+                sh.taken.push(Some(u));
+                sh.taken.len() - 1
+            }
+        };
+        Ok(Some((id as u32, status)))
+    }
+
+    /// `MPI_Mprobe`: wait for [`Engine::improbe`] to find one.
+    pub fn mprobe(
+        &mut self,
+        context: u32,
+        source: c_int,
+        tag: c_int,
+    ) -> MpiResult<(u32, MpiStatus)> {
+        loop {
+            if let Some(m) = self.improbe(context, source, tag)? {
+                return Ok(m);
+            }
+            self.wait_for_arrival()?;
+        }
+    }
+
+    /// Is `message` one taken by a matched probe and not yet received?
+    pub fn is_message(&self, message: u32) -> bool {
+        self.matching()
+            .taken
+            .get(message as usize)
+            .is_some_and(Option::is_some)
+    }
+
+    /// `MPI_Imrecv`: receive the message a matched probe took into up to
+    /// `cap` bytes at `buf`.
+    ///
+    /// # Safety
+    /// `buf` holds `cap` writable bytes until the request completes.
+    pub unsafe fn imrecv(&mut self, message: u32, buf: *mut u8, cap: usize) -> MpiResult<u32> {
+        let mut sh = self.matching();
+        let Some(u) = sh.taken.get_mut(message as usize).and_then(Option::take) else {
+            return err(
+                MPI_ERR_REQUEST,
+                "the message is not one a matched probe returned",
+            );
+        };
+        let req = sh.add(Request {
+            op: Op::Recv { buf, cap },
+            done: false,
+            status: MpiStatus::empty(),
+            freed: false,
+        });
+        sh.receive_unexpected(req, u);
+        drop(sh);
+        self.act()?;
+        Ok(req)
+    }
+
+    pub fn null_request(&mut self) -> u32 {
         self.matching().add(Request {
             op: Op::Null,
             done: true,
@@ -694,8 +783,13 @@ impl Engine {
             if ids.iter().flatten().any(|&id| self.is_done(id)) {
                 continue;
             }
-            self.wait_some()?;
+            self.wait_for_arrival()?;
         }
+    }
+
+    /// Make progress until one of `ids` (those that are `Some`) is done.
+    pub fn wait_until_any(&mut self, ids: &[Option<u32>]) -> MpiResult<()> {
+        self.progress_until(|e| ids.iter().flatten().any(|&id| e.is_done(id)))
     }
 
     pub fn is_done(&self, id: u32) -> bool {
@@ -757,7 +851,7 @@ impl Engine {
             if let Some(s) = self.iprobe(context, source, tag)? {
                 return Ok(s);
             }
-            self.wait_some()?;
+            self.wait_for_arrival()?;
         }
     }
 
@@ -797,7 +891,7 @@ impl Engine {
                 if arrived {
                     break;
                 }
-                self.wait_some()?;
+                self.wait_for_arrival()?;
             }
             round += 1;
             step *= 2;

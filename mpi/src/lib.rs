@@ -171,11 +171,62 @@ fn request_handle(id: u32) -> Handle {
 }
 
 fn request_id(h: Handle) -> MpiResult<u32> {
-    if h & !0x03ff_ffff == REQUEST_DIRECT {
-        Ok((h & 0x03ff_ffff) as u32)
+    if h & !HANDLE_INDEX == REQUEST_DIRECT {
+        Ok((h & HANDLE_INDEX) as u32)
     } else {
         err(MPI_ERR_REQUEST, format!("{h:#x} is not a request"))
     }
+}
+
+fn message_handle(id: u32) -> Handle {
+    MESSAGE_DIRECT | id as Handle
+}
+
+/// A matched probe's message: `None` for `MPI_MESSAGE_NO_PROC`.
+fn message_id(h: Handle) -> MpiResult<Option<u32>> {
+    match h {
+        MPI_MESSAGE_NO_PROC => Ok(None),
+        h if h & !HANDLE_INDEX == MESSAGE_DIRECT => Ok(Some((h & HANDLE_INDEX) as u32)),
+        h => err(
+            MPI_ERR_REQUEST,
+            format!("{h:#x} is not a message a matched probe returned"),
+        ),
+    }
+}
+
+/// The completed requests among `ids`, taken: their indices into the
+/// caller's array (written to `indices`), and statuses (to `statuses`
+/// unless ignored); the handles are set to `MPI_REQUEST_NULL`.
+///
+/// # Safety
+/// `requests`, `indices` and `statuses` hold as many as `ids`.
+unsafe fn take_completed(
+    m: &mut Mpi,
+    ids: &[Option<u32>],
+    requests: *mut Handle,
+    indices: *mut c_int,
+    statuses: *mut MpiStatus,
+) -> MpiResult<c_int> {
+    let mut n = 0;
+    let mut failed = false;
+    for (i, id) in ids.iter().enumerate() {
+        let Some(s) = id.and_then(|id| m.engine.test(id)) else {
+            continue;
+        };
+        *requests.add(i) = MPI_REQUEST_NULL;
+        if !indices.is_null() {
+            *indices.add(n) = i as c_int;
+        }
+        if !statuses.is_null() && statuses as usize != STATUS_IGNORE {
+            *statuses.add(n) = s;
+        }
+        failed |= s.error != MPI_SUCCESS;
+        n += 1;
+    }
+    if failed {
+        return err(MPI_ERR_IN_STATUS, "a request failed: see its status");
+    }
+    Ok(n as c_int)
 }
 
 /// An argument the call writes (or reads) through: null is `MPI_ERR_ARG`,
@@ -647,6 +698,117 @@ fn MPI_Testany / PMPI_Testany(count: c_int, requests: *mut Handle, index: *mut c
     })
 }
 
+fn MPI_Waitsome / PMPI_Waitsome(incount: c_int, requests: *mut Handle, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MpiStatus) {
+    call("MPI_Waitsome", MPI_COMM_WORLD, |m| {
+        let ids = request_ids(m, requests, incount)?;
+        let outcount = arg(outcount, "the count out")?;
+        if ids.iter().all(Option::is_none) {
+            *outcount = MPI_UNDEFINED;
+            return Ok(());
+        }
+        m.engine.wait_until_any(&ids)?;
+        *outcount = take_completed(m, &ids, requests, indices, statuses)?;
+        Ok(())
+    })
+}
+
+fn MPI_Testsome / PMPI_Testsome(incount: c_int, requests: *mut Handle, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MpiStatus) {
+    call("MPI_Testsome", MPI_COMM_WORLD, |m| {
+        let ids = request_ids(m, requests, incount)?;
+        let outcount = arg(outcount, "the count out")?;
+        if ids.iter().all(Option::is_none) {
+            *outcount = MPI_UNDEFINED;
+            return Ok(());
+        }
+        m.engine.progress()?;
+        *outcount = take_completed(m, &ids, requests, indices, statuses)?;
+        Ok(())
+    })
+}
+
+fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(
+    buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int,
+    source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus,
+) {
+    call("MPI_Sendrecv_replace", comm, |m| {
+        // The message comes into a buffer of its own while this one is
+        // sent, then replaces it.
+        let bytes = bytes_of(count, datatype)?;
+        check_buffer(buf, bytes)?;
+        let mut incoming = vec![0u8; bytes];
+        let r = recv(m, incoming.as_mut_ptr().cast(), count, datatype, source, recvtag, comm)?;
+        let mut sreq = MPI_REQUEST_NULL;
+        send(m, buf, count, datatype, dest, sendtag, comm, false, Some(&mut sreq))?;
+        m.engine.wait(request_id(sreq)?)?;
+        let s = m.engine.wait(r)?;
+        let n = (s.bytes() as usize).min(bytes);
+        if n > 0 {
+            std::ptr::copy_nonoverlapping(incoming.as_ptr(), buf.cast::<u8>(), n);
+        }
+        put_status(status, s);
+        status_result(&s)
+    })
+}
+
+fn MPI_Improbe / PMPI_Improbe(source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, message: *mut Handle, status: *mut MpiStatus) {
+    call("MPI_Improbe", comm, |m| {
+        let (flag, message) = (arg(flag, "the flag")?, arg(message, "the message")?);
+        let c = m.p2p(comm, source, true, tag)?;
+        if source == MPI_PROC_NULL {
+            *flag = 1;
+            *message = MPI_MESSAGE_NO_PROC;
+            put_status(status, MpiStatus::empty());
+            return Ok(());
+        }
+        match m.engine.improbe(c.context, source, tag)? {
+            Some((id, s)) => {
+                *flag = 1;
+                *message = message_handle(id);
+                put_status(status, s);
+            }
+            None => *flag = 0,
+        }
+        Ok(())
+    })
+}
+
+fn MPI_Mprobe / PMPI_Mprobe(source: c_int, tag: c_int, comm: Handle, message: *mut Handle, status: *mut MpiStatus) {
+    call("MPI_Mprobe", comm, |m| {
+        let message = arg(message, "the message")?;
+        let c = m.p2p(comm, source, true, tag)?;
+        if source == MPI_PROC_NULL {
+            *message = MPI_MESSAGE_NO_PROC;
+            put_status(status, MpiStatus::empty());
+            return Ok(());
+        }
+        let (id, s) = m.engine.mprobe(c.context, source, tag)?;
+        *message = message_handle(id);
+        put_status(status, s);
+        Ok(())
+    })
+}
+
+fn MPI_Imrecv / PMPI_Imrecv(buf: *mut c_void, count: c_int, datatype: Handle, message: *mut Handle, request: *mut Handle) {
+    call("MPI_Imrecv", MPI_COMM_WORLD, |m| {
+        let (message, request) = (arg(message, "the message")?, arg(request, "the request")?);
+        let id = mrecv_start(m, buf, count, datatype, *message)?;
+        *message = MPI_MESSAGE_NULL;
+        *request = request_handle(id);
+        Ok(())
+    })
+}
+
+fn MPI_Mrecv / PMPI_Mrecv(buf: *mut c_void, count: c_int, datatype: Handle, message: *mut Handle, status: *mut MpiStatus) {
+    call("MPI_Mrecv", MPI_COMM_WORLD, |m| {
+        let message = arg(message, "the message")?;
+        let id = mrecv_start(m, buf, count, datatype, *message)?;
+        *message = MPI_MESSAGE_NULL;
+        let s = m.engine.wait(id)?;
+        put_status(status, s);
+        status_result(&s)
+    })
+}
+
 fn MPI_Request_free / PMPI_Request_free(request: *mut Handle) {
     call("MPI_Request_free", MPI_COMM_WORLD, |m| {
         let request = arg(request, "the request")?;
@@ -848,6 +1010,30 @@ fn send(
             *r = request_handle(m.engine.isend(c, tag, buf.cast(), bytes, sync)?);
             Ok(())
         },
+    }
+}
+
+/// Start receiving the message of a matched probe (`MPI_MESSAGE_NO_PROC`:
+/// an empty receive, complete at once).
+fn mrecv_start(
+    m: &mut Mpi,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    message: Handle,
+) -> MpiResult<u32> {
+    let bytes = bytes_of(count, datatype)?;
+    check_buffer(buf, bytes)?;
+    match message_id(message)? {
+        None => Ok(m.engine.null_request()),
+        Some(id) if m.engine.is_message(id) => {
+            // SAFETY: the caller's buffer of `bytes` bytes (MPI's rule).
+            unsafe { m.engine.imrecv(id, buf.cast(), bytes) }
+        }
+        Some(_) => err(
+            MPI_ERR_REQUEST,
+            format!("{message:#x} was received already"),
+        ),
     }
 }
 

@@ -251,6 +251,85 @@ static void completion_calls(void) {
     if (rank == 0) printf("completion calls: ok\n");
 }
 
+/* Sendrecv_replace, Waitsome/Testsome, and matched probes. */
+static void more_calls(void) {
+    if (rank < 2) {
+        int other = 1 - rank;
+        MPI_Status st;
+        long len = 100000; /* by rendezvous */
+        unsigned char *b = malloc(len);
+        fill(b, len, 40 + rank);
+        MPI_Sendrecv_replace(b, (int)len, MPI_BYTE, other, 70, other, 70, MPI_COMM_WORLD, &st);
+        expect(b, len, 40 + other, "sendrecv_replace");
+        int v = rank + 1, c;
+        MPI_Sendrecv_replace(&v, 1, MPI_INT, other, 71, other, 71, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_INT, &c);
+        CHECK(v == other + 1 && c == 1 && st.MPI_SOURCE == other, "sendrecv_replace: %d", v);
+
+        int in[3] = {0}, out[3] = {1, 2, 3}, idx[3], outc, got = 0;
+        MPI_Request q[3];
+        for (int i = 0; i < 3; i++) MPI_Irecv(&in[i], 1, MPI_INT, other, 80 + i, MPI_COMM_WORLD, &q[i]);
+        for (int i = 2; i >= 0; i--) MPI_Send(&out[i], 1, MPI_INT, other, 80 + i, MPI_COMM_WORLD);
+        while (got < 3) {
+            MPI_Status sts[3];
+            MPI_Waitsome(3, q, &outc, idx, sts);
+            CHECK(outc >= 1 && outc <= 3 - got, "waitsome gave %d", outc);
+            for (int k = 0; k < outc; k++)
+                CHECK(q[idx[k]] == MPI_REQUEST_NULL && sts[k].MPI_TAG == 80 + idx[k], "waitsome entry %d", k);
+            got += outc;
+        }
+        MPI_Waitsome(3, q, &outc, idx, MPI_STATUSES_IGNORE);
+        CHECK(outc == MPI_UNDEFINED, "waitsome of nulls gave %d", outc);
+        for (int i = 0; i < 3; i++) CHECK(in[i] == i + 1, "in[%d] = %d", i, in[i]);
+        if (rank == 0) {
+            MPI_Irecv(&in[0], 1, MPI_INT, other, 90, MPI_COMM_WORLD, &q[0]);
+            MPI_Testsome(1, q, &outc, idx, MPI_STATUSES_IGNORE);
+            CHECK(outc == 0, "testsome before the send gave %d", outc);
+            MPI_Send(&v, 1, MPI_INT, other, 91, MPI_COMM_WORLD);
+            do MPI_Testsome(1, q, &outc, idx, MPI_STATUSES_IGNORE); while (outc == 0);
+            CHECK(outc == 1 && idx[0] == 0 && in[0] == 42, "testsome gave %d, %d", outc, in[0]);
+        } else {
+            int x = 42;
+            MPI_Recv(&v, 1, MPI_INT, other, 91, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(&x, 1, MPI_INT, other, 90, MPI_COMM_WORLD);
+        }
+
+        /* A matched probe takes its message out of matching: a later
+         * receive of the same tag gets the next one. */
+        if (rank == 0) {
+            int a = 1, z = 2;
+            MPI_Send(&a, 1, MPI_INT, other, 95, MPI_COMM_WORLD);
+            MPI_Send(&z, 1, MPI_INT, other, 95, MPI_COMM_WORLD);
+            fill(b, len, 96);
+            MPI_Send(b, (int)len, MPI_BYTE, other, 96, MPI_COMM_WORLD);
+        } else {
+            MPI_Message msg, big;
+            int x = 0, y = 0, flag = 0;
+            MPI_Mprobe(other, 95, MPI_COMM_WORLD, &msg, &st);
+            MPI_Get_count(&st, MPI_INT, &c);
+            CHECK(c == 1 && st.MPI_TAG == 95, "mprobe: count %d", c);
+            MPI_Recv(&y, 1, MPI_INT, other, 95, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Mrecv(&x, 1, MPI_INT, &msg, &st);
+            CHECK(x == 1 && y == 2 && msg == MPI_MESSAGE_NULL, "mrecv %d, recv %d", x, y);
+            while (!flag) MPI_Improbe(MPI_ANY_SOURCE, 96, MPI_COMM_WORLD, &flag, &big, &st);
+            MPI_Get_count(&st, MPI_BYTE, &c);
+            CHECK(c == len && st.MPI_SOURCE == other, "improbe: count %d", c);
+            MPI_Request r;
+            memset(b, 0, len);
+            MPI_Imrecv(b, (int)len, MPI_BYTE, &big, &r);
+            MPI_Wait(&r, &st);
+            expect(b, len, 96, "imrecv");
+            MPI_Mprobe(MPI_PROC_NULL, 0, MPI_COMM_WORLD, &msg, &st);
+            CHECK(msg == MPI_MESSAGE_NO_PROC && st.MPI_SOURCE == MPI_PROC_NULL, "mprobe of proc null");
+            MPI_Mrecv(&x, 1, MPI_INT, &msg, &st);
+            CHECK(st.MPI_SOURCE == MPI_PROC_NULL, "mrecv of no proc");
+        }
+        free(b);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) printf("more calls: ok\n");
+}
+
 /* MPI_PROC_NULL, zero bytes and messages to oneself. */
 static void edges(void) {
     MPI_Status st;
@@ -367,6 +446,7 @@ int main(int argc, char **argv) {
     ssend_completion();
     probing();
     completion_calls();
+    more_calls();
     edges();
     dup_isolation();
     bad_arguments();
