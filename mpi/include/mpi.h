@@ -216,6 +216,16 @@ int MPI_Waitall(int count, MPI_Request *requests, MPI_Status *statuses);
 int MPI_Waitany(int count, MPI_Request *requests, int *index, MPI_Status *status);
 int MPI_Testall(int count, MPI_Request *requests, int *flag, MPI_Status *statuses);
 int MPI_Testany(int count, MPI_Request *requests, int *index, int *flag, MPI_Status *status);
+int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                  MPI_Comm comm, MPI_Request *request);
+int MPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                   MPI_Comm comm, MPI_Request *request);
+int MPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                   MPI_Comm comm, MPI_Request *request);
+int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                  MPI_Request *request);
+int MPI_Start(MPI_Request *request);
+int MPI_Startall(int count, MPI_Request *requests);
 int MPI_Waitsome(int incount, MPI_Request *requests, int *outcount, int *indices,
                  MPI_Status *statuses);
 int MPI_Testsome(int incount, MPI_Request *requests, int *outcount, int *indices,
@@ -285,6 +295,16 @@ int PMPI_Waitall(int count, MPI_Request *requests, MPI_Status *statuses);
 int PMPI_Waitany(int count, MPI_Request *requests, int *index, MPI_Status *status);
 int PMPI_Testall(int count, MPI_Request *requests, int *flag, MPI_Status *statuses);
 int PMPI_Testany(int count, MPI_Request *requests, int *index, int *flag, MPI_Status *status);
+int PMPI_Send_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                  MPI_Comm comm, MPI_Request *request);
+int PMPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                   MPI_Comm comm, MPI_Request *request);
+int PMPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+                   MPI_Comm comm, MPI_Request *request);
+int PMPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                  MPI_Request *request);
+int PMPI_Start(MPI_Request *request);
+int PMPI_Startall(int count, MPI_Request *requests);
 int PMPI_Waitsome(int incount, MPI_Request *requests, int *outcount, int *indices,
                  MPI_Status *statuses);
 int PMPI_Testsome(int incount, MPI_Request *requests, int *outcount, int *indices,

@@ -37,15 +37,17 @@ pub const COMM_DIRECT: Handle = 0x8400_0000_u32 as Handle;
 
 pub const MPI_REQUEST_NULL: Handle = 0x2c00_0000;
 /// A request made at run time: direct kind, object type 0xb, an index
-/// below 2^25.
+/// below 2^24 ([`HANDLE_INDEX`]).
 pub const REQUEST_DIRECT: Handle = 0xac00_0000_u32 as Handle;
+/// A persistent request (`MPI_Send_init`, `MPI_Recv_init`): bit 24 set.
+pub const PERSISTENT_DIRECT: Handle = 0xad00_0000_u32 as Handle;
 /// A message a matched probe took (MPICH's messages are requests too):
-/// a request handle with bit 25 of the index set.
+/// bit 25 set.
 pub const MESSAGE_DIRECT: Handle = 0xae00_0000_u32 as Handle;
 pub const MPI_MESSAGE_NULL: Handle = 0x2c00_0000;
 pub const MPI_MESSAGE_NO_PROC: Handle = 0x6c00_0000;
-/// The bits of a request's or message's index.
-pub const HANDLE_INDEX: Handle = 0x01ff_ffff;
+/// The bits of a request's, persistent request's or message's index.
+pub const HANDLE_INDEX: Handle = 0x00ff_ffff;
 
 pub const MPI_DATATYPE_NULL: Handle = 0x0c00_0000;
 pub const MPI_ERRORS_ARE_FATAL: Handle = 0x5400_0000;

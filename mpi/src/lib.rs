@@ -35,8 +35,28 @@ struct Mpi {
     /// Communicators by index: 0 is `MPI_COMM_WORLD`, 1 `MPI_COMM_SELF`,
     /// the rest made at run time (handle `COMM_DIRECT | index`).
     comms: Vec<Option<Comm>>,
+    /// Persistent requests by index (handle `PERSISTENT_DIRECT | index`).
+    persistent: Vec<Option<Persistent>>,
     t0: Instant,
 }
+
+/// A persistent request: its arguments, and the operation `MPI_Start`
+/// began, while it runs.
+struct Persistent {
+    /// `Some(sync)` for a send, `None` for a receive.
+    send: Option<bool>,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    peer: c_int,
+    tag: c_int,
+    comm: Handle,
+    active: Option<u32>,
+}
+
+// SAFETY: `buf` is the caller's buffer, used only under the library's
+// lock while the request runs (MPI's rule for persistent requests).
+unsafe impl Send for Persistent {}
 
 enum Phase {
     Before,
@@ -178,6 +198,40 @@ fn request_id(h: Handle) -> MpiResult<u32> {
     }
 }
 
+/// What request handle `h` stands for now: the engine's request it runs
+/// as, or `None` (`MPI_REQUEST_NULL`, or a persistent request not started).
+fn resolve(m: &Mpi, h: Handle) -> MpiResult<Option<u32>> {
+    match h {
+        MPI_REQUEST_NULL => Ok(None),
+        h if h & !HANDLE_INDEX == PERSISTENT_DIRECT => {
+            match m.persistent.get((h & HANDLE_INDEX) as usize) {
+                Some(Some(p)) => Ok(p.active),
+                _ => err(MPI_ERR_REQUEST, format!("{h:#x} is not a request")),
+            }
+        }
+        h => {
+            let id = request_id(h)?;
+            if m.engine.is_request(id) {
+                Ok(Some(id))
+            } else {
+                err(MPI_ERR_REQUEST, format!("{h:#x} is not an active request"))
+            }
+        }
+    }
+}
+
+/// A request completed: its handle becomes `MPI_REQUEST_NULL`, or, for a
+/// persistent request, it stays and the request is inactive.
+fn retire(m: &mut Mpi, h: &mut Handle) {
+    if *h & !HANDLE_INDEX == PERSISTENT_DIRECT {
+        if let Some(Some(p)) = m.persistent.get_mut((*h & HANDLE_INDEX) as usize) {
+            p.active = None;
+        }
+    } else {
+        *h = MPI_REQUEST_NULL;
+    }
+}
+
 fn message_handle(id: u32) -> Handle {
     MESSAGE_DIRECT | id as Handle
 }
@@ -213,7 +267,7 @@ unsafe fn take_completed(
         let Some(s) = id.and_then(|id| m.engine.test(id)) else {
             continue;
         };
-        *requests.add(i) = MPI_REQUEST_NULL;
+        retire(m, &mut *requests.add(i));
         if !indices.is_null() {
             *indices.add(n) = i as c_int;
         }
@@ -566,12 +620,12 @@ fn MPI_Sendrecv / PMPI_Sendrecv(
 fn MPI_Wait / PMPI_Wait(request: *mut Handle, status: *mut MpiStatus) {
     call("MPI_Wait", MPI_COMM_WORLD, |m| {
         let request = arg(request, "the request")?;
-        if *request == MPI_REQUEST_NULL {
+        let Some(id) = resolve(m, *request)? else {
             put_status(status, MpiStatus::empty());
             return Ok(());
-        }
-        let s = m.engine.wait(request_id(*request)?)?;
-        *request = MPI_REQUEST_NULL;
+        };
+        let s = m.engine.wait(id)?;
+        retire(m, request);
         put_status(status, s);
         status_result(&s)
     })
@@ -581,20 +635,16 @@ fn MPI_Test / PMPI_Test(request: *mut Handle, flag: *mut c_int, status: *mut Mpi
     call("MPI_Test", MPI_COMM_WORLD, |m| {
         let request = arg(request, "the request")?;
         let flag = arg(flag, "the flag")?;
-        if *request == MPI_REQUEST_NULL {
+        let Some(id) = resolve(m, *request)? else {
             *flag = 1;
             put_status(status, MpiStatus::empty());
             return Ok(());
-        }
-        let id = request_id(*request)?;
-        if !m.engine.is_request(id) {
-            return err(MPI_ERR_REQUEST, "the request is not active");
-        }
+        };
         m.engine.progress()?;
         match m.engine.test(id) {
             Some(s) => {
                 *flag = 1;
-                *request = MPI_REQUEST_NULL;
+                retire(m, request);
                 put_status(status, s);
                 status_result(&s)
             }
@@ -608,16 +658,16 @@ fn MPI_Test / PMPI_Test(request: *mut Handle, flag: *mut c_int, status: *mut Mpi
 
 fn MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut Handle, statuses: *mut MpiStatus) {
     call("MPI_Waitall", MPI_COMM_WORLD, |m| {
-        request_ids(m, requests, count)?;
+        let ids = request_ids(m, requests, count)?;
         let mut truncated = false;
-        for i in 0..count as usize {
-            let r = requests.add(i);
-            let s = if *r == MPI_REQUEST_NULL {
-                MpiStatus::empty()
-            } else {
-                let s = m.engine.wait(request_id(*r)?)?;
-                *r = MPI_REQUEST_NULL;
-                s
+        for (i, id) in ids.iter().enumerate() {
+            let s = match id {
+                None => MpiStatus::empty(),
+                Some(id) => {
+                    let s = m.engine.wait(*id)?;
+                    retire(m, &mut *requests.add(i));
+                    s
+                }
             };
             truncated |= s.error != MPI_SUCCESS;
             if statuses as usize != STATUS_IGNORE && !statuses.is_null() {
@@ -643,7 +693,7 @@ fn MPI_Waitany / PMPI_Waitany(count: c_int, requests: *mut Handle, index: *mut c
             }
             Some((i, s)) => {
                 *index = i as c_int;
-                *requests.add(i) = MPI_REQUEST_NULL;
+                retire(m, &mut *requests.add(i));
                 put_status(status, s);
                 status_result(&s)
             }
@@ -663,7 +713,9 @@ fn MPI_Testall / PMPI_Testall(count: c_int, requests: *mut Handle, flag: *mut c_
         *flag = 1;
         for (i, id) in ids.iter().enumerate() {
             let s = id.and_then(|id| m.engine.test(id)).unwrap_or_else(MpiStatus::empty);
-            *requests.add(i) = MPI_REQUEST_NULL;
+            if id.is_some() {
+                retire(m, &mut *requests.add(i));
+            }
             if statuses as usize != STATUS_IGNORE && !statuses.is_null() {
                 *statuses.add(i) = s;
             }
@@ -687,7 +739,7 @@ fn MPI_Testany / PMPI_Testany(count: c_int, requests: *mut Handle, index: *mut c
             if let Some(s) = id.and_then(|id| m.engine.test(id)) {
                 *flag = 1;
                 *index = i as c_int;
-                *requests.add(i) = MPI_REQUEST_NULL;
+                retire(m, &mut *requests.add(i));
                 put_status(status, s);
                 return status_result(&s);
             }
@@ -809,11 +861,47 @@ fn MPI_Mrecv / PMPI_Mrecv(buf: *mut c_void, count: c_int, datatype: Handle, mess
     })
 }
 
+fn MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) {
+    call("MPI_Send_init", comm, |m| persistent(m, Some(false), buf.cast_mut(), count, datatype, dest, tag, comm, request))
+}
+
+fn MPI_Ssend_init / PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) {
+    call("MPI_Ssend_init", comm, |m| persistent(m, Some(true), buf.cast_mut(), count, datatype, dest, tag, comm, request))
+}
+
+fn MPI_Rsend_init / PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) {
+    call("MPI_Rsend_init", comm, |m| persistent(m, Some(false), buf.cast_mut(), count, datatype, dest, tag, comm, request))
+}
+
+fn MPI_Recv_init / PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut Handle) {
+    call("MPI_Recv_init", comm, |m| persistent(m, None, buf, count, datatype, source, tag, comm, request))
+}
+
+fn MPI_Start / PMPI_Start(request: *mut Handle) {
+    call("MPI_Start", MPI_COMM_WORLD, |m| start(m, *arg(request, "the request")?))
+}
+
+fn MPI_Startall / PMPI_Startall(count: c_int, requests: *mut Handle) {
+    call("MPI_Startall", MPI_COMM_WORLD, |m| {
+        if count < 0 {
+            return err(MPI_ERR_COUNT, format!("count {count} is negative"));
+        }
+        if count > 0 && requests.is_null() {
+            return err(MPI_ERR_ARG, "a null array of requests");
+        }
+        (0..count as usize).try_for_each(|i| start(m, *requests.add(i)))
+    })
+}
+
 fn MPI_Request_free / PMPI_Request_free(request: *mut Handle) {
     call("MPI_Request_free", MPI_COMM_WORLD, |m| {
         let request = arg(request, "the request")?;
-        let id = request_id(*request)?;
-        m.engine.free_request(id);
+        if let Some(id) = resolve(m, *request)? {
+            m.engine.free_request(id);
+        }
+        if *request & !HANDLE_INDEX == PERSISTENT_DIRECT {
+            m.persistent[(*request & HANDLE_INDEX) as usize] = None;
+        }
         *request = MPI_REQUEST_NULL;
         Ok(())
     })
@@ -821,7 +909,9 @@ fn MPI_Request_free / PMPI_Request_free(request: *mut Handle) {
 
 fn MPI_Cancel / PMPI_Cancel(request: *mut Handle) {
     call("MPI_Cancel", MPI_COMM_WORLD, |m| {
-        m.engine.cancel(request_id(*arg(request, "the request")?)?);
+        if let Some(id) = resolve(m, *arg(request, "the request")?)? {
+            m.engine.cancel(id);
+        }
         Ok(())
     })
 }
@@ -948,13 +1038,14 @@ fn init(func: &str) -> c_int {
     *g = Phase::Running(Box::new(Mpi {
         engine,
         comms: vec![Some(world), Some(own)],
+        persistent: Vec::new(),
         t0: Instant::now(),
     }));
     MPI_SUCCESS
 }
 
-/// The requests of an array, `None` for `MPI_REQUEST_NULL`; each must be
-/// a live request.
+/// The engine's requests of an array of handles ([`resolve`]): `None` for
+/// `MPI_REQUEST_NULL` and persistent requests not started.
 ///
 /// # Safety
 /// `requests` holds `count` handles.
@@ -966,17 +1057,7 @@ unsafe fn request_ids(m: &Mpi, requests: *mut Handle, count: c_int) -> MpiResult
         return err(MPI_ERR_ARG, "a null array of requests");
     }
     (0..count as usize)
-        .map(|i| match *requests.add(i) {
-            MPI_REQUEST_NULL => Ok(None),
-            h => match request_id(h) {
-                Ok(id) if m.engine.is_request(id) => Ok(Some(id)),
-                Ok(_) => err(
-                    MPI_ERR_REQUEST,
-                    format!("request {i} ({h:#x}) is not active"),
-                ),
-                Err(e) => Err(e),
-            },
-        })
+        .map(|i| resolve(m, *requests.add(i)))
         .collect()
 }
 
@@ -1011,6 +1092,82 @@ fn send(
             Ok(())
         },
     }
+}
+
+/// Make a persistent request (`send`: `Some(sync)`, or `None` for a
+/// receive), checked now as the operation it starts will be.
+#[allow(clippy::too_many_arguments)]
+fn persistent(
+    m: &mut Mpi,
+    send: Option<bool>,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    peer: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> MpiResult<()> {
+    // SAFETY: the caller's request handle (null is refused).
+    let request = unsafe { arg(request, "the request")? };
+    m.p2p(comm, peer, send.is_none(), tag)?;
+    check_buffer(buf, bytes_of(count, datatype)?)?;
+    let p = Persistent {
+        send,
+        buf,
+        count,
+        datatype,
+        peer,
+        tag,
+        comm,
+        active: None,
+    };
+    let i = match m.persistent.iter().position(Option::is_none) {
+        Some(i) => {
+            m.persistent[i] = Some(p);
+            i
+        }
+        None => {
+            m.persistent.push(Some(p));
+            m.persistent.len() - 1
+        }
+    };
+    if i > HANDLE_INDEX as usize {
+        m.persistent[i] = None;
+        return err(MPI_ERR_OTHER, "too many persistent requests");
+    }
+    *request = PERSISTENT_DIRECT | i as Handle;
+    Ok(())
+}
+
+/// `MPI_Start`: begin the operation of persistent request `h`.
+fn start(m: &mut Mpi, h: Handle) -> MpiResult<()> {
+    let p = match m.persistent.get((h & HANDLE_INDEX) as usize) {
+        Some(Some(p)) if h & !HANDLE_INDEX == PERSISTENT_DIRECT => p,
+        _ => {
+            return err(
+                MPI_ERR_REQUEST,
+                format!("{h:#x} is not a persistent request"),
+            )
+        }
+    };
+    if p.active.is_some() {
+        return err(MPI_ERR_REQUEST, "the persistent request is already active");
+    }
+    let (sync, buf, count, datatype, peer, tag, comm) =
+        (p.send, p.buf, p.count, p.datatype, p.peer, p.tag, p.comm);
+    let id = match sync {
+        Some(sync) => {
+            let mut r = MPI_REQUEST_NULL;
+            send(m, buf, count, datatype, peer, tag, comm, sync, Some(&mut r))?;
+            request_id(r)?
+        }
+        None => recv(m, buf, count, datatype, peer, tag, comm)?,
+    };
+    if let Some(Some(p)) = m.persistent.get_mut((h & HANDLE_INDEX) as usize) {
+        p.active = Some(id);
+    }
+    Ok(())
 }
 
 /// Start receiving the message of a matched probe (`MPI_MESSAGE_NO_PROC`:

@@ -330,6 +330,49 @@ static void more_calls(void) {
     if (rank == 0) printf("more calls: ok\n");
 }
 
+/* Persistent requests: made once, started many times, inactive between. */
+static void persistent_requests(void) {
+    if (rank < 2) {
+        int other = 1 - rank;
+        long lens[2] = {64, 150000}; /* eager and rendezvous */
+        for (int k = 0; k < 2; k++) {
+            long len = lens[k];
+            unsigned char *s = malloc(len), *r = malloc(len);
+            MPI_Request q[2];
+            MPI_Send_init(s, (int)len, MPI_BYTE, other, 100 + k, MPI_COMM_WORLD, &q[0]);
+            MPI_Recv_init(r, (int)len, MPI_BYTE, other, 100 + k, MPI_COMM_WORLD, &q[1]);
+            int flag = 0;
+            MPI_Status st;
+            MPI_Test(&q[1], &flag, &st);
+            CHECK(flag && q[1] != MPI_REQUEST_NULL, "an inactive persistent request tests complete");
+            for (int round = 0; round < 5; round++) {
+                fill(s, len, 200 + 10 * round + rank);
+                MPI_Startall(2, q);
+                MPI_Status sts[2];
+                MPI_Waitall(2, q, sts);
+                CHECK(q[0] != MPI_REQUEST_NULL && q[1] != MPI_REQUEST_NULL, "persistent requests nulled");
+                int c;
+                MPI_Get_count(&sts[1], MPI_BYTE, &c);
+                CHECK(c == len && sts[1].MPI_SOURCE == other, "persistent round %d: count %d", round, c);
+                expect(r, len, 200 + 10 * round + other, "persistent");
+            }
+            /* Started with Start and finished with Wait too. */
+            MPI_Start(&q[1]);
+            MPI_Start(&q[0]);
+            MPI_Wait(&q[0], MPI_STATUS_IGNORE);
+            MPI_Wait(&q[1], MPI_STATUS_IGNORE);
+            CHECK(q[0] != MPI_REQUEST_NULL, "wait nulled a persistent request");
+            MPI_Request_free(&q[0]);
+            MPI_Request_free(&q[1]);
+            CHECK(q[0] == MPI_REQUEST_NULL && q[1] == MPI_REQUEST_NULL, "freed persistent requests not nulled");
+            free(s);
+            free(r);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) printf("persistent requests: ok\n");
+}
+
 /* MPI_PROC_NULL, zero bytes and messages to oneself. */
 static void edges(void) {
     MPI_Status st;
@@ -447,6 +490,7 @@ int main(int argc, char **argv) {
     probing();
     completion_calls();
     more_calls();
+    persistent_requests();
     edges();
     dup_isolation();
     bad_arguments();
