@@ -76,6 +76,7 @@ typedef struct MPI_Status {
 #define MPI_THREAD_SERIALIZED 2
 #define MPI_THREAD_MULTIPLE 3
 
+#define MPI_BSEND_OVERHEAD 96
 #define MPI_MAX_PROCESSOR_NAME 128
 #define MPI_MAX_ERROR_STRING 512
 #define MPI_MAX_LIBRARY_VERSION_STRING 8192
@@ -216,6 +217,11 @@ int MPI_Waitall(int count, MPI_Request *requests, MPI_Status *statuses);
 int MPI_Waitany(int count, MPI_Request *requests, int *index, MPI_Status *status);
 int MPI_Testall(int count, MPI_Request *requests, int *flag, MPI_Status *statuses);
 int MPI_Testany(int count, MPI_Request *requests, int *index, int *flag, MPI_Status *status);
+int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request *request);
+int MPI_Buffer_attach(void *buffer, int size);
+int MPI_Buffer_detach(void *buffer_addr, int *size);
 int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
                   MPI_Comm comm, MPI_Request *request);
 int MPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
@@ -295,6 +301,11 @@ int PMPI_Waitall(int count, MPI_Request *requests, MPI_Status *statuses);
 int PMPI_Waitany(int count, MPI_Request *requests, int *index, MPI_Status *status);
 int PMPI_Testall(int count, MPI_Request *requests, int *flag, MPI_Status *statuses);
 int PMPI_Testany(int count, MPI_Request *requests, int *index, int *flag, MPI_Status *status);
+int PMPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int PMPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request *request);
+int PMPI_Buffer_attach(void *buffer, int size);
+int PMPI_Buffer_detach(void *buffer_addr, int *size);
 int PMPI_Send_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
                   MPI_Comm comm, MPI_Request *request);
 int PMPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,

@@ -916,7 +916,7 @@ impl Engine {
 ///
 /// # Safety
 /// `data` must point at `len` readable bytes when `len > 0`.
-unsafe fn slice_or_empty<'a>(data: *const u8, len: usize) -> &'a [u8] {
+pub unsafe fn slice_or_empty<'a>(data: *const u8, len: usize) -> &'a [u8] {
     if len == 0 {
         &[]
     } else {

@@ -24,7 +24,7 @@ pub mod abi;
 pub mod engine;
 
 use abi::*;
-use engine::{err, Comm, Engine, MpiError, MpiResult, Route};
+use engine::{err, slice_or_empty, Comm, Engine, MpiError, MpiResult, Route};
 use std::ffi::{c_char, c_double, c_int, c_void};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -37,6 +37,11 @@ struct Mpi {
     comms: Vec<Option<Comm>>,
     /// Persistent requests by index (handle `PERSISTENT_DIRECT | index`).
     persistent: Vec<Option<Persistent>>,
+    /// The buffer `MPI_Buffer_attach` gave (address, bytes), if any.
+    attached: Option<(usize, usize)>,
+    /// Buffered sends on their way: the engine's request and a copy of the
+    /// data, kept until the send completes.
+    buffered: Vec<(u32, Vec<u8>)>,
     t0: Instant,
 }
 
@@ -861,6 +866,51 @@ fn MPI_Mrecv / PMPI_Mrecv(buf: *mut c_void, count: c_int, datatype: Handle, mess
     })
 }
 
+fn MPI_Buffer_attach / PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) {
+    call("MPI_Buffer_attach", MPI_COMM_WORLD, |m| {
+        if m.attached.is_some() {
+            return err(MPI_ERR_BUFFER, "a buffer is attached already (MPI_Buffer_detach it first)");
+        }
+        if size < 0 || (buffer.is_null() && size > 0) {
+            return err(MPI_ERR_BUFFER, format!("a buffer of {size} bytes at {buffer:?}"));
+        }
+        m.attached = Some((buffer as usize, size as usize));
+        Ok(())
+    })
+}
+
+fn MPI_Buffer_detach / PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) {
+    call("MPI_Buffer_detach", MPI_COMM_WORLD, |m| {
+        // Every buffered send completes first.
+        while let Some((id, data)) = m.buffered.pop() {
+            m.engine.wait(id)?;
+            drop(data);
+        }
+        let (addr, bytes) = m.attached.take().unwrap_or((0, 0));
+        if !buffer_addr.is_null() {
+            *buffer_addr.cast::<*mut c_void>() = addr as *mut c_void;
+        }
+        if !size.is_null() {
+            *size = bytes as c_int;
+        }
+        Ok(())
+    })
+}
+
+fn MPI_Bsend / PMPI_Bsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) {
+    call("MPI_Bsend", comm, |m| bsend(m, buf, count, datatype, dest, tag, comm))
+}
+
+fn MPI_Ibsend / PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) {
+    call("MPI_Ibsend", comm, |m| {
+        let request = arg(request, "the request")?;
+        bsend(m, buf, count, datatype, dest, tag, comm)?;
+        // Buffered: complete as soon as the data is copied.
+        *request = request_handle(m.engine.null_request());
+        Ok(())
+    })
+}
+
 fn MPI_Send_init / PMPI_Send_init(buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut Handle) {
     call("MPI_Send_init", comm, |m| persistent(m, Some(false), buf.cast_mut(), count, datatype, dest, tag, comm, request))
 }
@@ -1039,6 +1089,8 @@ fn init(func: &str) -> c_int {
         engine,
         comms: vec![Some(world), Some(own)],
         persistent: Vec::new(),
+        attached: None,
+        buffered: Vec::new(),
         t0: Instant::now(),
     }));
     MPI_SUCCESS
@@ -1092,6 +1144,50 @@ fn send(
             Ok(())
         },
     }
+}
+
+/// `MPI_BSEND_OVERHEAD` in MPICH's header: what each buffered message is
+/// counted to take of the attached buffer beyond its data.
+const BSEND_OVERHEAD: usize = 96;
+
+/// A buffered send: the data is copied, the send started from the copy,
+/// and the call returns. The copies in flight, each with
+/// [`BSEND_OVERHEAD`], must fit the attached buffer's size.
+fn bsend(
+    m: &mut Mpi,
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> MpiResult<()> {
+    let c = m.p2p(comm, dest, false, tag)?;
+    let bytes = bytes_of(count, datatype)?;
+    check_buffer(buf, bytes)?;
+    // Forget the copies whose sends are done.
+    let engine = &mut m.engine;
+    m.buffered.retain(|(id, _)| engine.test(*id).is_none());
+    let in_use: usize = m
+        .buffered
+        .iter()
+        .map(|(_, d)| d.len() + BSEND_OVERHEAD)
+        .sum();
+    let room = m.attached.map_or(0, |(_, size)| size);
+    if in_use + bytes + BSEND_OVERHEAD > room {
+        return err(
+            MPI_ERR_BUFFER,
+            format!(
+                "the attached buffer ({room} bytes, {in_use} in use) cannot hold {bytes} more bytes and MPI_BSEND_OVERHEAD ({BSEND_OVERHEAD})"
+            ),
+        );
+    }
+    // SAFETY: the caller's buffer of `bytes` bytes (checked above).
+    let copy = unsafe { slice_or_empty(buf.cast(), bytes) }.to_vec();
+    // SAFETY: the copy lives in `buffered` until the send completes.
+    let id = unsafe { m.engine.isend(c, tag, copy.as_ptr(), bytes, false)? };
+    m.buffered.push((id, copy));
+    Ok(())
 }
 
 /// Make a persistent request (`send`: `Some(sync)`, or `None` for a

@@ -330,6 +330,46 @@ static void more_calls(void) {
     if (rank == 0) printf("more calls: ok\n");
 }
 
+/* Buffered sends complete before their receive is posted, within the
+ * attached buffer; beyond it they fail with MPI_ERR_BUFFER. */
+static void buffered_sends(void) {
+    if (rank < 2) {
+        int other = 1 - rank;
+        long len = 100000;
+        int size = (int)(2 * (len + MPI_BSEND_OVERHEAD));
+        char *attached = malloc(size);
+        unsigned char *b = malloc(len), *r = malloc(len);
+        MPI_Buffer_attach(attached, size);
+        fill(b, len, 50 + rank);
+        MPI_Bsend(b, (int)len, MPI_BYTE, other, 110, MPI_COMM_WORLD);
+        fill(b, len, 60 + rank); /* the first send took a copy */
+        MPI_Request q;
+        MPI_Ibsend(b, (int)len, MPI_BYTE, other, 111, MPI_COMM_WORLD, &q);
+        int flag = 0;
+        MPI_Test(&q, &flag, MPI_STATUS_IGNORE);
+        CHECK(flag, "an Ibsend is complete once copied");
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        int cls, e = MPI_Bsend(b, (int)len, MPI_BYTE, other, 112, MPI_COMM_WORLD);
+        MPI_Error_class(e, &cls);
+        CHECK(cls == MPI_ERR_BUFFER, "a Bsend beyond the buffer: class %d", cls);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+        /* Both sides sent before either receives: buffered, so no deadlock. */
+        MPI_Recv(r, (int)len, MPI_BYTE, other, 111, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        expect(r, len, 60 + other, "ibsend");
+        MPI_Recv(r, (int)len, MPI_BYTE, other, 110, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        expect(r, len, 50 + other, "bsend");
+        void *back;
+        int back_size;
+        MPI_Buffer_detach(&back, &back_size);
+        CHECK(back == attached && back_size == size, "detach gave %p %d", back, back_size);
+        free(attached);
+        free(b);
+        free(r);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) printf("buffered sends: ok\n");
+}
+
 /* Persistent requests: made once, started many times, inactive between. */
 static void persistent_requests(void) {
     if (rank < 2) {
@@ -491,6 +531,7 @@ int main(int argc, char **argv) {
     completion_calls();
     more_calls();
     persistent_requests();
+    buffered_sends();
     edges();
     dup_isolation();
     bad_arguments();
