@@ -19,6 +19,7 @@ pub const MPI_ERR_TYPE: c_int = 3;
 pub const MPI_ERR_TAG: c_int = 4;
 pub const MPI_ERR_COMM: c_int = 5;
 pub const MPI_ERR_RANK: c_int = 6;
+pub const MPI_ERR_GROUP: c_int = 8;
 pub const MPI_ERR_ARG: c_int = 12;
 pub const MPI_ERR_UNKNOWN: c_int = 13;
 pub const MPI_ERR_TRUNCATE: c_int = 14;
@@ -34,6 +35,12 @@ pub const MPI_COMM_WORLD: Handle = 0x4400_0000;
 pub const MPI_COMM_SELF: Handle = 0x4400_0001;
 /// A communicator made at run time: direct kind, object type 1.
 pub const COMM_DIRECT: Handle = 0x8400_0000_u32 as Handle;
+
+pub const MPI_GROUP_NULL: Handle = 0x0800_0000;
+pub const MPI_GROUP_EMPTY: Handle = 0x4800_0000;
+/// A group made at run time: direct kind, object type 2.
+pub const GROUP_DIRECT: Handle = 0x8800_0000_u32 as Handle;
+pub const MPI_COMM_TYPE_SHARED: c_int = 1;
 
 pub const MPI_REQUEST_NULL: Handle = 0x2c00_0000;
 /// A request made at run time: direct kind, object type 0xb, an index
@@ -67,6 +74,7 @@ pub const TAG_UB: c_int = 0x3fff_ffff;
 
 pub const MPI_IDENT: c_int = 0;
 pub const MPI_CONGRUENT: c_int = 1;
+pub const MPI_SIMILAR: c_int = 2;
 pub const MPI_UNEQUAL: c_int = 3;
 
 pub const MPI_THREAD_SINGLE: c_int = 0;

@@ -35,6 +35,8 @@ struct Mpi {
     /// Communicators by index: 0 is `MPI_COMM_WORLD`, 1 `MPI_COMM_SELF`,
     /// the rest made at run time (handle `COMM_DIRECT | index`).
     comms: Vec<Option<Comm>>,
+    /// Groups made at run time by index (handle `GROUP_DIRECT | index`).
+    groups: Vec<Option<std::sync::Arc<[fm::Rank]>>>,
     /// Persistent requests by index (handle `PERSISTENT_DIRECT | index`).
     persistent: Vec<Option<Persistent>>,
     /// The buffer `MPI_Buffer_attach` gave (address, bytes), if any.
@@ -114,12 +116,202 @@ fn fatal(rank: Option<c_int>, func: &str, why: &str) -> ! {
     std::process::exit(1)
 }
 
+/// The predefined attributes' values (`MPI_Comm_get_attr` returns
+/// pointers to them).
+static TAG_UB: c_int = abi::TAG_UB;
+static PROC_NULL: c_int = MPI_PROC_NULL;
+static ANY_SOURCE: c_int = MPI_ANY_SOURCE;
+static FALSE: c_int = 0;
+
+/// `MPI_CONGRUENT` is for communicators; for members alone: the same in
+/// another order is `MPI_SIMILAR`, else `MPI_UNEQUAL`.
+fn compare_members(a: &[fm::Rank], b: &[fm::Rank]) -> c_int {
+    let (mut x, mut y) = (a.to_vec(), b.to_vec());
+    x.sort_unstable();
+    y.sort_unstable();
+    if x == y {
+        MPI_SIMILAR
+    } else {
+        MPI_UNEQUAL
+    }
+}
+
+/// `n` distinct ranks of a group of `members`, read from `ranks`.
+///
+/// # Safety
+/// `ranks` holds `n` ints.
+unsafe fn group_ranks(
+    members: &[fm::Rank],
+    n: c_int,
+    ranks: *const c_int,
+) -> MpiResult<Vec<usize>> {
+    if n < 0 || (n > 0 && ranks.is_null()) {
+        return err(MPI_ERR_ARG, format!("{n} ranks at {ranks:?}"));
+    }
+    let mut v = Vec::with_capacity(n as usize);
+    for i in 0..n as usize {
+        let r = *ranks.add(i);
+        match usize::try_from(r) {
+            Ok(r) if r < members.len() && !v.contains(&r) => v.push(r),
+            _ => {
+                return err(
+                    MPI_ERR_RANK,
+                    format!(
+                        "rank {r} is not a rank of a group of {}, or is named twice",
+                        members.len()
+                    ),
+                )
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// `MPI_Comm_split`: every member of `comm` says its colour and key; those
+/// of this one's colour, ordered by key then by rank in `comm`, make the
+/// new communicator (`MPI_UNDEFINED`: none, `MPI_COMM_NULL`).
+fn split(m: &mut Mpi, comm: Handle, color: c_int, key: c_int) -> MpiResult<Handle> {
+    let (_, parent) = m.child_context(comm, 0)?;
+    let epoch = parent.children;
+    // Everyone's (colour, key), over the parent's collective context.
+    let mut all = vec![(0, 0); parent.ranks.len()];
+    all[parent.rank as usize] = (color, key);
+    let coll = Route {
+        context: parent.context | COLLECTIVE_CONTEXT,
+        me: parent.rank,
+        to: None,
+    };
+    let mine: Vec<u8> = [color.to_le_bytes(), key.to_le_bytes()].concat();
+    let mut sends = Vec::new();
+    for (r, &to) in parent.ranks.iter().enumerate() {
+        if r as c_int != parent.rank {
+            let route = Route {
+                to: Some(to),
+                ..coll
+            };
+            // SAFETY: `mine` lives until these sends are waited for below.
+            sends.push(unsafe {
+                m.engine
+                    .isend(route, epoch as c_int, mine.as_ptr(), mine.len(), false)?
+            });
+        }
+    }
+    for (r, slot) in all.iter_mut().enumerate() {
+        if r as c_int == parent.rank {
+            continue;
+        }
+        let mut b = [0u8; 8];
+        // SAFETY: `b` lives until the receive is waited for, here.
+        let id = unsafe {
+            m.engine
+                .irecv(coll.context, r as c_int, epoch as c_int, b.as_mut_ptr(), 8)?
+        };
+        m.engine.wait(id)?;
+        *slot = (
+            c_int::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            c_int::from_le_bytes([b[4], b[5], b[6], b[7]]),
+        );
+    }
+    for id in sends {
+        m.engine.wait(id)?;
+    }
+    if color == MPI_UNDEFINED {
+        return Ok(MPI_COMM_NULL);
+    }
+    let mut chosen: Vec<(c_int, usize)> = (all.iter().enumerate())
+        .filter(|(_, (c, _))| *c == color)
+        .map(|(r, (_, k))| (*k, r))
+        .collect();
+    chosen.sort_unstable();
+    let rank = chosen
+        .iter()
+        .position(|&(_, r)| r as c_int == parent.rank)
+        .unwrap_or(0);
+    let ranks: Vec<fm::Rank> = chosen.iter().map(|&(_, r)| parent.ranks[r]).collect();
+    let context = derive_context(parent.context, epoch, color as u32 + 1);
+    m.add_comm(Comm {
+        context,
+        ranks: ranks.into(),
+        rank: rank as c_int,
+        errhandler: parent.errhandler,
+        barriers: 0,
+        children: 0,
+    })
+}
+
+/// A communicator's context: the same on every member (each makes its
+/// children in the same order), bit 31 set and bit 30 clear, so that it
+/// differs from `MPI_COMM_WORLD`'s (0) and `MPI_COMM_SELF`'s (1) and its
+/// collective context (bit 30 set) differs from every communicator's.
+fn derive_context(parent: u32, child: u32, variant: u32) -> u32 {
+    let h = parent
+        .wrapping_mul(0x9e37_79b9)
+        .wrapping_add(child)
+        .wrapping_mul(0x85eb_ca6b)
+        .wrapping_add(variant);
+    (h & !COLLECTIVE_CONTEXT) | 0x8000_0000
+}
+
+/// Bit 30 of a context: the library's own messages on a communicator
+/// (`MPI_Comm_split`'s exchange), which no user receive can match.
+const COLLECTIVE_CONTEXT: u32 = 0x4000_0000;
+
 impl Mpi {
+    /// The next child context of communicator `comm` (every member counts
+    /// its children the same), and a copy of `comm`.
+    fn child_context(&mut self, comm: Handle, variant: u32) -> MpiResult<(u32, Comm)> {
+        let parent = self.comm_mut(comm)?;
+        parent.children += 1;
+        let context = derive_context(parent.context, parent.children, variant);
+        Ok((context, parent.clone()))
+    }
+
+    /// A communicator made at run time: its handle.
+    fn add_comm(&mut self, c: Comm) -> MpiResult<Handle> {
+        if self.comms.len() > HANDLE_INDEX as usize {
+            return err(MPI_ERR_OTHER, "too many communicators");
+        }
+        self.comms.push(Some(c));
+        Ok(COMM_DIRECT | (self.comms.len() - 1) as Handle)
+    }
+
+    /// A group made at run time: its handle.
+    fn add_group(&mut self, members: std::sync::Arc<[fm::Rank]>) -> MpiResult<Handle> {
+        let i = match self.groups.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                self.groups.push(None);
+                self.groups.len() - 1
+            }
+        };
+        if i > HANDLE_INDEX as usize {
+            return err(MPI_ERR_OTHER, "too many groups");
+        }
+        self.groups[i] = Some(members);
+        Ok(GROUP_DIRECT | i as Handle)
+    }
+
+    /// A group's members (FM ranks, in group order).
+    fn group(&self, h: Handle) -> MpiResult<std::sync::Arc<[fm::Rank]>> {
+        match h {
+            MPI_GROUP_EMPTY => Ok(Vec::new().into()),
+            h if h & !HANDLE_INDEX == GROUP_DIRECT => self
+                .groups
+                .get((h & HANDLE_INDEX) as usize)
+                .and_then(Clone::clone)
+                .ok_or_else(|| MpiError {
+                    class: MPI_ERR_GROUP,
+                    message: format!("{h:#x} is not a group"),
+                }),
+            h => err(MPI_ERR_GROUP, format!("{h:#x} is not a group")),
+        }
+    }
+
     fn index(handle: Handle) -> Option<usize> {
         match handle {
             MPI_COMM_WORLD => Some(0),
             MPI_COMM_SELF => Some(1),
-            h if h & !0x03ff_ffff == COMM_DIRECT => Some((h & 0x03ff_ffff) as usize),
+            h if h & !HANDLE_INDEX == COMM_DIRECT => Some((h & HANDLE_INDEX) as usize),
             _ => None,
         }
     }
@@ -489,26 +681,196 @@ fn MPI_Errhandler_set / PMPI_Errhandler_set(comm: Handle, errhandler: Handle) {
 
 fn MPI_Comm_dup / PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) {
     call("MPI_Comm_dup", comm, |m| {
-        let parent = m.comm_mut(comm)?;
-        parent.children += 1;
-        // Every member dups in the same order: the child's context follows
-        // from the parent's and the child's number.
-        let context = parent.context.wrapping_mul(0x9e37_79b9).wrapping_add(parent.children) | 0x8000_0000;
-        let child = Comm {
+        let newcomm = arg(newcomm, "the new communicator")?;
+        let (context, parent) = m.child_context(comm, 0)?;
+        *newcomm = m.add_comm(Comm {
             context,
             barriers: 0,
             children: 0,
-            ..parent.clone()
-        };
-        m.comms.push(Some(child));
-        let h = COMM_DIRECT | (m.comms.len() - 1) as Handle;
-        if !newcomm.is_null() {
-            *newcomm = h;
+            ..parent
+        })?;
+        Ok(())
+    })
+}
+
+fn MPI_Comm_split / PMPI_Comm_split(comm: Handle, color: c_int, key: c_int, newcomm: *mut Handle) {
+    call("MPI_Comm_split", comm, |m| {
+        let newcomm = arg(newcomm, "the new communicator")?;
+        if color < 0 && color != MPI_UNDEFINED {
+            return err(MPI_ERR_ARG, format!("color {color} is negative"));
         }
-        // The communicator is usable on return at every member.
-        let mut c = m.comm(h)?.clone();
-        m.engine.barrier(&mut c)?;
-        *m.comm_mut(h)? = c;
+        *newcomm = split(m, comm, color, key)?;
+        Ok(())
+    })
+}
+
+fn MPI_Comm_split_type / PMPI_Comm_split_type(comm: Handle, split_type: c_int, key: c_int, _info: Handle, newcomm: *mut Handle) {
+    call("MPI_Comm_split_type", comm, |m| {
+        let newcomm = arg(newcomm, "the new communicator")?;
+        let color = match split_type {
+            MPI_UNDEFINED => MPI_UNDEFINED,
+            MPI_COMM_TYPE_SHARED => {
+                // The ranks of one host share memory: colour by the first
+                // rank of this one's host.
+                let hosts = &m.engine.fm.config().hosts;
+                let me = m.engine.fm.rank() as usize;
+                match hosts.get(me) {
+                    Some(h) => hosts.iter().position(|x| x == h).unwrap_or(me) as c_int,
+                    None => me as c_int,
+                }
+            }
+            t => return err(MPI_ERR_ARG, format!("split type {t} is not MPI_COMM_TYPE_SHARED")),
+        };
+        *newcomm = split(m, comm, color, key)?;
+        Ok(())
+    })
+}
+
+fn MPI_Comm_create / PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) {
+    call("MPI_Comm_create", comm, |m| {
+        let newcomm = arg(newcomm, "the new communicator")?;
+        let members = m.group(group)?;
+        let (context, parent) = m.child_context(comm, 0)?;
+        if let Some(r) = members.iter().find(|r| !parent.ranks.contains(r)) {
+            return err(MPI_ERR_GROUP, format!("the group holds process {r}, which is not in the communicator"));
+        }
+        let me = m.engine.fm.rank();
+        *newcomm = match members.iter().position(|&r| r == me) {
+            None => MPI_COMM_NULL,
+            Some(rank) => m.add_comm(Comm {
+                context,
+                ranks: members,
+                rank: rank as c_int,
+                errhandler: parent.errhandler,
+                barriers: 0,
+                children: 0,
+            })?,
+        };
+        Ok(())
+    })
+}
+
+fn MPI_Comm_compare / PMPI_Comm_compare(comm1: Handle, comm2: Handle, result: *mut c_int) {
+    call("MPI_Comm_compare", comm1, |m| {
+        let result = arg(result, "the result")?;
+        let (a, b) = (m.comm(comm1)?, m.comm(comm2)?);
+        *result = if comm1 == comm2 {
+            MPI_IDENT
+        } else if a.ranks == b.ranks {
+            MPI_CONGRUENT
+        } else {
+            compare_members(&a.ranks, &b.ranks)
+        };
+        Ok(())
+    })
+}
+
+fn MPI_Comm_group / PMPI_Comm_group(comm: Handle, group: *mut Handle) {
+    call("MPI_Comm_group", comm, |m| {
+        let group = arg(group, "the group")?;
+        let ranks = m.comm(comm)?.ranks.clone();
+        *group = m.add_group(ranks)?;
+        Ok(())
+    })
+}
+
+fn MPI_Group_size / PMPI_Group_size(group: Handle, size: *mut c_int) {
+    call("MPI_Group_size", MPI_COMM_WORLD, |m| {
+        *arg(size, "the size")? = m.group(group)?.len() as c_int;
+        Ok(())
+    })
+}
+
+fn MPI_Group_rank / PMPI_Group_rank(group: Handle, rank: *mut c_int) {
+    call("MPI_Group_rank", MPI_COMM_WORLD, |m| {
+        let me = m.engine.fm.rank();
+        let members = m.group(group)?;
+        *arg(rank, "the rank")? = members.iter().position(|&r| r == me).map_or(MPI_UNDEFINED, |i| i as c_int);
+        Ok(())
+    })
+}
+
+fn MPI_Group_incl / PMPI_Group_incl(group: Handle, n: c_int, ranks: *const c_int, newgroup: *mut Handle) {
+    call("MPI_Group_incl", MPI_COMM_WORLD, |m| {
+        let newgroup = arg(newgroup, "the new group")?;
+        let members = m.group(group)?;
+        let picked = group_ranks(&members, n, ranks)?;
+        *newgroup = m.add_group(picked.iter().map(|&i| members[i]).collect())?;
+        Ok(())
+    })
+}
+
+fn MPI_Group_excl / PMPI_Group_excl(group: Handle, n: c_int, ranks: *const c_int, newgroup: *mut Handle) {
+    call("MPI_Group_excl", MPI_COMM_WORLD, |m| {
+        let newgroup = arg(newgroup, "the new group")?;
+        let members = m.group(group)?;
+        let left_out = group_ranks(&members, n, ranks)?;
+        let kept = (0..members.len()).filter(|i| !left_out.contains(i)).map(|i| members[i]).collect();
+        *newgroup = m.add_group(kept)?;
+        Ok(())
+    })
+}
+
+fn MPI_Group_translate_ranks / PMPI_Group_translate_ranks(group1: Handle, n: c_int, ranks1: *const c_int, group2: Handle, ranks2: *mut c_int) {
+    call("MPI_Group_translate_ranks", MPI_COMM_WORLD, |m| {
+        let (g1, g2) = (m.group(group1)?, m.group(group2)?);
+        if n < 0 || (n > 0 && (ranks1.is_null() || ranks2.is_null())) {
+            return err(MPI_ERR_ARG, format!("{n} ranks at {ranks1:?} and {ranks2:?}"));
+        }
+        for i in 0..n as usize {
+            let r = *ranks1.add(i);
+            *ranks2.add(i) = if r == MPI_PROC_NULL {
+                MPI_PROC_NULL
+            } else {
+                let p = usize::try_from(r).ok().and_then(|r| g1.get(r)).ok_or_else(|| MpiError {
+                    class: MPI_ERR_RANK,
+                    message: format!("rank {r} is not in a group of {}", g1.len()),
+                })?;
+                g2.iter().position(|x| x == p).map_or(MPI_UNDEFINED, |j| j as c_int)
+            };
+        }
+        Ok(())
+    })
+}
+
+fn MPI_Group_compare / PMPI_Group_compare(group1: Handle, group2: Handle, result: *mut c_int) {
+    call("MPI_Group_compare", MPI_COMM_WORLD, |m| {
+        let (a, b) = (m.group(group1)?, m.group(group2)?);
+        *arg(result, "the result")? = if a == b { MPI_IDENT } else { compare_members(&a, &b) };
+        Ok(())
+    })
+}
+
+fn MPI_Group_free / PMPI_Group_free(group: *mut Handle) {
+    call("MPI_Group_free", MPI_COMM_WORLD, |m| {
+        let group = arg(group, "the group")?;
+        match *group {
+            h if h & !HANDLE_INDEX == GROUP_DIRECT && m.groups.get((h & HANDLE_INDEX) as usize).is_some_and(Option::is_some) => {
+                m.groups[(h & HANDLE_INDEX) as usize] = None;
+                *group = MPI_GROUP_NULL;
+                Ok(())
+            }
+            h => err(MPI_ERR_GROUP, format!("{h:#x} is not a group that can be freed")),
+        }
+    })
+}
+
+fn MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: Handle, keyval: c_int, value: *mut c_void, flag: *mut c_int) {
+    call("MPI_Comm_get_attr", comm, |m| {
+        m.comm(comm)?;
+        let flag = arg(flag, "the flag")?;
+        let found: Option<&'static c_int> = match keyval {
+            MPI_TAG_UB => Some(&TAG_UB),
+            MPI_HOST => Some(&PROC_NULL),
+            MPI_IO => Some(&ANY_SOURCE),
+            MPI_WTIME_IS_GLOBAL => Some(&FALSE),
+            _ => None,
+        };
+        *flag = c_int::from(found.is_some());
+        if let Some(v) = found {
+            // The value is a pointer to the attribute (MPI's C binding).
+            *arg(value.cast::<*const c_int>(), "the value")? = v;
+        }
         Ok(())
     })
 }
@@ -1088,6 +1450,7 @@ fn init(func: &str) -> c_int {
     *g = Phase::Running(Box::new(Mpi {
         engine,
         comms: vec![Some(world), Some(own)],
+        groups: Vec::new(),
         persistent: Vec::new(),
         attached: None,
         buffered: Vec::new(),

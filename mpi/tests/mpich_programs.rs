@@ -102,8 +102,9 @@ fn mpich_built_point_to_point_on_shared_memory() {
     assert!(dir.segments().is_empty(), "{:?}", dir.segments());
 }
 
-/// The same across two virtual hosts (ethernet between them), and again
-/// with 2% of packets dropped.
+/// The same on four ranks over two virtual hosts, two each (shared memory
+/// within a host, ethernet between them: a communicator split by host
+/// has two), and again with 2% of packets dropped.
 #[test]
 fn mpich_built_point_to_point_over_ethernet_and_loss() {
     let dir = TempDir::for_segments("mpi-eth");
@@ -111,14 +112,14 @@ fn mpich_built_point_to_point_over_ethernet_and_loss() {
     for faults in ["", "drop=0.02"] {
         let o = run(
             &dir,
-            &["-n", "2", "--hosts", "a,b", "--rsh", "local"],
+            &["-n", "4", "--hosts", "a:2,b:2", "--rsh", "local"],
             &exe,
             &[],
             &[("FM_FAULTS", faults)],
         );
         let t = text(&o);
         assert!(o.status.success(), "FM_FAULTS={faults}:\n{t}");
-        assert!(t.contains("all passed on 2 ranks"), "{t}");
+        assert!(t.contains("all passed on 4 ranks"), "{t}");
     }
 }
 

@@ -469,6 +469,100 @@ static void dup_isolation(void) {
     if (rank == 0) printf("dup isolation: ok\n");
 }
 
+/* Groups and the communicators made from them: split (by colour and key,
+ * and by host), create, compare, translate; traffic on each. */
+static void communicators(void) {
+    int tag_ub_found = 0, *tag_ub = NULL;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &tag_ub_found);
+    CHECK(tag_ub_found && *tag_ub >= 32767, "MPI_TAG_UB");
+
+    /* One colour, keys reversing the order: the same members, reordered. */
+    MPI_Comm rev;
+    MPI_Comm_split(MPI_COMM_WORLD, 0, -rank, &rev);
+    int r, n, cmp;
+    MPI_Comm_rank(rev, &r);
+    MPI_Comm_size(rev, &n);
+    CHECK(n == size && r == size - 1 - rank, "reversed: rank %d of %d", r, n);
+    MPI_Comm_compare(MPI_COMM_WORLD, rev, &cmp);
+    CHECK(size == 1 ? cmp == MPI_CONGRUENT : cmp == MPI_SIMILAR, "compare(world, reversed) = %d", cmp);
+    /* A ring on it: each gets its predecessor's rank in it. */
+    int got = -1;
+    MPI_Sendrecv(&r, 1, MPI_INT, (r + 1) % n, 3, &got, 1, MPI_INT, (r + n - 1) % n, 3, rev, MPI_STATUS_IGNORE);
+    CHECK(got == (r + n - 1) % n, "ring on the reversed communicator: got %d", got);
+
+    /* Odd and even ranks; MPI_UNDEFINED leaves the last rank out. */
+    MPI_Comm half;
+    int color = rank == size - 1 && size > 2 ? MPI_UNDEFINED : rank % 2;
+    MPI_Comm_split(MPI_COMM_WORLD, color, rank, &half);
+    if (color == MPI_UNDEFINED) {
+        CHECK(half == MPI_COMM_NULL, "left out, but given a communicator");
+    } else {
+        MPI_Comm_rank(half, &r);
+        MPI_Comm_size(half, &n);
+        CHECK(r == rank / 2, "half: rank %d", r);
+        int sum = rank, v;
+        for (int step = 1; step < n; step++) {
+            MPI_Sendrecv(&rank, 1, MPI_INT, (r + step) % n, 4, &v, 1, MPI_INT, (r + n - step) % n, 4, half, MPI_STATUS_IGNORE);
+            CHECK(v % 2 == rank % 2, "half: %d from the other half", v);
+            sum += v;
+        }
+        MPI_Comm_free(&half);
+    }
+
+    /* By host: the ranks that share this one's FM_HOST. */
+    MPI_Comm local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
+    MPI_Comm_size(local, &n);
+    const char *h = getenv("FM_HOST");
+    char mine[64] = {0}, theirs[64];
+    snprintf(mine, sizeof mine, "%s", h ? h : "");
+    int same = 1;
+    for (int step = 1; step < size; step++) {
+        MPI_Sendrecv(mine, 64, MPI_CHAR, (rank + step) % size, 5, theirs, 64, MPI_CHAR, (rank + size - step) % size, 5,
+                     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        same += !strcmp(mine, theirs);
+    }
+    CHECK(n == same, "split by host: %d ranks, but %d share host %s", n, same, mine);
+    MPI_Comm_free(&local);
+
+    /* A group without rank 0, and the communicator made of it. */
+    MPI_Group world, rest;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int zero = 0, gs, gr;
+    MPI_Group_excl(world, 1, &zero, &rest);
+    MPI_Group_size(rest, &gs);
+    MPI_Group_rank(rest, &gr);
+    CHECK(gs == size - 1 && gr == (rank == 0 ? MPI_UNDEFINED : rank - 1), "group: %d of %d", gr, gs);
+    if (gs >= 2) {
+        int in[2] = {0, 1}, out[2];
+        MPI_Group_translate_ranks(rest, 2, in, world, out);
+        CHECK(out[0] == 1 && out[1] == 2, "translate: %d %d", out[0], out[1]);
+    }
+    MPI_Group again;
+    int all[64];
+    for (int i = 0; i < size && i < 64; i++) all[i] = i;
+    MPI_Group_incl(world, size, all, &again);
+    MPI_Group_compare(world, again, &cmp);
+    CHECK(cmp == MPI_IDENT, "incl of all: %d", cmp);
+    MPI_Comm made;
+    MPI_Comm_create(MPI_COMM_WORLD, rest, &made);
+    if (rank == 0) {
+        CHECK(made == MPI_COMM_NULL, "rank 0 got a communicator of a group without it");
+    } else {
+        MPI_Comm_rank(made, &r);
+        CHECK(r == rank - 1, "created: rank %d", r);
+        MPI_Barrier(made);
+        MPI_Comm_free(&made);
+    }
+    MPI_Group_free(&world);
+    MPI_Group_free(&rest);
+    MPI_Group_free(&again);
+    CHECK(world == MPI_GROUP_NULL, "freed group not nulled");
+    MPI_Comm_free(&rev);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) printf("communicators: ok\n");
+}
+
 /* Invalid arguments give their error class under MPI_ERRORS_RETURN. */
 static void bad_arguments(void) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -534,6 +628,7 @@ int main(int argc, char **argv) {
     buffered_sends();
     edges();
     dup_isolation();
+    communicators();
     bad_arguments();
     MPI_Finalize();
     if (rank == 0) printf("all passed on %d ranks\n", size);
