@@ -57,6 +57,9 @@ pub const MPI_MESSAGE_NO_PROC: Handle = 0x6c00_0000;
 pub const HANDLE_INDEX: Handle = 0x00ff_ffff;
 
 pub const MPI_DATATYPE_NULL: Handle = 0x0c00_0000;
+/// A datatype made at run time: indirect kind (the direct handles
+/// 0x8c000000.. are MPICH's pair types), object type 3.
+pub const TYPE_INDIRECT: Handle = 0xcc00_0000_u32 as Handle;
 pub const MPI_ERRORS_ARE_FATAL: Handle = 0x5400_0000;
 pub const MPI_ERRORS_RETURN: Handle = 0x5400_0001;
 

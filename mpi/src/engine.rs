@@ -15,6 +15,7 @@
 //! protocol moving.
 
 use crate::abi::*;
+use crate::datatype::Layout;
 use fm::{Fm, Incoming, Rank};
 use std::cell::{RefCell, RefMut};
 use std::collections::{HashMap, VecDeque};
@@ -165,6 +166,24 @@ struct Request {
     status: MpiStatus,
     /// `MPI_Request_free` was called: forget it once done.
     freed: bool,
+    /// What the request holds for the caller until it is gone.
+    kept: Option<Kept>,
+}
+
+/// Data a request holds for a caller whose elements are not plain bytes:
+/// the packed copy of a derived type's elements being sent (the send
+/// reads it), or the buffer a message is received into, unpacked into the
+/// caller's elements when the receive completes.
+pub struct Kept {
+    pub data: Vec<u8>,
+    pub unpack: Option<Unpack>,
+}
+
+/// Where a received message's bytes go: `count` elements of `layout` at `buf`.
+pub struct Unpack {
+    pub layout: Arc<Layout>,
+    pub buf: *mut u8,
+    pub count: usize,
 }
 
 /// Something to send in answer, outside any handler.
@@ -248,6 +267,16 @@ impl Matching {
             Some(r) => {
                 r.done = true;
                 r.status = status;
+                if let Some(Kept {
+                    data,
+                    unpack: Some(u),
+                }) = &r.kept
+                {
+                    let n = (status.bytes() as usize).min(data.len());
+                    // SAFETY: the caller's elements, live until the request
+                    // completes (now), as irecv's caller promised.
+                    unsafe { u.layout.unpack(&data[..n], u.buf, u.count) };
+                }
                 r.freed
             }
             None => return,
@@ -527,6 +556,42 @@ impl Engine {
         len: usize,
         sync: bool,
     ) -> MpiResult<u32> {
+        self.isend_kept(route, tag, data, len, sync, None)
+    }
+
+    /// A send of `data`, which the request keeps until it is gone.
+    pub fn isend_owned(
+        &mut self,
+        route: Route,
+        tag: c_int,
+        data: Vec<u8>,
+        sync: bool,
+    ) -> MpiResult<u32> {
+        let (ptr, len) = (data.as_ptr(), data.len());
+        // SAFETY: the bytes live in the request until it is gone.
+        unsafe {
+            self.isend_kept(
+                route,
+                tag,
+                ptr,
+                len,
+                sync,
+                Some(Kept { data, unpack: None }),
+            )
+        }
+    }
+
+    /// # Safety
+    /// As [`Engine::isend`].
+    unsafe fn isend_kept(
+        &mut self,
+        route: Route,
+        tag: c_int,
+        data: *const u8,
+        len: usize,
+        sync: bool,
+        kept: Option<Kept>,
+    ) -> MpiResult<u32> {
         let Some(to) = route.to else {
             return Ok(self.null_request());
         };
@@ -535,6 +600,7 @@ impl Engine {
             done: false,
             status: MpiStatus::empty(),
             freed: false,
+            kept,
         });
         let env = Envelope {
             context: route.context,
@@ -628,6 +694,42 @@ impl Engine {
         buf: *mut u8,
         cap: usize,
     ) -> MpiResult<u32> {
+        self.irecv_kept(context, source, tag, buf, cap, None)
+    }
+
+    /// A receive into a buffer of its own, unpacked into `unpack`'s
+    /// elements when it completes.
+    ///
+    /// # Safety
+    /// `unpack.buf` holds `unpack.count` writable elements of its layout
+    /// until the request completes.
+    pub unsafe fn irecv_unpacked(
+        &mut self,
+        context: u32,
+        source: c_int,
+        tag: c_int,
+        unpack: Unpack,
+    ) -> MpiResult<u32> {
+        let mut data = vec![0u8; unpack.count * unpack.layout.size];
+        let (buf, cap) = (data.as_mut_ptr(), data.len());
+        let kept = Kept {
+            data,
+            unpack: Some(unpack),
+        };
+        self.irecv_kept(context, source, tag, buf, cap, Some(kept))
+    }
+
+    /// # Safety
+    /// As [`Engine::irecv`].
+    unsafe fn irecv_kept(
+        &mut self,
+        context: u32,
+        source: c_int,
+        tag: c_int,
+        buf: *mut u8,
+        cap: usize,
+        kept: Option<Kept>,
+    ) -> MpiResult<u32> {
         if source == MPI_PROC_NULL {
             return Ok(self.null_request());
         }
@@ -637,6 +739,7 @@ impl Engine {
             done: false,
             status: MpiStatus::empty(),
             freed: false,
+            kept,
         });
         let found = (sh.unexpected.iter()).position(|u| u.env.matches(context, source, tag));
         match found.and_then(|i| sh.unexpected.remove(i)) {
@@ -723,6 +826,7 @@ impl Engine {
             done: false,
             status: MpiStatus::empty(),
             freed: false,
+            kept: None,
         });
         sh.receive_unexpected(req, u);
         drop(sh);
@@ -736,6 +840,7 @@ impl Engine {
             done: true,
             status: MpiStatus::empty(),
             freed: false,
+            kept: None,
         })
     }
 

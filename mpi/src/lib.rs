@@ -21,11 +21,14 @@
 #![allow(non_snake_case)]
 
 pub mod abi;
+pub mod datatype;
 pub mod engine;
 
 use abi::*;
-use engine::{err, slice_or_empty, Comm, Engine, MpiError, MpiResult, Route};
+use datatype::Layout;
+use engine::{err, slice_or_empty, Comm, Engine, MpiError, MpiResult, Route, Unpack};
 use std::ffi::{c_char, c_double, c_int, c_void};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -35,6 +38,8 @@ struct Mpi {
     /// Communicators by index: 0 is `MPI_COMM_WORLD`, 1 `MPI_COMM_SELF`,
     /// the rest made at run time (handle `COMM_DIRECT | index`).
     comms: Vec<Option<Comm>>,
+    /// Derived datatypes by index (handle `TYPE_INDIRECT | index`).
+    types: Vec<Option<Arc<Layout>>>,
     /// Groups made at run time by index (handle `GROUP_DIRECT | index`).
     groups: Vec<Option<std::sync::Arc<[fm::Rank]>>>,
     /// Persistent requests by index (handle `PERSISTENT_DIRECT | index`).
@@ -363,16 +368,86 @@ impl Mpi {
 }
 
 /// Bytes of `count` elements of `datatype`.
-fn bytes_of(count: c_int, datatype: Handle) -> MpiResult<usize> {
-    if count < 0 {
-        return err(MPI_ERR_COUNT, format!("count {count} is negative"));
+/// How `count` elements of a datatype travel.
+enum Elements {
+    /// As `bytes` plain bytes from the buffer's address plus `at`.
+    Plain { at: isize, bytes: usize },
+    /// Packed into a message and unpacked from one by their layout.
+    Packed { layout: Arc<Layout>, bytes: usize },
+}
+
+impl Elements {
+    fn bytes(&self) -> usize {
+        match self {
+            Elements::Plain { bytes, .. } | Elements::Packed { bytes, .. } => *bytes,
+        }
     }
-    match builtin_type_size(datatype) {
-        Some(size) => Ok(count as usize * size),
-        None => err(
-            MPI_ERR_TYPE,
-            format!("{datatype:#x} is not a predefined datatype (derived datatypes are not supported yet)"),
-        ),
+}
+
+impl Mpi {
+    /// How `count` elements of `datatype` travel; a derived type must be
+    /// committed.
+    fn elements(&self, count: c_int, datatype: Handle) -> MpiResult<Elements> {
+        if count < 0 {
+            return err(MPI_ERR_COUNT, format!("count {count} is negative"));
+        }
+        if let Some(size) = builtin_type_size(datatype) {
+            return Ok(Elements::Plain {
+                at: 0,
+                bytes: count as usize * size,
+            });
+        }
+        let layout = self.derived(datatype)?;
+        if !layout.committed {
+            return err(
+                MPI_ERR_TYPE,
+                format!("datatype {datatype:#x} is not committed (MPI_Type_commit)"),
+            );
+        }
+        let bytes = count as usize * layout.size;
+        Ok(match layout.contiguous_at() {
+            Some(at) => Elements::Plain { at, bytes },
+            None => Elements::Packed { layout, bytes },
+        })
+    }
+
+    /// A derived datatype's layout.
+    fn derived(&self, h: Handle) -> MpiResult<Arc<Layout>> {
+        (h & !HANDLE_INDEX == TYPE_INDIRECT)
+            .then(|| {
+                self.types
+                    .get((h & HANDLE_INDEX) as usize)
+                    .and_then(Clone::clone)
+            })
+            .flatten()
+            .ok_or_else(|| MpiError {
+                class: MPI_ERR_TYPE,
+                message: format!("{h:#x} is not a datatype"),
+            })
+    }
+
+    /// Any datatype's layout (for building others).
+    fn layout(&self, h: Handle) -> MpiResult<Arc<Layout>> {
+        match builtin_type_size(h) {
+            Some(size) => Ok(Arc::new(Layout::basic(size))),
+            None => self.derived(h),
+        }
+    }
+
+    /// A datatype made at run time: its handle.
+    fn add_type(&mut self, l: Layout) -> MpiResult<Handle> {
+        let i = match self.types.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                self.types.push(None);
+                self.types.len() - 1
+            }
+        };
+        if i > HANDLE_INDEX as usize {
+            return err(MPI_ERR_OTHER, "too many datatypes");
+        }
+        self.types[i] = Some(Arc::new(l));
+        Ok(TYPE_INDIRECT | i as Handle)
     }
 }
 
@@ -875,6 +950,201 @@ fn MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: Handle, keyval: c_int, value: *m
     })
 }
 
+fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: Handle, newtype: *mut Handle) {
+    call("MPI_Type_contiguous", MPI_COMM_WORLD, |m| {
+        let old = m.layout(oldtype)?;
+        let l = Layout::hvector(nonneg(count, "count")?, 1, old.extent, &old);
+        *arg(newtype, "the new datatype")? = m.add_type(l)?;
+        Ok(())
+    })
+}
+
+fn MPI_Type_vector / PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: Handle, newtype: *mut Handle) {
+    call("MPI_Type_vector", MPI_COMM_WORLD, |m| {
+        let old = m.layout(oldtype)?;
+        let (n, b) = (nonneg(count, "count")?, nonneg(blocklength, "block length")?);
+        let l = Layout::hvector(n, b, stride as isize * old.extent, &old);
+        *arg(newtype, "the new datatype")? = m.add_type(l)?;
+        Ok(())
+    })
+}
+
+fn MPI_Type_create_hvector / PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: isize, oldtype: Handle, newtype: *mut Handle) {
+    call("MPI_Type_create_hvector", MPI_COMM_WORLD, |m| {
+        let old = m.layout(oldtype)?;
+        let (n, b) = (nonneg(count, "count")?, nonneg(blocklength, "block length")?);
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::hvector(n, b, stride, &old))?;
+        Ok(())
+    })
+}
+
+fn MPI_Type_indexed / PMPI_Type_indexed(count: c_int, blocklengths: *const c_int, displacements: *const c_int, oldtype: Handle, newtype: *mut Handle) {
+    call("MPI_Type_indexed", MPI_COMM_WORLD, |m| {
+        let old = m.layout(oldtype)?;
+        let blocks = block_list(count, blocklengths, |i| *displacements.add(i) as isize * old.extent, displacements.is_null())?;
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old))?;
+        Ok(())
+    })
+}
+
+fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(count: c_int, blocklengths: *const c_int, displacements: *const isize, oldtype: Handle, newtype: *mut Handle) {
+    call("MPI_Type_create_hindexed", MPI_COMM_WORLD, |m| {
+        let old = m.layout(oldtype)?;
+        let blocks = block_list(count, blocklengths, |i| *displacements.add(i), displacements.is_null())?;
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old))?;
+        Ok(())
+    })
+}
+
+fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(count: c_int, blocklength: c_int, displacements: *const c_int, oldtype: Handle, newtype: *mut Handle) {
+    call("MPI_Type_create_indexed_block", MPI_COMM_WORLD, |m| {
+        let old = m.layout(oldtype)?;
+        let b = nonneg(blocklength, "block length")?;
+        let n = nonneg(count, "count")?;
+        if n > 0 && displacements.is_null() {
+            return err(MPI_ERR_ARG, "a null array of displacements");
+        }
+        let blocks: Vec<(usize, isize)> = (0..n).map(|i| (b, *displacements.add(i) as isize * old.extent)).collect();
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old))?;
+        Ok(())
+    })
+}
+
+fn MPI_Type_create_struct / PMPI_Type_create_struct(count: c_int, blocklengths: *const c_int, displacements: *const isize, types: *const Handle, newtype: *mut Handle) {
+    call("MPI_Type_create_struct", MPI_COMM_WORLD, |m| {
+        let n = nonneg(count, "count")?;
+        if n > 0 && (blocklengths.is_null() || displacements.is_null() || types.is_null()) {
+            return err(MPI_ERR_ARG, "a null array of block lengths, displacements or types");
+        }
+        let layouts = (0..n).map(|i| m.layout(*types.add(i))).collect::<MpiResult<Vec<_>>>()?;
+        let mut blocks = Vec::with_capacity(n);
+        for (i, l) in layouts.iter().enumerate() {
+            blocks.push((nonneg(*blocklengths.add(i), "block length")?, *displacements.add(i), &**l));
+        }
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::structure(&blocks))?;
+        Ok(())
+    })
+}
+
+fn MPI_Type_create_resized / PMPI_Type_create_resized(oldtype: Handle, lb: isize, extent: isize, newtype: *mut Handle) {
+    call("MPI_Type_create_resized", MPI_COMM_WORLD, |m| {
+        let old = m.layout(oldtype)?;
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::resized(&old, lb, extent))?;
+        Ok(())
+    })
+}
+
+fn MPI_Type_commit / PMPI_Type_commit(datatype: *mut Handle) {
+    call("MPI_Type_commit", MPI_COMM_WORLD, |m| {
+        let h = *arg(datatype, "the datatype")?;
+        if builtin_type_size(h).is_some() {
+            return Ok(());
+        }
+        let l = m.derived(h)?;
+        if !l.committed {
+            let committed = Layout { committed: true, ..(*l).clone() };
+            m.types[(h & HANDLE_INDEX) as usize] = Some(Arc::new(committed));
+        }
+        Ok(())
+    })
+}
+
+fn MPI_Type_free / PMPI_Type_free(datatype: *mut Handle) {
+    call("MPI_Type_free", MPI_COMM_WORLD, |m| {
+        let datatype = arg(datatype, "the datatype")?;
+        m.derived(*datatype)?;
+        // Operations under way keep their layout (each holds a reference).
+        m.types[(*datatype & HANDLE_INDEX) as usize] = None;
+        *datatype = MPI_DATATYPE_NULL;
+        Ok(())
+    })
+}
+
+fn MPI_Type_size / PMPI_Type_size(datatype: Handle, size: *mut c_int) {
+    call("MPI_Type_size", MPI_COMM_WORLD, |m| {
+        let l = m.layout(datatype)?;
+        *arg(size, "the size")? = c_int::try_from(l.size).unwrap_or(MPI_UNDEFINED);
+        Ok(())
+    })
+}
+
+fn MPI_Type_get_extent / PMPI_Type_get_extent(datatype: Handle, lb: *mut isize, extent: *mut isize) {
+    call("MPI_Type_get_extent", MPI_COMM_WORLD, |m| {
+        let l = m.layout(datatype)?;
+        *arg(lb, "the lower bound")? = l.lb;
+        *arg(extent, "the extent")? = l.extent;
+        Ok(())
+    })
+}
+
+fn MPI_Type_get_true_extent / PMPI_Type_get_true_extent(datatype: Handle, lb: *mut isize, extent: *mut isize) {
+    call("MPI_Type_get_true_extent", MPI_COMM_WORLD, |m| {
+        let l = m.layout(datatype)?;
+        *arg(lb, "the lower bound")? = l.true_lb;
+        *arg(extent, "the extent")? = l.true_ub - l.true_lb;
+        Ok(())
+    })
+}
+
+fn MPI_Pack / PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype: Handle, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: Handle) {
+    call("MPI_Pack", comm, |m| {
+        let position = arg(position, "the position")?;
+        let l = m.layout(datatype)?;
+        let n = nonneg(incount, "count")?;
+        let bytes = n * l.size;
+        check_buffer(inbuf, bytes)?;
+        let at = usize::try_from(*position).ok().filter(|&p| p + bytes <= outsize.max(0) as usize).ok_or_else(|| MpiError {
+            class: MPI_ERR_TRUNCATE,
+            message: format!("{bytes} bytes at position {} do not fit {outsize}", *position),
+        })?;
+        let mut data = Vec::with_capacity(bytes);
+        l.pack(inbuf.cast(), n, &mut data);
+        if bytes > 0 {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), outbuf.cast::<u8>().add(at), bytes);
+        }
+        *position += bytes as c_int;
+        Ok(())
+    })
+}
+
+fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: Handle, comm: Handle) {
+    call("MPI_Unpack", comm, |m| {
+        let position = arg(position, "the position")?;
+        let l = m.layout(datatype)?;
+        let n = nonneg(outcount, "count")?;
+        let bytes = n * l.size;
+        check_buffer(outbuf, bytes)?;
+        let at = usize::try_from(*position).ok().filter(|&p| p + bytes <= insize.max(0) as usize).ok_or_else(|| MpiError {
+            class: MPI_ERR_TRUNCATE,
+            message: format!("{bytes} bytes at position {} are not within {insize}", *position),
+        })?;
+        let data = slice_or_empty(inbuf.cast::<u8>().wrapping_add(at), bytes);
+        l.unpack(data, outbuf.cast(), n);
+        *position += bytes as c_int;
+        Ok(())
+    })
+}
+
+fn MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype: Handle, comm: Handle, size: *mut c_int) {
+    call("MPI_Pack_size", comm, |m| {
+        let l = m.layout(datatype)?;
+        let bytes = nonneg(incount, "count")? * l.size;
+        *arg(size, "the size")? = c_int::try_from(bytes).map_err(|_| MpiError {
+            class: MPI_ERR_COUNT,
+            message: format!("{bytes} bytes do not fit an int"),
+        })?;
+        Ok(())
+    })
+}
+
+fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut isize) {
+    if address.is_null() {
+        return MPI_ERR_ARG;
+    }
+    *address = location as isize;
+    MPI_SUCCESS
+}
+
 fn MPI_Comm_free / PMPI_Comm_free(comm: *mut Handle) {
     let h = if comm.is_null() { MPI_COMM_NULL } else { *comm };
     call("MPI_Comm_free", MPI_COMM_WORLD, |m| {
@@ -1152,7 +1422,9 @@ fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(
     call("MPI_Sendrecv_replace", comm, |m| {
         // The message comes into a buffer of its own while this one is
         // sent, then replaces it.
-        let bytes = bytes_of(count, datatype)?;
+        let Elements::Plain { bytes, .. } = m.elements(count, datatype)? else {
+            return err(MPI_ERR_TYPE, "MPI_Sendrecv_replace of a non-contiguous derived datatype is not supported yet");
+        };
         check_buffer(buf, bytes)?;
         let mut incoming = vec![0u8; bytes];
         let r = recv(m, incoming.as_mut_ptr().cast(), count, datatype, source, recvtag, comm)?;
@@ -1361,8 +1633,15 @@ fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: Handle, status: *mut 
 }
 
 fn MPI_Get_count / PMPI_Get_count(status: *const MpiStatus, datatype: Handle, count: *mut c_int) {
-    let Some(size) = builtin_type_size(datatype) else {
-        return MPI_ERR_TYPE;
+    let size = match builtin_type_size(datatype) {
+        Some(size) => size,
+        None => match &*phase() {
+            Phase::Running(m) => match m.derived(datatype) {
+                Ok(l) => l.size,
+                Err(_) => return MPI_ERR_TYPE,
+            },
+            _ => return MPI_ERR_TYPE,
+        },
     };
     if status.is_null() || status as usize == STATUS_IGNORE || count.is_null() {
         return MPI_ERR_ARG;
@@ -1450,6 +1729,7 @@ fn init(func: &str) -> c_int {
     *g = Phase::Running(Box::new(Mpi {
         engine,
         comms: vec![Some(world), Some(own)],
+        types: Vec::new(),
         groups: Vec::new(),
         persistent: Vec::new(),
         attached: None,
@@ -1491,8 +1771,26 @@ fn send(
     request: Option<*mut Handle>,
 ) -> MpiResult<()> {
     let c = m.p2p(comm, dest, false, tag)?;
-    let bytes = bytes_of(count, datatype)?;
+    let (at, bytes) = match m.elements(count, datatype)? {
+        Elements::Plain { at, bytes } => (at, bytes),
+        Elements::Packed { layout, bytes } => {
+            check_buffer(buf, bytes)?;
+            let mut data = Vec::with_capacity(bytes);
+            // SAFETY: the caller's `count` elements (MPI's rule).
+            unsafe { layout.pack(buf.cast(), count as usize, &mut data) };
+            let id = m.engine.isend_owned(c, tag, data, sync)?;
+            return match request {
+                // SAFETY: the caller's request handle.
+                Some(r) => unsafe {
+                    *arg(r, "the request")? = request_handle(id);
+                    Ok(())
+                },
+                None => m.engine.wait(id).map(drop),
+            };
+        }
+    };
     check_buffer(buf, bytes)?;
+    let buf = buf.cast::<u8>().wrapping_offset(at).cast::<c_void>();
     // SAFETY (all three): the caller's buffer of `bytes` bytes and request
     // handle (MPI's rule).
     match request {
@@ -1507,6 +1805,40 @@ fn send(
             Ok(())
         },
     }
+}
+
+/// A count or length that must not be negative.
+fn nonneg(v: c_int, what: &str) -> MpiResult<usize> {
+    usize::try_from(v).map_err(|_| MpiError {
+        class: if what == "count" {
+            MPI_ERR_COUNT
+        } else {
+            MPI_ERR_ARG
+        },
+        message: format!("{what} {v} is negative"),
+    })
+}
+
+/// `count` blocks: lengths from `lengths`, byte offsets from `offset(i)`.
+///
+/// # Safety
+/// `lengths` holds `count` ints, and `offset` reads `count` entries.
+unsafe fn block_list(
+    count: c_int,
+    lengths: *const c_int,
+    offset: impl Fn(usize) -> isize,
+    offsets_null: bool,
+) -> MpiResult<Vec<(usize, isize)>> {
+    let n = nonneg(count, "count")?;
+    if n > 0 && (lengths.is_null() || offsets_null) {
+        return err(
+            MPI_ERR_ARG,
+            "a null array of block lengths or displacements",
+        );
+    }
+    (0..n)
+        .map(|i| Ok((nonneg(*lengths.add(i), "block length")?, offset(i))))
+        .collect()
 }
 
 /// `MPI_BSEND_OVERHEAD` in MPICH's header: what each buffered message is
@@ -1526,7 +1858,8 @@ fn bsend(
     comm: Handle,
 ) -> MpiResult<()> {
     let c = m.p2p(comm, dest, false, tag)?;
-    let bytes = bytes_of(count, datatype)?;
+    let elements = m.elements(count, datatype)?;
+    let bytes = elements.bytes();
     check_buffer(buf, bytes)?;
     // Forget the copies whose sends are done.
     let engine = &mut m.engine;
@@ -1545,8 +1878,18 @@ fn bsend(
             ),
         );
     }
-    // SAFETY: the caller's buffer of `bytes` bytes (checked above).
-    let copy = unsafe { slice_or_empty(buf.cast(), bytes) }.to_vec();
+    let copy = match elements {
+        // SAFETY: the caller's buffer of `bytes` bytes (checked above).
+        Elements::Plain { at, .. } => {
+            unsafe { slice_or_empty(buf.cast::<u8>().offset(at), bytes) }.to_vec()
+        }
+        Elements::Packed { layout, .. } => {
+            let mut data = Vec::with_capacity(bytes);
+            // SAFETY: the caller's `count` elements.
+            unsafe { layout.pack(buf.cast(), count as usize, &mut data) };
+            data
+        }
+    };
     // SAFETY: the copy lives in `buffered` until the send completes.
     let id = unsafe { m.engine.isend(c, tag, copy.as_ptr(), bytes, false)? };
     m.buffered.push((id, copy));
@@ -1570,7 +1913,7 @@ fn persistent(
     // SAFETY: the caller's request handle (null is refused).
     let request = unsafe { arg(request, "the request")? };
     m.p2p(comm, peer, send.is_none(), tag)?;
-    check_buffer(buf, bytes_of(count, datatype)?)?;
+    check_buffer(buf, m.elements(count, datatype)?.bytes())?;
     let p = Persistent {
         send,
         buf,
@@ -1638,8 +1981,14 @@ fn mrecv_start(
     datatype: Handle,
     message: Handle,
 ) -> MpiResult<u32> {
-    let bytes = bytes_of(count, datatype)?;
+    let Elements::Plain { at, bytes } = m.elements(count, datatype)? else {
+        return err(
+            MPI_ERR_TYPE,
+            "MPI_Mrecv into a non-contiguous derived datatype is not supported yet",
+        );
+    };
     check_buffer(buf, bytes)?;
+    let buf = buf.cast::<u8>().wrapping_offset(at).cast::<c_void>();
     match message_id(message)? {
         None => Ok(m.engine.null_request()),
         Some(id) if m.engine.is_message(id) => {
@@ -1663,10 +2012,31 @@ fn recv(
     comm: Handle,
 ) -> MpiResult<u32> {
     let c = m.p2p(comm, source, true, tag)?;
-    let bytes = bytes_of(count, datatype)?;
-    check_buffer(buf, bytes)?;
-    // SAFETY: the caller's buffer of `bytes` bytes (MPI's rule).
-    unsafe { m.engine.irecv(c.context, source, tag, buf.cast(), bytes) }
+    match m.elements(count, datatype)? {
+        Elements::Plain { at, bytes } => {
+            check_buffer(buf, bytes)?;
+            // SAFETY: the caller's buffer of `bytes` bytes (MPI's rule).
+            unsafe {
+                m.engine.irecv(
+                    c.context,
+                    source,
+                    tag,
+                    buf.cast::<u8>().wrapping_offset(at),
+                    bytes,
+                )
+            }
+        }
+        Elements::Packed { layout, bytes } => {
+            check_buffer(buf, bytes)?;
+            let unpack = Unpack {
+                layout,
+                buf: buf.cast(),
+                count: count as usize,
+            };
+            // SAFETY: the caller's `count` elements (MPI's rule).
+            unsafe { m.engine.irecv_unpacked(c.context, source, tag, unpack) }
+        }
+    }
 }
 
 fn rustix_hostname() -> String {

@@ -567,6 +567,163 @@ static void communicators(void) {
     if (rank == 0) printf("communicators: ok\n");
 }
 
+/* Every derived datatype constructor against a hand-packed reference:
+ * its size and extent, MPI_Pack's bytes, and the same elements sent to
+ * the other rank as the type and received as plain bytes (and back). */
+struct rec { char c; double d; int i; };
+
+static void check_type(MPI_Datatype t, const void *elems, int count, const unsigned char *ref, int refbytes,
+                       const char *what) {
+    int size;
+    MPI_Type_size(t, &size);
+    CHECK(size * count == refbytes, "%s: size %d x %d, reference %d", what, size, count, refbytes);
+    unsigned char packed[4096];
+    int pos = 0;
+    MPI_Pack(elems, count, t, packed, sizeof packed, &pos, MPI_COMM_WORLD);
+    CHECK(pos == refbytes && !memcmp(packed, ref, refbytes), "%s: MPI_Pack differs from the reference", what);
+    if (rank < 2) {
+        int other = 1 - rank;
+        unsigned char got[4096];
+        /* The type out, plain bytes in: the wire carries the packed data. */
+        MPI_Sendrecv(elems, count, t, other, 120, got, refbytes, MPI_BYTE, other, 120, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+        CHECK(!memcmp(got, ref, refbytes), "%s: sent as the type, received as bytes", what);
+    }
+}
+
+static void datatypes(void) {
+    /* A 6x5 matrix of ints; its column 1 is a vector. */
+    int mat[6][5], col[6];
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 5; j++) mat[i][j] = 100 * i + j;
+    for (int i = 0; i < 6; i++) col[i] = mat[i][1];
+    MPI_Datatype column, two_cols, hcol, idx, hidx, blk, st, rs, cont;
+    MPI_Type_vector(6, 1, 5, MPI_INT, &column);
+    MPI_Type_commit(&column);
+    MPI_Aint lb, ext;
+    MPI_Type_get_extent(column, &lb, &ext);
+    CHECK(lb == 0 && ext == (5 * 5 + 1) * 4, "vector extent %ld", (long)ext);
+    check_type(column, &mat[0][1], 1, (unsigned char *)col, sizeof col, "vector");
+
+    int pairs[12];
+    for (int i = 0; i < 6; i++) pairs[2 * i] = mat[i][1], pairs[2 * i + 1] = mat[i][2];
+    MPI_Type_vector(6, 2, 5, MPI_INT, &two_cols);
+    MPI_Type_commit(&two_cols);
+    check_type(two_cols, &mat[0][1], 1, (unsigned char *)pairs, sizeof pairs, "vector of 2-blocks");
+
+    MPI_Type_create_hvector(6, 1, 5 * sizeof(int), MPI_INT, &hcol);
+    MPI_Type_commit(&hcol);
+    check_type(hcol, &mat[0][1], 1, (unsigned char *)col, sizeof col, "hvector");
+
+    int lens[3] = {2, 1, 3}, displs[3] = {7, 0, 20};
+    int ref_idx[6] = {mat[1][2], mat[1][3], mat[0][0], mat[4][0], mat[4][1], mat[4][2]};
+    MPI_Type_indexed(3, lens, displs, MPI_INT, &idx);
+    MPI_Type_commit(&idx);
+    check_type(idx, mat, 1, (unsigned char *)ref_idx, sizeof ref_idx, "indexed");
+
+    MPI_Aint hdispls[3] = {7 * 4, 0, 20 * 4};
+    MPI_Type_create_hindexed(3, lens, hdispls, MPI_INT, &hidx);
+    MPI_Type_commit(&hidx);
+    check_type(hidx, mat, 1, (unsigned char *)ref_idx, sizeof ref_idx, "hindexed");
+
+    int bdispls[2] = {5, 26};
+    int ref_blk[4] = {mat[1][0], mat[1][1], mat[5][1], mat[5][2]};
+    MPI_Type_create_indexed_block(2, 2, bdispls, MPI_INT, &blk);
+    MPI_Type_commit(&blk);
+    check_type(blk, mat, 1, (unsigned char *)ref_blk, sizeof ref_blk, "indexed block");
+
+    /* A struct with C's padding, three of them; packed without the padding. */
+    struct rec recs[3];
+    unsigned char ref_st[3 * 13], *p = ref_st;
+    for (int i = 0; i < 3; i++) {
+        memset(&recs[i], 0x5a, sizeof recs[i]);
+        recs[i].c = (char)('a' + i);
+        recs[i].d = 1.5 * i;
+        recs[i].i = -i;
+        memcpy(p, &recs[i].c, 1), p += 1;
+        memcpy(p, &recs[i].d, 8), p += 8;
+        memcpy(p, &recs[i].i, 4), p += 4;
+    }
+    int bl[3] = {1, 1, 1};
+    MPI_Aint sd[3];
+    MPI_Aint base;
+    MPI_Get_address(&recs[0], &base);
+    MPI_Get_address(&recs[0].c, &sd[0]);
+    MPI_Get_address(&recs[0].d, &sd[1]);
+    MPI_Get_address(&recs[0].i, &sd[2]);
+    for (int i = 0; i < 3; i++) sd[i] -= base;
+    MPI_Datatype tys[3] = {MPI_CHAR, MPI_DOUBLE, MPI_INT};
+    MPI_Type_create_struct(3, bl, sd, tys, &st);
+    MPI_Type_get_extent(st, &lb, &ext);
+    CHECK(ext == sizeof(struct rec), "struct extent %ld, sizeof %zu", (long)ext, sizeof(struct rec));
+    /* Resized to the C struct's size, so arrays of it step right. */
+    MPI_Type_create_resized(st, 0, sizeof(struct rec), &rs);
+    MPI_Type_commit(&rs);
+    check_type(rs, recs, 3, ref_st, sizeof ref_st, "struct, resized");
+    MPI_Aint tlb, text;
+    MPI_Type_get_true_extent(rs, &tlb, &text);
+    CHECK(tlb == 0 && text == 20, "true extent %ld %ld", (long)tlb, (long)text);
+
+    MPI_Type_contiguous(4, MPI_DOUBLE, &cont);
+    MPI_Type_commit(&cont);
+    double dd[8];
+    for (int i = 0; i < 8; i++) dd[i] = i * 0.25;
+    check_type(cont, dd, 2, (unsigned char *)dd, sizeof dd, "contiguous");
+
+    /* Plain bytes out, the type in: received into the matrix's column,
+     * the rest of the matrix untouched; a large vector goes by rendezvous. */
+    if (rank < 2) {
+        int other = 1 - rank;
+        int m2[6][5], news[6];
+        memset(m2, 0, sizeof m2);
+        for (int i = 0; i < 6; i++) news[i] = 1000 + i + 10 * rank;
+        MPI_Status st2;
+        MPI_Sendrecv(news, 6, MPI_INT, other, 121, &m2[0][3], 1, column, other, 121, MPI_COMM_WORLD, &st2);
+        int c;
+        MPI_Get_count(&st2, column, &c);
+        CHECK(c == 1, "count of columns %d", c);
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 5; j++)
+                CHECK(m2[i][j] == (j == 3 ? 1000 + i + 10 * other : 0), "m2[%d][%d] = %d", i, j, m2[i][j]);
+        int n = 40000; /* 2 ints of every 3: 320,000 bytes on the wire */
+        MPI_Datatype big;
+        MPI_Type_vector(n, 2, 3, MPI_INT, &big);
+        MPI_Type_commit(&big);
+        int *src = malloc(3 * n * sizeof(int)), *dst = calloc(3 * n, sizeof(int));
+        for (int i = 0; i < 3 * n; i++) src[i] = i * (rank + 1);
+        MPI_Sendrecv(src, 1, big, other, 122, dst, 1, big, other, 122, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        for (int i = 0; i < 3 * n; i++) CHECK(dst[i] == (i % 3 == 2 ? 0 : i * (other + 1)), "big vector at %d", i);
+        free(src);
+        free(dst);
+        MPI_Type_free(&big);
+    }
+    /* Unpack undoes Pack. */
+    unsigned char buf[256];
+    int pos = 0;
+    MPI_Pack(&mat[0][1], 1, column, buf, sizeof buf, &pos, MPI_COMM_WORLD);
+    int back[6][5];
+    memset(back, 0, sizeof back);
+    int upos = 0;
+    MPI_Unpack(buf, pos, &upos, &back[0][1], 1, column, MPI_COMM_WORLD);
+    CHECK(upos == pos, "unpack position %d of %d", upos, pos);
+    for (int i = 0; i < 6; i++) CHECK(back[i][1] == mat[i][1] && back[i][0] == 0, "unpack row %d", i);
+    int psize;
+    MPI_Pack_size(3, rs, MPI_COMM_WORLD, &psize);
+    CHECK(psize >= 39, "pack size %d", psize);
+    MPI_Type_free(&column);
+    CHECK(column == MPI_DATATYPE_NULL, "freed type not nulled");
+    MPI_Type_free(&two_cols);
+    MPI_Type_free(&hcol);
+    MPI_Type_free(&idx);
+    MPI_Type_free(&hidx);
+    MPI_Type_free(&blk);
+    MPI_Type_free(&st);
+    MPI_Type_free(&rs);
+    MPI_Type_free(&cont);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) printf("datatypes: ok\n");
+}
+
 /* Invalid arguments give their error class under MPI_ERRORS_RETURN. */
 static void bad_arguments(void) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -633,6 +790,7 @@ int main(int argc, char **argv) {
     edges();
     dup_isolation();
     communicators();
+    datatypes();
     bad_arguments();
     MPI_Finalize();
     if (rank == 0) printf("all passed on %d ranks\n", size);
