@@ -1671,6 +1671,58 @@ fn MPI_Barrier / PMPI_Barrier(comm: Handle) {
 }
 }
 
+/// Defines `PMPI_name` and `MPI_name` for a function not implemented
+/// yet: it reports `MPI_ERR_UNSUPPORTED_OPERATION` to the error handler of
+/// `MPI_COMM_WORLD` (fatal by default, naming the function), rather than
+/// leaving the symbol missing (a program built against MPICH would die at
+/// its first call with the loader's "undefined symbol"). The arguments are
+/// not read (the C caller cleans up its own arguments).
+macro_rules! not_yet {
+    ($($name:ident / $pname:ident),* $(,)?) => {$(
+        #[no_mangle]
+        #[doc = concat!("`", stringify!($pname), "`: not supported yet.")]
+        pub extern "C" fn $pname() -> c_int {
+            call(stringify!($name), MPI_COMM_WORLD, |_| {
+                err(
+                    MPI_ERR_UNSUPPORTED_OPERATION,
+                    concat!(stringify!($name), " is not supported by fm's MPI yet: of the collectives only MPI_Barrier is (docs/MPI.md)"),
+                )
+            })
+        }
+
+        #[no_mangle]
+        #[doc = concat!("`", stringify!($name), "`: not supported yet.")]
+        pub extern "C" fn $name() -> c_int {
+            $pname()
+        }
+    )*};
+}
+
+not_yet! {
+    MPI_Bcast / PMPI_Bcast,
+    MPI_Reduce / PMPI_Reduce,
+    MPI_Allreduce / PMPI_Allreduce,
+    MPI_Gather / PMPI_Gather,
+    MPI_Gatherv / PMPI_Gatherv,
+    MPI_Scatter / PMPI_Scatter,
+    MPI_Scatterv / PMPI_Scatterv,
+    MPI_Allgather / PMPI_Allgather,
+    MPI_Allgatherv / PMPI_Allgatherv,
+    MPI_Alltoall / PMPI_Alltoall,
+    MPI_Alltoallv / PMPI_Alltoallv,
+    MPI_Alltoallw / PMPI_Alltoallw,
+    MPI_Reduce_scatter / PMPI_Reduce_scatter,
+    MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block,
+    MPI_Scan / PMPI_Scan,
+    MPI_Exscan / PMPI_Exscan,
+    MPI_Ibarrier / PMPI_Ibarrier,
+    MPI_Ibcast / PMPI_Ibcast,
+    MPI_Ireduce / PMPI_Ireduce,
+    MPI_Iallreduce / PMPI_Iallreduce,
+    MPI_Op_create / PMPI_Op_create,
+    MPI_Op_free / PMPI_Op_free,
+}
+
 /// `MPI_Wtime`: seconds since `MPI_Init` (not synchronised across hosts:
 /// `MPI_WTIME_IS_GLOBAL` is false).
 #[no_mangle]

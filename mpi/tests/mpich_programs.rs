@@ -235,6 +235,46 @@ fn fm_header_agrees_with_mpich_and_builds_the_suite() {
             mpich.display()
         ),
     }
+    // Every function the header declares, the library exports.
+    let header =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("include/mpi.h"))
+            .expect("mpi/include/mpi.h");
+    let declared: Vec<&str> = header
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| {
+            (w.starts_with("MPI_") || w.starts_with("PMPI_")) && header.contains(&format!("{w}("))
+        })
+        .collect();
+    assert!(
+        declared.len() > 150,
+        "only {} functions found in mpi.h",
+        declared.len()
+    );
+    let lib = std::env::current_exe()
+        .expect("the test's path")
+        .with_file_name("libmpich.so");
+    match std::process::Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&lib)
+        .output()
+    {
+        Ok(o) if o.status.success() => {
+            let symbols = String::from_utf8_lossy(&o.stdout);
+            let exported: std::collections::BTreeSet<&str> = symbols
+                .lines()
+                .filter_map(|l| l.split_whitespace().nth(2))
+                .collect();
+            let missing: Vec<_> = declared
+                .iter()
+                .filter(|f| !exported.contains(**f))
+                .collect();
+            assert!(
+                missing.is_empty(),
+                "declared in mpi.h, not exported: {missing:?}"
+            );
+        }
+        _ => eprintln!("SKIPPED the export check: no nm, or no {}", lib.display()),
+    }
     let dir = TempDir::for_segments("mpi-header");
     let exe = dir.0.join("p2p-fm-header");
     let profile = std::env::current_exe()
