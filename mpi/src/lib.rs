@@ -567,6 +567,21 @@ unsafe fn arg<'a, T>(p: *mut T, what: &str) -> MpiResult<&'a mut T> {
     })
 }
 
+/// A call that only answers `v` through `out` (any time, even before
+/// `MPI_Init`): `MPI_ERR_ARG` for a null `out`.
+///
+/// # Safety
+/// `out` is null or points at an int.
+unsafe fn answer(out: *mut c_int, v: c_int) -> c_int {
+    match out.as_mut() {
+        Some(o) => {
+            *o = v;
+            MPI_SUCCESS
+        }
+        None => MPI_ERR_ARG,
+    }
+}
+
 /// Write `s` to a status the caller gave, unless it is `MPI_STATUS_IGNORE`.
 ///
 /// # Safety
@@ -649,31 +664,19 @@ fn MPI_Init_thread / PMPI_Init_thread(
 }
 
 fn MPI_Initialized / PMPI_Initialized(flag: *mut c_int) {
-    if !flag.is_null() {
-        *flag = c_int::from(!matches!(*phase(), Phase::Before));
-    }
-    MPI_SUCCESS
+    answer(flag, c_int::from(!matches!(*phase(), Phase::Before)))
 }
 
 fn MPI_Finalized / PMPI_Finalized(flag: *mut c_int) {
-    if !flag.is_null() {
-        *flag = c_int::from(matches!(*phase(), Phase::Finalized));
-    }
-    MPI_SUCCESS
+    answer(flag, c_int::from(matches!(*phase(), Phase::Finalized)))
 }
 
 fn MPI_Query_thread / PMPI_Query_thread(provided: *mut c_int) {
-    if !provided.is_null() {
-        *provided = MPI_THREAD_SERIALIZED;
-    }
-    MPI_SUCCESS
+    answer(provided, MPI_THREAD_SERIALIZED)
 }
 
 fn MPI_Is_thread_main / PMPI_Is_thread_main(flag: *mut c_int) {
-    if !flag.is_null() {
-        *flag = 1;
-    }
-    MPI_SUCCESS
+    answer(flag, 1)
 }
 
 fn MPI_Finalize / PMPI_Finalize() {
