@@ -338,6 +338,48 @@ impl Matching {
         }
     }
 
+    /// The status of the first unexpected message matching, if any.
+    fn peek(&self, context: u32, source: c_int, tag: c_int) -> Option<MpiStatus> {
+        let u = (self.unexpected.iter()).find(|u| u.env.matches(context, source, tag))?;
+        Some(MpiStatus::new(
+            u.env.source,
+            u.env.tag,
+            u.len() as usize,
+            MPI_SUCCESS,
+        ))
+    }
+
+    /// The first unexpected message matching, taken out of matching and
+    /// kept for a matched receive under the number returned.
+    fn take(&mut self, context: u32, source: c_int, tag: c_int) -> Option<(u32, MpiStatus)> {
+        let status = self.peek(context, source, tag)?;
+        let i = (self.unexpected.iter()).position(|u| u.env.matches(context, source, tag))?;
+        let u = self.unexpected.remove(i)?;
+        let id = match self.taken.iter().position(Option::is_none) {
+            Some(i) => {
+                self.taken[i] = Some(u);
+                i
+            }
+            None => {
+                self.taken.push(Some(u));
+                self.taken.len() - 1
+            }
+        };
+        Some((id as u32, status))
+    }
+
+    /// A barrier message for `key` arrived: count it taken.
+    fn arrived(&mut self, key: (u32, u32, u32)) -> bool {
+        let Some(c) = self.barrier.get_mut(&key) else {
+            return false;
+        };
+        *c -= 1;
+        if *c == 0 {
+            self.barrier.remove(&key);
+        }
+        true
+    }
+
     /// The posted receive's buffer and capacity.
     fn recv_buffer(&mut self, id: u32) -> Option<(*mut u8, usize)> {
         match self.get(id)?.op {
@@ -525,20 +567,21 @@ impl Engine {
         self.act()
     }
 
-    /// Make progress until `done` holds: polling first (a reply is often
-    /// a fraction of a microsecond away, and FM's waiting reads the clock
-    /// each round), then FM's own wait, which sleeps as `FM_WAIT` says.
-    fn progress_until(&mut self, mut done: impl FnMut(&mut Self) -> bool) -> MpiResult<()> {
+    /// Make progress until `found` finds something, and return it: polling
+    /// first (a reply is often a fraction of a microsecond away, and FM's
+    /// waiting reads the clock each round), then FM's own wait, which
+    /// sleeps as `FM_WAIT` says. Every blocking call waits through here.
+    fn progress_until<T>(&mut self, mut found: impl FnMut(&mut Self) -> Option<T>) -> MpiResult<T> {
         const POLLS: u32 = 256;
         loop {
             for _ in 0..POLLS {
-                if done(self) {
-                    return Ok(());
+                if let Some(t) = found(self) {
+                    return Ok(t);
                 }
                 self.progress()?;
             }
-            if done(self) {
-                return Ok(());
+            if let Some(t) = found(self) {
+                return Ok(t);
             }
             self.wait_for_arrival()?;
         }
@@ -766,23 +809,7 @@ impl Engine {
         tag: c_int,
     ) -> MpiResult<Option<(u32, MpiStatus)>> {
         self.progress()?;
-        let mut sh = self.matching();
-        let found = (sh.unexpected.iter()).position(|u| u.env.matches(context, source, tag));
-        let Some(u) = found.and_then(|i| sh.unexpected.remove(i)) else {
-            return Ok(None);
-        };
-        let status = MpiStatus::new(u.env.source, u.env.tag, u.len() as usize, MPI_SUCCESS);
-        let id = match sh.taken.iter().position(Option::is_none) {
-            Some(i) => {
-                sh.taken[i] = Some(u);
-                i
-            }
-            None => {
-                sh.taken.push(Some(u));
-                sh.taken.len() - 1
-            }
-        };
-        Ok(Some((id as u32, status)))
+        Ok(self.matching().take(context, source, tag))
     }
 
     /// `MPI_Mprobe`: wait for [`Engine::improbe`] to find one.
@@ -792,12 +819,7 @@ impl Engine {
         source: c_int,
         tag: c_int,
     ) -> MpiResult<(u32, MpiStatus)> {
-        loop {
-            if let Some(m) = self.improbe(context, source, tag)? {
-                return Ok(m);
-            }
-            self.wait_for_arrival()?;
-        }
+        self.progress_until(|e| e.matching().take(context, source, tag))
     }
 
     /// Is `message` one taken by a matched probe and not yet received?
@@ -866,11 +888,7 @@ impl Engine {
         if !self.is_request(id) {
             return err(MPI_ERR_REQUEST, "the request is not active");
         }
-        self.progress_until(|e| e.is_done(id))?;
-        self.test(id).ok_or_else(|| MpiError {
-            class: MPI_ERR_INTERN,
-            message: "a completed request vanished".into(),
-        })
+        self.progress_until(|e| e.test(id))
     }
 
     /// Wait until one of `ids` (those that are `Some`) completes: its index and status.
@@ -878,23 +896,15 @@ impl Engine {
         if ids.iter().all(Option::is_none) {
             return Ok(None);
         }
-        loop {
-            for (i, id) in ids.iter().enumerate() {
-                if let Some(s) = id.and_then(|id| self.test(id)) {
-                    return Ok(Some((i, s)));
-                }
-            }
-            self.progress()?;
-            if ids.iter().flatten().any(|&id| self.is_done(id)) {
-                continue;
-            }
-            self.wait_for_arrival()?;
-        }
+        self.progress_until(|e| {
+            (ids.iter().enumerate()).find_map(|(i, id)| Some((i, e.test((*id)?)?)))
+        })
+        .map(Some)
     }
 
     /// Make progress until one of `ids` (those that are `Some`) is done.
     pub fn wait_until_any(&mut self, ids: &[Option<u32>]) -> MpiResult<()> {
-        self.progress_until(|e| ids.iter().flatten().any(|&id| e.is_done(id)))
+        self.progress_until(|e| ids.iter().flatten().any(|&id| e.is_done(id)).then_some(()))
     }
 
     pub fn is_done(&self, id: u32) -> bool {
@@ -943,21 +953,14 @@ impl Engine {
             return Ok(Some(MpiStatus::empty()));
         }
         self.progress()?;
-        let sh = self.matching();
-        let u = sh
-            .unexpected
-            .iter()
-            .find(|u| u.env.matches(context, source, tag));
-        Ok(u.map(|u| MpiStatus::new(u.env.source, u.env.tag, u.len() as usize, MPI_SUCCESS)))
+        Ok(self.matching().peek(context, source, tag))
     }
 
     pub fn probe(&mut self, context: u32, source: c_int, tag: c_int) -> MpiResult<MpiStatus> {
-        loop {
-            if let Some(s) = self.iprobe(context, source, tag)? {
-                return Ok(s);
-            }
-            self.wait_for_arrival()?;
+        if source == MPI_PROC_NULL {
+            return Ok(MpiStatus::empty());
         }
+        self.progress_until(|e| e.matching().peek(context, source, tag))
     }
 
     /// A dissemination barrier over the communicator's members: in round k
@@ -978,26 +981,7 @@ impl Engine {
             b[8..].copy_from_slice(&round.to_le_bytes());
             self.fm.send(to, BARRIER, &b)?;
             let key = (comm.context, epoch, round);
-            loop {
-                self.progress()?;
-                let arrived = {
-                    let mut sh = self.matching();
-                    match sh.barrier.get_mut(&key) {
-                        Some(c) => {
-                            *c -= 1;
-                            if *c == 0 {
-                                sh.barrier.remove(&key);
-                            }
-                            true
-                        }
-                        None => false,
-                    }
-                };
-                if arrived {
-                    break;
-                }
-                self.wait_for_arrival()?;
-            }
+            self.progress_until(|e| e.matching().arrived(key).then_some(()))?;
             round += 1;
             step *= 2;
         }

@@ -520,6 +520,35 @@ fn message_id(h: Handle) -> MpiResult<Option<u32>> {
     }
 }
 
+/// `MPI_Waitsome` (`wait`) and `MPI_Testsome`: the requests of the array
+/// that are complete (after waiting for one, for Waitsome), taken.
+///
+/// # Safety
+/// As the two calls': the arrays hold `incount` entries.
+unsafe fn some(
+    m: &mut Mpi,
+    wait: bool,
+    incount: c_int,
+    requests: *mut Handle,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MpiStatus,
+) -> MpiResult<()> {
+    let ids = request_ids(m, requests, incount)?;
+    let outcount = arg(outcount, "the count out")?;
+    if ids.iter().all(Option::is_none) {
+        *outcount = MPI_UNDEFINED;
+        return Ok(());
+    }
+    if wait {
+        m.engine.wait_until_any(&ids)?;
+    } else {
+        m.engine.progress()?;
+    }
+    *outcount = take_completed(m, &ids, requests, indices, statuses)?;
+    Ok(())
+}
+
 /// The completed requests among `ids`, taken: their indices into the
 /// caller's array (written to `indices`), and statuses (to `statuses`
 /// unless ignored); the handles are set to `MPI_REQUEST_NULL`.
@@ -1391,31 +1420,11 @@ fn MPI_Testany / PMPI_Testany(count: c_int, requests: *mut Handle, index: *mut c
 }
 
 fn MPI_Waitsome / PMPI_Waitsome(incount: c_int, requests: *mut Handle, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MpiStatus) {
-    call("MPI_Waitsome", MPI_COMM_WORLD, |m| {
-        let ids = request_ids(m, requests, incount)?;
-        let outcount = arg(outcount, "the count out")?;
-        if ids.iter().all(Option::is_none) {
-            *outcount = MPI_UNDEFINED;
-            return Ok(());
-        }
-        m.engine.wait_until_any(&ids)?;
-        *outcount = take_completed(m, &ids, requests, indices, statuses)?;
-        Ok(())
-    })
+    call("MPI_Waitsome", MPI_COMM_WORLD, |m| some(m, true, incount, requests, outcount, indices, statuses))
 }
 
 fn MPI_Testsome / PMPI_Testsome(incount: c_int, requests: *mut Handle, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MpiStatus) {
-    call("MPI_Testsome", MPI_COMM_WORLD, |m| {
-        let ids = request_ids(m, requests, incount)?;
-        let outcount = arg(outcount, "the count out")?;
-        if ids.iter().all(Option::is_none) {
-            *outcount = MPI_UNDEFINED;
-            return Ok(());
-        }
-        m.engine.progress()?;
-        *outcount = take_completed(m, &ids, requests, indices, statuses)?;
-        Ok(())
-    })
+    call("MPI_Testsome", MPI_COMM_WORLD, |m| some(m, false, incount, requests, outcount, indices, statuses))
 }
 
 fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(
