@@ -281,14 +281,11 @@ fn check_welcome(
             d
         }
     };
-    let head = &frame.head;
-    let job_key = u64::from_le_bytes(head[7..15].try_into().map_err(|_| "head")?);
-    let rank = u32::from_le_bytes(head[15..19].try_into().map_err(|_| "head")?);
-    let hb = u32::from_le_bytes(head[19..23].try_into().map_err(|_| "head")?);
-    let proof: auth::Proof = head[23..55].try_into().map_err(|_| "head")?;
-    let signed = proto::welcome_signed(job_key, rank, hb, &digest);
+    let h = proto::decode_welcome_head(&frame.head)
+        .map_err(|e| format!("member {m}'s Welcome: {e}"))?;
+    let signed = proto::welcome_signed(h.job_key, h.rank, h.heartbeat_ms, &digest);
     let nonce = member.nonce.ok_or("no nonce")?;
-    if rank != m || !auth::check(verifier, "welcome", &nonce, &signed, &proof) {
+    if h.rank != m || !auth::check(verifier, "welcome", &nonce, &signed, &h.proof) {
         return Err(format!("member {m}'s Welcome does not prove the token"));
     }
     Ok(())

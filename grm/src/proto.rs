@@ -162,6 +162,29 @@ pub fn welcome_head(
 /// Bytes of a Welcome before its node map.
 const WELCOME_HEAD: usize = 4 + 2 + 1 + 8 + 4 + 4 + 32;
 
+/// A Welcome's own fields, before its node map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WelcomeHead {
+    pub job_key: u64,
+    pub rank: u32,
+    pub heartbeat_ms: u32,
+    pub proof: Proof,
+}
+
+/// The head of a Welcome frame ([`welcome_head`]'s bytes, length prefix
+/// included), without decoding the node map that follows it.
+pub fn decode_welcome_head(frame: &[u8]) -> Result<WelcomeHead, ProtoError> {
+    let mut r = Reader(frame.get(4..).ok_or(ProtoError::Truncated("length"))?);
+    let version = r.u16("version")?;
+    if version != VERSION {
+        return Err(ProtoError::Version(version));
+    }
+    match r.u8("type")? {
+        4 => r.welcome_head(),
+        t => Err(ProtoError::UnknownType(t)),
+    }
+}
+
 /// The node map on the wire: each host name, device name and endpoint
 /// address once, then per rank (in rank order) its host, pid and
 /// endpoints as indices into those tables:
@@ -522,13 +545,16 @@ impl Msg {
                     endpoints,
                 })
             }
-            4 => Msg::Welcome(Welcome {
-                job_key: r.u64("job_key")?,
-                rank: r.u32("rank")?,
-                heartbeat_ms: r.u32("heartbeat_ms")?,
-                proof: r.fixed("proof")?,
-                nodes: r.node_map()?,
-            }),
+            4 => {
+                let h = r.welcome_head()?;
+                Msg::Welcome(Welcome {
+                    job_key: h.job_key,
+                    rank: h.rank,
+                    heartbeat_ms: h.heartbeat_ms,
+                    proof: h.proof,
+                    nodes: r.node_map()?,
+                })
+            }
             5 => Msg::Ready {
                 table: r.long_str("table")?,
             },
@@ -740,6 +766,15 @@ impl Reader<'_> {
         }
         Ok(n)
     }
+    fn welcome_head(&mut self) -> Result<WelcomeHead, ProtoError> {
+        Ok(WelcomeHead {
+            job_key: self.u64("job_key")?,
+            rank: self.u32("rank")?,
+            heartbeat_ms: self.u32("heartbeat_ms")?,
+            proof: self.fixed("proof")?,
+        })
+    }
+
     /// A node map as [`encode_node_map`] writes it; every index checked.
     fn node_map(&mut self) -> Result<Vec<Node>, ProtoError> {
         let n = self.count("hosts", 2)?;
@@ -937,6 +972,23 @@ mod tests {
             let got = read_msg(&mut &f[..]).unwrap();
             assert_eq!(got, m);
         }
+    }
+
+    #[test]
+    fn a_welcome_head_reads_back_alone_and_as_part_of_the_frame() {
+        let Msg::Welcome(w) = example_welcome() else {
+            panic!("not a Welcome");
+        };
+        let map = encode_node_map(&w.nodes);
+        let mut frame = welcome_head(w.job_key, w.rank, w.heartbeat_ms, &w.proof, map.len());
+        let h = decode_welcome_head(&frame).expect("the head");
+        assert_eq!(
+            (h.job_key, h.rank, h.heartbeat_ms, h.proof),
+            (w.job_key, w.rank, w.heartbeat_ms, w.proof)
+        );
+        frame.extend_from_slice(&map);
+        assert_eq!(frame, Msg::Welcome(w).encode());
+        assert!(decode_welcome_head(&Msg::Heartbeat.encode()).is_err());
     }
 
     #[test]
