@@ -53,65 +53,7 @@ fn the_install_script_gives_tools_docs_library_and_header() {
     let p = &prefix.0;
     holds_the_installed_files(p, "share/man/man1/fmrun.1");
     c_program_runs_against(p, &[("PKG_CONFIG_PATH", p.join("lib/pkgconfig"))]);
-    // A program compiled with the installed fm-mpicc and fm's own mpi.h
-    // runs under the installed fmrun on the installed library.
-    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpi/tests/c/p2p.c");
-    let exe = p.join("p2p");
-    let cc = Command::new(p.join("bin/fm-mpicc"))
-        .args(["-O1", "-Wall", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(&suite)
-        .output()
-        .expect("fm-mpicc");
-    assert!(
-        cc.status.success(),
-        "fm-mpicc: {}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
-    let show = Command::new(p.join("bin/fm-mpicc"))
-        .args(["-show", "x.c"])
-        .output()
-        .expect("fm-mpicc -show");
-    let show = String::from_utf8_lossy(&show.stdout);
-    assert!(
-        show.contains("include/fm") && show.contains("libmpich.so.12"),
-        "{show}"
-    );
-    let o = Command::new(p.join("bin/fmrun"))
-        .args(["-n", "2", "--timeout", "60s"])
-        .arg(&exe)
-        .env_remove("LD_LIBRARY_PATH")
-        .output()
-        .expect("fmrun");
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success() && out.contains("all passed on 2 ranks"),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    // The installed fmrun finds the installed MPI library (lib/fm/mpi).
-    let netpipe = Path::new("/usr/bin/NPmpich2");
-    if netpipe.exists() {
-        let o = Command::new(p.join("bin/fmrun"))
-            .args(["-n", "2", "--timeout", "60s"])
-            .arg(netpipe)
-            .args(["-i", "-u", "4096"])
-            .env_remove("LD_LIBRARY_PATH")
-            .current_dir(p) // NetPIPE writes np.out where it runs
-            .output()
-            .expect("fmrun");
-        // NetPIPE reports on its standard error.
-        let out = format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        assert!(
-            o.status.success() && out.matches("Integrity check passed").count() > 5,
-            "{:?}: {out}",
-            o.status
-        );
-    }
+    mpi_programs_run_against(p);
 }
 
 #[test]
@@ -159,6 +101,42 @@ fn the_debian_package_gives_tools_docs_library_and_header() {
             ("PKG_CONFIG_SYSROOT_DIR", root.0.clone()),
         ],
     );
+}
+
+/// A program compiled with the installed fm-mpicc and fm's own mpi.h runs
+/// under the installed fmrun on the installed library (lib/fm/mpi), as does
+/// NetPIPE built against MPICH.
+fn mpi_programs_run_against(p: &Path) {
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mpi/tests/c/p2p.c");
+    let exe = p.join("p2p");
+    fm_tests::succeed(
+        Command::new(p.join("bin/fm-mpicc"))
+            .args(["-O1", "-Wall", "-Werror", "-o"])
+            .arg(&exe)
+            .arg(&suite),
+    );
+    let (show, _) = fm_tests::succeed(Command::new(p.join("bin/fm-mpicc")).args(["-show", "x.c"]));
+    assert!(
+        show.contains("include/fm") && show.contains("libmpich.so.12"),
+        "{show}"
+    );
+    let fmrun = |program: &Path, args: &[&str]| {
+        let mut c = Command::new(p.join("bin/fmrun"));
+        c.args(["-n", "2", "--timeout", "60s"])
+            .arg(program)
+            .args(args)
+            .env_remove("LD_LIBRARY_PATH")
+            .current_dir(p); // NetPIPE writes np.out where it runs
+        c
+    };
+    let (out, _) = fm_tests::succeed(&mut fmrun(&exe, &[]));
+    assert!(out.contains("all passed on 2 ranks"), "{out}");
+    let netpipe = Path::new("/usr/bin/NPmpich2");
+    if netpipe.exists() {
+        // NetPIPE reports on its standard error.
+        let (_, err) = fm_tests::succeed(&mut fmrun(netpipe, &["-i", "-u", "4096"]));
+        assert!(err.matches("Integrity check passed").count() > 5, "{err}");
+    }
 }
 
 /// The tools, library, header, pkg-config file, man page `man_page` and

@@ -28,16 +28,11 @@ fn p2p(dir: &TempDir) -> Option<PathBuf> {
         return None;
     };
     let exe = dir.0.join("p2p");
-    let o = std::process::Command::new(cc)
-        .args(["-O1", "-Wall", "-Werror", "-Wno-stringop-overflow", "-o"])
-        .arg(&exe)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/p2p.c"))
-        .output()
-        .expect("mpicc");
-    assert!(
-        o.status.success(),
-        "mpicc: {}",
-        String::from_utf8_lossy(&o.stderr)
+    fm_tests::succeed(
+        std::process::Command::new(cc)
+            .args(["-O1", "-Wall", "-Werror", "-Wno-stringop-overflow", "-o"])
+            .arg(&exe)
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/p2p.c")),
     );
     Some(exe)
 }
@@ -290,24 +285,15 @@ fn the_suite_built_with_fm_header_passes() {
         .ok()
         .and_then(|e| Some(e.parent()?.to_path_buf()))
         .expect("target/PROFILE/deps");
-    let o = std::process::Command::new("cc")
-        .args(["-O1", "-Wall", "-Werror", "-std=c11"])
-        .arg(format!(
-            "-I{}",
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("include")
-                .display()
-        ))
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/p2p.c"))
-        .arg(format!("-L{}", profile.display()))
-        .args(["-lmpich", "-o"])
-        .arg(&exe)
-        .output()
-        .expect("cc");
-    assert!(
-        o.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&o.stderr)
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    fm_tests::succeed(
+        std::process::Command::new("cc")
+            .args(["-O1", "-Wall", "-Werror", "-std=c11"])
+            .arg(format!("-I{}", crate_dir.join("include").display()))
+            .arg(crate_dir.join("tests/c/p2p.c"))
+            .arg(format!("-L{}", profile.display()))
+            .args(["-lmpich", "-o"])
+            .arg(&exe),
     );
     let o = run(&dir, &["-n", "3", "--oversubscribe"], &exe, &[], &[]);
     let t = text(&o);
