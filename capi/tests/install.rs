@@ -115,6 +115,19 @@ fn mpi_programs_run_against(p: &Path) {
             .arg(&exe)
             .arg(&suite),
     );
+    // docs/MPI.md's third way: cc with fm-mpi.pc's flags.
+    let (flags, _) = fm_tests::succeed(
+        Command::new("pkg-config")
+            .args(["--cflags", "--libs", "fm-mpi"])
+            .env("PKG_CONFIG_PATH", p.join("lib/pkgconfig")),
+    );
+    fm_tests::succeed(
+        Command::new("cc")
+            .arg(&suite)
+            .args(flags.split_whitespace())
+            .arg("-o")
+            .arg(p.join("p2p-pc")),
+    );
     let (show, _) = fm_tests::succeed(Command::new(p.join("bin/fm-mpicc")).args(["-show", "x.c"]));
     assert!(
         show.contains("include/fm") && show.contains("libmpich.so.12"),
@@ -129,8 +142,10 @@ fn mpi_programs_run_against(p: &Path) {
             .current_dir(p); // NetPIPE writes np.out where it runs
         c
     };
-    let (out, _) = fm_tests::succeed(&mut fmrun(&exe, &[]));
-    assert!(out.contains("all passed on 2 ranks"), "{out}");
+    for exe in [exe, p.join("p2p-pc")] {
+        let (out, _) = fm_tests::succeed(&mut fmrun(&exe, &[]));
+        assert!(out.contains("all passed on 2 ranks"), "{out}");
+    }
     let netpipe = Path::new("/usr/bin/NPmpich2");
     if netpipe.exists() {
         // NetPIPE reports on its standard error.
