@@ -94,6 +94,13 @@ pub const MPI_EAGER_LIMIT: Setting = Setting {
     doc: r#"fm's MPI (`libmpich.so.12`, docs/MPI.md): messages of up to this many bytes are sent eagerly (kept by the receiver if no receive is posted yet); larger ones announce themselves and move once the receive is posted, straight into its buffer. Read by `MPI_Init`; not in the settings file."#,
 };
 
+pub const MPI_SET_ASIDE_LIMIT: Setting = Setting {
+    var: "FM_MPI_SET_ASIDE_LIMIT",
+    scope: Scope::Environment,
+    default: r#"`67108864` (64 MiB)"#,
+    doc: r#"fm's MPI: bytes of large blocking `MPI_Send`s a process may copy aside so that the send returns while its receiver is itself blocked sending to it (two ranks that both send before they receive); past it such a send waits for its receive, as MPI allows. `0`: never copy. Read by `MPI_Init`; not in the settings file."#,
+};
+
 pub const WAIT_TIMEOUT: Setting = Setting {
     var: "FM_WAIT_TIMEOUT",
     scope: Scope::Setting,
@@ -137,6 +144,7 @@ pub const SETTINGS: &[Setting] = &[
     CREDITS,
     STASH_BYTES,
     MPI_EAGER_LIMIT,
+    MPI_SET_ASIDE_LIMIT,
     WAIT_TIMEOUT,
     WAIT,
     WAIT_SPIN_US,

@@ -45,6 +45,21 @@ const SYNC: u32 = 1;
 /// Messages up to this many bytes are sent eagerly (`fm::settings::MPI_EAGER_LIMIT`).
 pub const DEFAULT_EAGER_LIMIT: usize = 64 << 10;
 
+/// Bytes of blocking sends that may be copied aside
+/// (`fm::settings::MPI_SET_ASIDE_LIMIT`).
+pub const DEFAULT_SET_ASIDE_LIMIT: usize = 64 << 20;
+
+/// A byte count from environment variable `var`, or `default`.
+fn bytes_setting(var: &str, default: usize) -> MpiResult<usize> {
+    match std::env::var(var) {
+        Err(_) => Ok(default),
+        Ok(v) => v.trim().parse::<usize>().map_err(|_| MpiError {
+            class: MPI_ERR_ARG,
+            message: format!("{var}={v:?}: not a number of bytes"),
+        }),
+    }
+}
+
 /// An error as MPI reports it: its class, and what happened.
 #[derive(Debug)]
 pub struct MpiError {
@@ -168,6 +183,22 @@ struct Request {
     freed: bool,
     /// What the request holds for the caller until it is gone.
     kept: Option<Kept>,
+    /// Its data was copied aside by a blocking send ([`Engine::send`]):
+    /// the bytes go back to `set_aside_room` when it is gone.
+    set_aside: bool,
+}
+
+impl Request {
+    fn new(op: Op, done: bool, kept: Option<Kept>) -> Request {
+        Request {
+            op,
+            done,
+            status: MpiStatus::empty(),
+            freed: false,
+            kept,
+            set_aside: false,
+        }
+    }
 }
 
 /// Data a request holds for a caller whose elements are not plain bytes:
@@ -217,6 +248,11 @@ struct Matching {
     barrier: HashMap<(u32, u32, u32), u32>,
     /// Messages a matched probe took, by number, until received.
     taken: Vec<Option<Unexpected>>,
+    /// Requests to send in `unexpected`: some sender waits for this
+    /// process to post a receive.
+    unexpected_rendezvous: usize,
+    /// Bytes blocking sends may still copy aside ([`Engine::send`]).
+    set_aside_room: usize,
 }
 
 /// The matching state of the process. Every access is made by the thread
@@ -254,11 +290,67 @@ impl Matching {
     }
 
     fn remove(&mut self, id: u32) -> Option<Request> {
-        let r = self.requests.get_mut(id as usize)?.take();
-        if r.is_some() {
-            self.free.push(id);
+        let r = self.requests.get_mut(id as usize)?.take()?;
+        self.free.push(id);
+        if r.set_aside {
+            self.set_aside_room += r.kept.as_ref().map_or(0, |k| k.data.len());
         }
-        r
+        Some(r)
+    }
+
+    /// Keep a message no receive was posted for.
+    fn keep_unexpected(&mut self, u: Unexpected) {
+        if matches!(u.body, Body::Rendezvous { .. }) {
+            self.unexpected_rendezvous += 1;
+        }
+        self.unexpected.push_back(u);
+    }
+
+    /// The first kept message matching, taken off the queue.
+    fn take_unexpected(&mut self, context: u32, source: c_int, tag: c_int) -> Option<Unexpected> {
+        let i = (self.unexpected.iter()).position(|u| u.env.matches(context, source, tag))?;
+        let u = self.unexpected.remove(i)?;
+        if matches!(u.body, Body::Rendezvous { .. }) {
+            self.unexpected_rendezvous -= 1;
+        }
+        Some(u)
+    }
+
+    /// Copy blocking send `id`'s data aside, so that the send can return
+    /// before its receive is posted, if another sender waits for this
+    /// process to receive (so the receiver of `id` may be waiting for this
+    /// process in turn) and the limit allows. The request is then freed: it
+    /// ends on its own once the data has gone.
+    fn set_aside(&mut self, id: u32) -> bool {
+        if self.unexpected_rendezvous == 0 {
+            return false;
+        }
+        let room = self.set_aside_room;
+        let Some(r) = self.get(id) else {
+            return false;
+        };
+        let Op::Send { data, len } = r.op else {
+            return false;
+        };
+        if len > room || r.kept.is_some() {
+            return false;
+        }
+        // SAFETY: the blocking send's caller holds `len` bytes at `data`
+        // until the send returns, which is after this copy.
+        let copy = unsafe { std::slice::from_raw_parts(data, len) }.to_vec();
+        r.op = Op::Send {
+            data: copy.as_ptr(),
+            len,
+        };
+        r.kept = Some(Kept {
+            data: copy,
+            unpack: None,
+        });
+        r.set_aside = true;
+        r.freed = true;
+        self.set_aside_room -= len;
+        tracing::debug!(len, "mpi: a blocking send's data set aside");
+        true
     }
 
     /// A request reached its end: it is done, and gone if it was freed.
@@ -353,8 +445,7 @@ impl Matching {
     /// kept for a matched receive under the number returned.
     fn take(&mut self, context: u32, source: c_int, tag: c_int) -> Option<(u32, MpiStatus)> {
         let status = self.peek(context, source, tag)?;
-        let i = (self.unexpected.iter()).position(|u| u.env.matches(context, source, tag))?;
-        let u = self.unexpected.remove(i)?;
+        let u = self.take_unexpected(context, source, tag)?;
         let id = match self.taken.iter().position(Option::is_none) {
             Some(i) => {
                 self.taken[i] = Some(u);
@@ -485,17 +576,11 @@ impl Engine {
             .handler(BARRIER, "mpi-barrier", move |m| on_barrier(&f, m))
             .from_env()?
             .build()?;
-        let var = fm::settings::MPI_EAGER_LIMIT.var;
-        let eager_limit = std::env::var(var)
-            .ok()
-            .map(|v| {
-                v.trim().parse::<usize>().map_err(|_| MpiError {
-                    class: MPI_ERR_ARG,
-                    message: format!("{var}={v:?}: not a number of bytes"),
-                })
-            })
-            .transpose()?
-            .unwrap_or(DEFAULT_EAGER_LIMIT);
+        let eager_limit = bytes_setting(fm::settings::MPI_EAGER_LIMIT.var, DEFAULT_EAGER_LIMIT)?;
+        shared.0.borrow_mut().set_aside_room = bytes_setting(
+            fm::settings::MPI_SET_ASIDE_LIMIT.var,
+            DEFAULT_SET_ASIDE_LIMIT,
+        )?;
         Ok(Engine {
             fm,
             shared,
@@ -638,13 +723,7 @@ impl Engine {
         let Some(to) = route.to else {
             return Ok(self.null_request());
         };
-        let req = self.matching().add(Request {
-            op: Op::Send { data, len },
-            done: false,
-            status: MpiStatus::empty(),
-            freed: false,
-            kept,
-        });
+        let req = (self.matching()).add(Request::new(Op::Send { data, len }, false, kept));
         let env = Envelope {
             context: route.context,
             source: route.me,
@@ -683,8 +762,15 @@ impl Engine {
             return Ok(());
         };
         if len > self.eager_limit {
+            // MPI lets a standard send return once its data is buffered;
+            // fm's waits for the receive (the data then moves once, straight
+            // into the receive's buffer) unless the wait could be a cycle of
+            // blocked senders, which setting the data aside breaks.
             let id = self.isend(route, tag, data, len, false)?;
-            return self.wait(id).map(drop);
+            return self.progress_until(|e| {
+                let done = e.test(id).is_some() || e.matching().set_aside(id);
+                done.then_some(())
+            });
         }
         let env = Envelope {
             context: route.context,
@@ -777,15 +863,8 @@ impl Engine {
             return Ok(self.null_request());
         }
         let mut sh = self.matching();
-        let req = sh.add(Request {
-            op: Op::Recv { buf, cap },
-            done: false,
-            status: MpiStatus::empty(),
-            freed: false,
-            kept,
-        });
-        let found = (sh.unexpected.iter()).position(|u| u.env.matches(context, source, tag));
-        match found.and_then(|i| sh.unexpected.remove(i)) {
+        let req = sh.add(Request::new(Op::Recv { buf, cap }, false, kept));
+        match sh.take_unexpected(context, source, tag) {
             None => sh.posted.push_back(Posted {
                 req,
                 context,
@@ -843,13 +922,7 @@ impl Engine {
                 "the message is not one a matched probe returned",
             );
         };
-        let req = sh.add(Request {
-            op: Op::Recv { buf, cap },
-            done: false,
-            status: MpiStatus::empty(),
-            freed: false,
-            kept: None,
-        });
+        let req = sh.add(Request::new(Op::Recv { buf, cap }, false, None));
         sh.receive_unexpected(req, u);
         drop(sh);
         self.act()?;
@@ -857,13 +930,7 @@ impl Engine {
     }
 
     pub fn null_request(&mut self) -> u32 {
-        self.matching().add(Request {
-            op: Op::Null,
-            done: true,
-            status: MpiStatus::empty(),
-            freed: false,
-            kept: None,
-        })
+        self.matching().add(Request::new(Op::Null, true, None))
     }
 
     /// Is request `id` a live one?
@@ -1034,7 +1101,7 @@ fn on_eager(shared: &Shared, m: &mut Incoming<'_>, sync: bool) -> fm::Result<()>
         Some(req) => deliver(&mut sh, req, m, &env)?,
         None => {
             let data = m.receive_vec()?;
-            sh.unexpected.push_back(Unexpected {
+            sh.keep_unexpected(Unexpected {
                 env,
                 from: m.src(),
                 body: Body::Eager(data),
@@ -1062,7 +1129,7 @@ fn on_rts(shared: &Shared, m: &mut Incoming<'_>) -> fm::Result<()> {
     let mut sh = lock(shared);
     match sh.take_posted(&env) {
         Some(recv_req) => sh.clear_to_send(m.src(), &env, recv_req),
-        None => sh.unexpected.push_back(Unexpected {
+        None => sh.keep_unexpected(Unexpected {
             env,
             from: m.src(),
             body: Body::Rendezvous { len },

@@ -282,42 +282,38 @@ fn netpipe_built_for_mpich_runs_over_nic() {
         return;
     };
     let dir = TempDir::for_segments("ns-nic-mpi");
-    let cmd = c.fmrun(
-        TESTPROG,
-        &dir,
-        &c.hosts_spec(1),
-        NET_NIC,
-        netpipe,
-        &["-i", "-u", "1048576"],
-    );
-    // fmrun --stats: each rank's counters, nic's among them, at the end.
-    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
-    let mut cmd = Command::new(cmd.get_program());
-    cmd.arg("--stats")
-        .args(args)
-        .env("FM_SHM_DIR", &dir.0)
-        .env_remove("FM_LOG")
-        .stdin(Stdio::null())
-        .current_dir(&dir.0); // NetPIPE writes np.out where it runs
-    let (o, e) = succeed(&mut cmd);
-    let all = format!("{o}{e}");
-    assert!(
-        all.matches("Integrity check passed").count() > 20 && !all.contains("failed"),
-        "{all}"
-    );
-    let accepted: u64 = all
-        .lines()
-        .filter_map(|l| l.split("reliable nic ").nth(1))
-        .filter_map(|r| {
-            r.split(", ").find_map(|f| {
-                f.strip_prefix("data_accepted ")?
-                    .split([';', ' '])
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
+    // Ping-pong, then both ranks sending at once (`-2`).
+    for np_args in [&["-i", "-u", "1048576"][..], &["-i", "-2", "-u", "1048576"]] {
+        let cmd = c.fmrun(TESTPROG, &dir, &c.hosts_spec(1), NET_NIC, netpipe, np_args);
+        // fmrun --stats: each rank's counters, nic's among them, at the end.
+        let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+        let mut cmd = Command::new(cmd.get_program());
+        cmd.arg("--stats")
+            .args(args)
+            .env("FM_SHM_DIR", &dir.0)
+            .env_remove("FM_LOG")
+            .stdin(Stdio::null())
+            .current_dir(&dir.0); // NetPIPE writes np.out where it runs
+        let (o, e) = succeed(&mut cmd);
+        let all = format!("{o}{e}");
+        assert!(
+            all.matches("Integrity check passed").count() > 20 && !all.contains("failed"),
+            "NPmpich2 {np_args:?}: {all}"
+        );
+        let accepted: u64 = all
+            .lines()
+            .filter_map(|l| l.split("reliable nic ").nth(1))
+            .filter_map(|r| {
+                r.split(", ").find_map(|f| {
+                    f.strip_prefix("data_accepted ")?
+                        .split([';', ' '])
+                        .next()?
+                        .parse::<u64>()
+                        .ok()
+                })
             })
-        })
-        .sum();
-    assert!(accepted > 1000, "nic carried {accepted} packets:\n{all}");
+            .sum();
+        assert!(accepted > 1000, "nic carried {accepted} packets:\n{all}");
+    }
     assert!(dir.segments().is_empty());
 }
