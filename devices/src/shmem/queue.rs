@@ -127,6 +127,18 @@ pub fn initial_slot_value(i: u32, slots: u32) -> u64 {
     slot_value(i.wrapping_sub(slots), u32::MAX)
 }
 
+/// Ask for the cache line at `p` to be brought into this core's cache,
+/// ready to be written (x86's PREFETCHW); elsewhere, nothing.
+#[inline(always)]
+fn prefetch_for_write(p: *const i8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint; it never faults.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
+        _mm_prefetch::<_MM_HINT_ET0>(p);
+    }
+}
+
 /// Steps 1–2: take a free frame. `None` when `2 × F` candidates were all
 /// taken, which the credit protocol rules out; the caller reports back-pressure.
 #[inline]
@@ -140,6 +152,12 @@ pub fn acquire_frame<Q: QueueMemory>(q: &Q) -> Option<u32> {
             let f = h & mask;
             if q.in_use(f).load(Acquire) == 0 {
                 q.in_use(f).store(1, Relaxed);
+                // The next send's frame: its header's line was last written
+                // by the receiver when it freed the frame. Asking for it now,
+                // while this send is being filled, takes that line's trip
+                // between cores off the next send's path (measured with the
+                // MPI ping-pong, docs/PERFORMANCE.md).
+                prefetch_for_write(std::ptr::from_ref(q.in_use(h.wrapping_add(1) & mask)).cast());
                 return Some(f);
             }
         }
