@@ -28,6 +28,7 @@ pub const MPI_ERR_INTERN: c_int = 16;
 pub const MPI_ERR_IN_STATUS: c_int = 17;
 pub const MPI_ERR_REQUEST: c_int = 19;
 pub const MPI_ERR_UNSUPPORTED_OPERATION: c_int = 44;
+pub const MPI_ERR_KEYVAL: c_int = 48;
 pub const MPI_ERR_LASTCODE: c_int = 0x3fff_ffff;
 
 pub const MPI_COMM_NULL: Handle = 0x0400_0000;
@@ -72,6 +73,14 @@ pub const MPI_TAG_UB: c_int = 0x6440_0001;
 pub const MPI_HOST: c_int = 0x6440_0003;
 pub const MPI_IO: c_int = 0x6440_0005;
 pub const MPI_WTIME_IS_GLOBAL: c_int = 0x6440_0007;
+pub const MPI_UNIVERSE_SIZE: c_int = 0x6440_0009;
+pub const MPI_LASTUSEDCODE: c_int = 0x6440_000b;
+pub const MPI_APPNUM: c_int = 0x6440_000d;
+pub const MPI_KEYVAL_INVALID: c_int = 0x2400_0000;
+/// A keyval made at run time: direct kind, object type 9 (attributes),
+/// an index below 2^22 (so never one of the predefined 0x644000xx).
+pub const KEYVAL_DIRECT: c_int = 0x6400_0000;
+pub const KEYVAL_INDEX: c_int = 0x003f_ffff;
 /// The largest tag this library accepts (MPI asks for at least 32767).
 pub const TAG_UB: c_int = 0x3fff_ffff;
 
@@ -170,6 +179,7 @@ pub fn class_text(class: c_int) -> &'static str {
         MPI_ERR_IN_STATUS => "error code is in status",
         MPI_ERR_REQUEST => "invalid request",
         MPI_ERR_UNSUPPORTED_OPERATION => "operation not supported by fm's MPI yet",
+        MPI_ERR_KEYVAL => "invalid keyval",
         _ => "unknown error",
     }
 }

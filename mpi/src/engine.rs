@@ -210,6 +210,23 @@ pub struct Kept {
     pub unpack: Option<Unpack>,
 }
 
+impl Kept {
+    /// A buffer to receive the packed bytes of `unpack`'s elements into,
+    /// kept by the request and unpacked when it completes.
+    fn to_unpack(unpack: Unpack) -> (*mut u8, usize, Kept) {
+        let mut data = vec![0u8; unpack.count * unpack.layout.size];
+        let (buf, cap) = (data.as_mut_ptr(), data.len());
+        (
+            buf,
+            cap,
+            Kept {
+                data,
+                unpack: Some(unpack),
+            },
+        )
+    }
+}
+
 /// Where a received message's bytes go: `count` elements of `layout` at `buf`.
 pub struct Unpack {
     pub layout: Arc<Layout>,
@@ -839,12 +856,7 @@ impl Engine {
         tag: c_int,
         unpack: Unpack,
     ) -> MpiResult<u32> {
-        let mut data = vec![0u8; unpack.count * unpack.layout.size];
-        let (buf, cap) = (data.as_mut_ptr(), data.len());
-        let kept = Kept {
-            data,
-            unpack: Some(unpack),
-        };
+        let (buf, cap, kept) = Kept::to_unpack(unpack);
         self.irecv_kept(context, source, tag, buf, cap, Some(kept))
     }
 
@@ -915,6 +927,28 @@ impl Engine {
     /// # Safety
     /// `buf` holds `cap` writable bytes until the request completes.
     pub unsafe fn imrecv(&mut self, message: u32, buf: *mut u8, cap: usize) -> MpiResult<u32> {
+        self.imrecv_kept(message, buf, cap, None)
+    }
+
+    /// [`Engine::imrecv`] into `count` elements of a layout that is not
+    /// plain bytes, as [`Engine::irecv_unpacked`].
+    ///
+    /// # Safety
+    /// As [`Engine::irecv_unpacked`].
+    pub unsafe fn imrecv_unpacked(&mut self, message: u32, unpack: Unpack) -> MpiResult<u32> {
+        let (buf, cap, kept) = Kept::to_unpack(unpack);
+        self.imrecv_kept(message, buf, cap, Some(kept))
+    }
+
+    /// # Safety
+    /// As [`Engine::imrecv`].
+    unsafe fn imrecv_kept(
+        &mut self,
+        message: u32,
+        buf: *mut u8,
+        cap: usize,
+        kept: Option<Kept>,
+    ) -> MpiResult<u32> {
         let mut sh = self.matching();
         let Some(u) = sh.taken.get_mut(message as usize).and_then(Option::take) else {
             return err(
@@ -922,7 +956,7 @@ impl Engine {
                 "the message is not one a matched probe returned",
             );
         };
-        let req = sh.add(Request::new(Op::Recv { buf, cap }, false, None));
+        let req = sh.add(Request::new(Op::Recv { buf, cap }, false, kept));
         sh.receive_unexpected(req, u);
         drop(sh);
         self.act()?;

@@ -21,10 +21,12 @@
 #![allow(non_snake_case)]
 
 pub mod abi;
+pub mod attr;
 pub mod datatype;
 pub mod engine;
 
 use abi::*;
+use attr::{Attributes, Callback, CopyFn, DeleteFn};
 use datatype::Layout;
 use engine::{err, slice_or_empty, Comm, Engine, MpiError, MpiResult, Route, Unpack};
 use std::ffi::{c_char, c_double, c_int, c_void};
@@ -49,6 +51,10 @@ struct Mpi {
     /// Buffered sends on their way: the engine's request and a copy of the
     /// data, kept until the send completes.
     buffered: Vec<(u32, Vec<u8>)>,
+    /// Keyvals and the attributes set under them.
+    attrs: Attributes,
+    /// `MPI_UNIVERSE_SIZE`'s value: the job's size.
+    universe: c_int,
     t0: Instant,
 }
 
@@ -121,12 +127,35 @@ fn fatal(rank: Option<c_int>, func: &str, why: &str) -> ! {
     std::process::exit(1)
 }
 
+/// Run attribute callbacks outside the library's lock (they are the
+/// caller's code, and may call MPI): the values copy callbacks gave, by
+/// keyval. A callback that fails is `func`'s error, reported through
+/// `comm`'s error handler; its class comes back as the error.
+fn run_callbacks(
+    func: &str,
+    comm: Handle,
+    callbacks: Vec<Callback>,
+) -> Result<Vec<(c_int, usize)>, c_int> {
+    let mut copied = Vec::new();
+    for cb in callbacks {
+        // SAFETY: the caller's callbacks, called as MPI says.
+        match unsafe { cb.run() } {
+            Ok(Some(v)) => copied.push((cb.keyval(), v)),
+            Ok(None) => {}
+            Err(e) => return Err(call(func, comm, |_| Err(e))),
+        }
+    }
+    Ok(copied)
+}
+
 /// The predefined attributes' values (`MPI_Comm_get_attr` returns
 /// pointers to them).
 static TAG_UB: c_int = abi::TAG_UB;
 static PROC_NULL: c_int = MPI_PROC_NULL;
 static ANY_SOURCE: c_int = MPI_ANY_SOURCE;
 static FALSE: c_int = 0;
+static APPNUM: c_int = 0;
+static LASTUSEDCODE: c_int = MPI_ERR_LASTCODE;
 
 /// `MPI_CONGRUENT` is for communicators; for members alone: the same in
 /// another order is `MPI_SIMILAR`, else `MPI_UNEQUAL`.
@@ -709,6 +738,19 @@ fn MPI_Is_thread_main / PMPI_Is_thread_main(flag: *mut c_int) {
 }
 
 fn MPI_Finalize / PMPI_Finalize() {
+    // First, as MPI says, the attributes on MPI_COMM_SELF are deleted (the
+    // last set first): libraries hang their clean-up there.
+    let mut deletions = Vec::new();
+    let r = call("MPI_Finalize", MPI_COMM_SELF, |m| {
+        deletions = m.attrs.clear(MPI_COMM_SELF);
+        Ok(())
+    });
+    if r != MPI_SUCCESS {
+        return r;
+    }
+    if let Err(class) = run_callbacks("MPI_Finalize", MPI_COMM_SELF, deletions) {
+        return class;
+    }
     let mut g = phase();
     let Phase::Running(mpi) = &mut *g else {
         fatal(None, "MPI_Finalize", "called without MPI_Init, or twice");
@@ -787,16 +829,37 @@ fn MPI_Errhandler_set / PMPI_Errhandler_set(comm: Handle, errhandler: Handle) {
 }
 
 fn MPI_Comm_dup / PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) {
-    call("MPI_Comm_dup", comm, |m| {
-        let newcomm = arg(newcomm, "the new communicator")?;
+    let mut copies = Vec::new();
+    let mut new = MPI_COMM_NULL;
+    let r = call("MPI_Comm_dup", comm, |m| {
+        let out = arg(newcomm, "the new communicator")?;
         let (context, parent) = m.child_context(comm, 0)?;
-        *newcomm = m.add_comm(Comm {
+        new = m.add_comm(Comm {
             context,
             barriers: 0,
             children: 0,
             ..parent
         })?;
+        *out = new;
+        copies = m.attrs.copies(comm);
         Ok(())
+    });
+    if r != MPI_SUCCESS || copies.is_empty() {
+        return r;
+    }
+    // The attributes' copy callbacks, outside the lock; then the duplicate
+    // gets what they gave (or, if one failed, is freed again).
+    let copied = run_callbacks("MPI_Comm_dup", comm, copies);
+    call("MPI_Comm_dup", comm, |m| match copied {
+        Ok(values) => {
+            m.attrs.set_copied(new, values);
+            Ok(())
+        }
+        Err(class) => {
+            m.comms[Mpi::index(new).unwrap_or(0)] = None;
+            *newcomm = MPI_COMM_NULL;
+            err(class, "an attribute's copy callback failed")
+        }
     })
 }
 
@@ -966,20 +1029,101 @@ fn MPI_Comm_get_attr / PMPI_Comm_get_attr(comm: Handle, keyval: c_int, value: *m
     call("MPI_Comm_get_attr", comm, |m| {
         m.comm(comm)?;
         let flag = arg(flag, "the flag")?;
-        let found: Option<&'static c_int> = match keyval {
+        let predefined: Option<*const c_int> = match keyval {
             MPI_TAG_UB => Some(&TAG_UB),
             MPI_HOST => Some(&PROC_NULL),
             MPI_IO => Some(&ANY_SOURCE),
             MPI_WTIME_IS_GLOBAL => Some(&FALSE),
+            MPI_UNIVERSE_SIZE => Some(&m.universe),
+            MPI_APPNUM => Some(&APPNUM),
+            MPI_LASTUSEDCODE => Some(&LASTUSEDCODE),
             _ => None,
+        };
+        // The value is a pointer (MPI's C binding): to the predefined
+        // attribute's int, or the one the caller set.
+        let found = match predefined {
+            Some(p) => Some(p as usize),
+            None => m.attrs.get(comm, keyval)?,
         };
         *flag = c_int::from(found.is_some());
         if let Some(v) = found {
-            // The value is a pointer to the attribute (MPI's C binding).
-            *arg(value.cast::<*const c_int>(), "the value")? = v;
+            *arg(value.cast::<usize>(), "the value")? = v;
         }
         Ok(())
     })
+}
+
+fn MPI_Attr_get / PMPI_Attr_get(comm: Handle, keyval: c_int, value: *mut c_void, flag: *mut c_int) {
+    PMPI_Comm_get_attr(comm, keyval, value, flag)
+}
+
+fn MPI_Comm_create_keyval / PMPI_Comm_create_keyval(
+    copy: Option<CopyFn>,
+    delete: Option<DeleteFn>,
+    keyval: *mut c_int,
+    extra_state: *mut c_void,
+) {
+    call("MPI_Comm_create_keyval", MPI_COMM_WORLD, |m| {
+        let keyval = arg(keyval, "the keyval")?;
+        *keyval = m.attrs.create_keyval(copy, delete, extra_state as usize)?;
+        Ok(())
+    })
+}
+
+fn MPI_Keyval_create / PMPI_Keyval_create(
+    copy: Option<CopyFn>,
+    delete: Option<DeleteFn>,
+    keyval: *mut c_int,
+    extra_state: *mut c_void,
+) {
+    PMPI_Comm_create_keyval(copy, delete, keyval, extra_state)
+}
+
+fn MPI_Comm_free_keyval / PMPI_Comm_free_keyval(keyval: *mut c_int) {
+    call("MPI_Comm_free_keyval", MPI_COMM_WORLD, |m| {
+        let keyval = arg(keyval, "the keyval")?;
+        m.attrs.free_keyval(*keyval)?;
+        *keyval = MPI_KEYVAL_INVALID;
+        Ok(())
+    })
+}
+
+fn MPI_Keyval_free / PMPI_Keyval_free(keyval: *mut c_int) {
+    PMPI_Comm_free_keyval(keyval)
+}
+
+fn MPI_Comm_set_attr / PMPI_Comm_set_attr(comm: Handle, keyval: c_int, value: *mut c_void) {
+    let mut deletion = None;
+    let r = call("MPI_Comm_set_attr", comm, |m| {
+        m.comm(comm)?;
+        deletion = m.attrs.set(comm, keyval, value as usize)?;
+        Ok(())
+    });
+    if r != MPI_SUCCESS {
+        return r;
+    }
+    run_callbacks("MPI_Comm_set_attr", comm, deletion.into_iter().collect()).map_or_else(|c| c, |_| MPI_SUCCESS)
+}
+
+fn MPI_Attr_put / PMPI_Attr_put(comm: Handle, keyval: c_int, value: *mut c_void) {
+    PMPI_Comm_set_attr(comm, keyval, value)
+}
+
+fn MPI_Comm_delete_attr / PMPI_Comm_delete_attr(comm: Handle, keyval: c_int) {
+    let mut deletion = None;
+    let r = call("MPI_Comm_delete_attr", comm, |m| {
+        m.comm(comm)?;
+        deletion = m.attrs.delete(comm, keyval)?;
+        Ok(())
+    });
+    if r != MPI_SUCCESS {
+        return r;
+    }
+    run_callbacks("MPI_Comm_delete_attr", comm, deletion.into_iter().collect()).map_or_else(|c| c, |_| MPI_SUCCESS)
+}
+
+fn MPI_Attr_delete / PMPI_Attr_delete(comm: Handle, keyval: c_int) {
+    PMPI_Comm_delete_attr(comm, keyval)
 }
 
 fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: Handle, newtype: *mut Handle) {
@@ -1179,15 +1323,29 @@ fn MPI_Get_address / PMPI_Get_address(location: *const c_void, address: *mut isi
 
 fn MPI_Comm_free / PMPI_Comm_free(comm: *mut Handle) {
     let h = if comm.is_null() { MPI_COMM_NULL } else { *comm };
+    let freeable = |m: &Mpi| match Mpi::index(h) {
+        Some(i) if i >= 2 && m.comms.get(i).is_some_and(Option::is_some) => Ok(i),
+        _ => err(MPI_ERR_COMM, format!("{h:#x} is not a communicator that can be freed")),
+    };
+    // The attributes go first, their delete callbacks outside the lock,
+    // while the communicator is still there for them to look at.
+    let mut deletions = Vec::new();
+    let r = call("MPI_Comm_free", MPI_COMM_WORLD, |m| {
+        freeable(m)?;
+        deletions = m.attrs.clear(h);
+        Ok(())
+    });
+    if r != MPI_SUCCESS {
+        return r;
+    }
+    if let Err(class) = run_callbacks("MPI_Comm_free", h, deletions) {
+        return class;
+    }
     call("MPI_Comm_free", MPI_COMM_WORLD, |m| {
-        match Mpi::index(h) {
-            Some(i) if i >= 2 && m.comms.get(i).is_some_and(Option::is_some) => {
-                m.comms[i] = None;
-                *comm = MPI_COMM_NULL;
-                Ok(())
-            }
-            _ => err(MPI_ERR_COMM, format!("{h:#x} is not a communicator that can be freed")),
-        }
+        let i = freeable(m)?;
+        m.comms[i] = None;
+        *comm = MPI_COMM_NULL;
+        Ok(())
     })
 }
 
@@ -1432,12 +1590,24 @@ fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(
     source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus,
 ) {
     call("MPI_Sendrecv_replace", comm, |m| {
-        // The message comes into a buffer of its own while this one is
-        // sent, then replaces it.
-        let Elements::Plain { bytes, .. } = m.elements(count, datatype)? else {
-            return err(MPI_ERR_TYPE, "MPI_Sendrecv_replace of a non-contiguous derived datatype is not supported yet");
+        let bytes = match m.elements(count, datatype)? {
+            Elements::Plain { bytes, .. } => bytes,
+            Elements::Packed { bytes, .. } => {
+                // The send packs the elements into a message of its own
+                // at once, so the receive may unpack into them straight.
+                check_buffer(buf, bytes)?;
+                let mut sreq = MPI_REQUEST_NULL;
+                send(m, buf, count, datatype, dest, sendtag, comm, false, Some(&mut sreq))?;
+                let r = recv(m, buf, count, datatype, source, recvtag, comm)?;
+                m.engine.wait(request_id(sreq)?)?;
+                let s = m.engine.wait(r)?;
+                put_status(status, s);
+                return status_result(&s);
+            }
         };
         check_buffer(buf, bytes)?;
+        // The message comes into a buffer of its own while this one is
+        // sent, then replaces it.
         let mut incoming = vec![0u8; bytes];
         let r = recv(m, incoming.as_mut_ptr().cast(), count, datatype, source, recvtag, comm)?;
         let mut sreq = MPI_REQUEST_NULL;
@@ -1798,6 +1968,8 @@ fn init(func: &str) -> c_int {
         persistent: Vec::new(),
         attached: None,
         buffered: Vec::new(),
+        attrs: Attributes::default(),
+        universe: size as c_int,
         t0: Instant::now(),
     }));
     MPI_SUCCESS
@@ -2045,24 +2217,32 @@ fn mrecv_start(
     datatype: Handle,
     message: Handle,
 ) -> MpiResult<u32> {
-    let Elements::Plain { at, bytes } = m.elements(count, datatype)? else {
-        return err(
-            MPI_ERR_TYPE,
-            "MPI_Mrecv into a non-contiguous derived datatype is not supported yet",
-        );
-    };
-    check_buffer(buf, bytes)?;
-    let buf = buf.cast::<u8>().wrapping_offset(at).cast::<c_void>();
-    match message_id(message)? {
-        None => Ok(m.engine.null_request()),
-        Some(id) if m.engine.is_message(id) => {
-            // SAFETY: the caller's buffer of `bytes` bytes (MPI's rule).
-            unsafe { m.engine.imrecv(id, buf.cast(), bytes) }
+    let elements = m.elements(count, datatype)?;
+    check_buffer(buf, elements.bytes())?;
+    let id = match message_id(message)? {
+        None => return Ok(m.engine.null_request()),
+        Some(id) if m.engine.is_message(id) => id,
+        Some(_) => {
+            return err(
+                MPI_ERR_REQUEST,
+                format!("{message:#x} was received already"),
+            )
         }
-        Some(_) => err(
-            MPI_ERR_REQUEST,
-            format!("{message:#x} was received already"),
-        ),
+    };
+    // SAFETY (both): the caller's buffer of `count` elements (MPI's rule).
+    match elements {
+        Elements::Plain { at, bytes } => unsafe {
+            m.engine
+                .imrecv(id, buf.cast::<u8>().wrapping_offset(at), bytes)
+        },
+        Elements::Packed { layout, .. } => unsafe {
+            let unpack = Unpack {
+                layout,
+                buf: buf.cast(),
+                count: count as usize,
+            };
+            m.engine.imrecv_unpacked(id, unpack)
+        },
     }
 }
 

@@ -588,6 +588,32 @@ static void check_type(MPI_Datatype t, const void *elems, int count, const unsig
         MPI_Sendrecv(elems, count, t, other, 120, got, refbytes, MPI_BYTE, other, 120, MPI_COMM_WORLD,
                      MPI_STATUS_IGNORE);
         CHECK(!memcmp(got, ref, refbytes), "%s: sent as the type, received as bytes", what);
+        /* Bytes in, the type out: received (by MPI_Recv, by MPI_Mrecv, and
+         * in place by MPI_Sendrecv_replace, each rank its own bytes) into
+         * an area, then packed again to compare. */
+        static unsigned char area[3][8192];
+        unsigned char mine[4096], theirs[4096], again[4096];
+        for (int i = 0; i < refbytes; i++) mine[i] = ref[i] ^ (rank + 1), theirs[i] = ref[i] ^ (other + 1);
+        memset(area, 0, sizeof area);
+        unsigned char *at[3] = {area[0] + 2048, area[1] + 2048, area[2] + 2048};
+        MPI_Sendrecv(ref, refbytes, MPI_BYTE, other, 121, at[0], count, t, other, 121, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+        MPI_Send(ref, refbytes, MPI_BYTE, other, 122, MPI_COMM_WORLD);
+        MPI_Message msg;
+        MPI_Status st;
+        MPI_Mprobe(other, 122, MPI_COMM_WORLD, &msg, &st);
+        MPI_Mrecv(at[1], count, t, &msg, &st);
+        int upos = 0;
+        MPI_Unpack(mine, refbytes, &upos, at[2], count, t, MPI_COMM_WORLD);
+        MPI_Sendrecv_replace(at[2], count, t, other, 123, other, 123, MPI_COMM_WORLD, &st);
+        const unsigned char *want[3] = {ref, ref, theirs};
+        const char *how[3] = {"MPI_Recv", "MPI_Mrecv", "MPI_Sendrecv_replace"};
+        for (int k = 0; k < 3; k++) {
+            pos = 0;
+            MPI_Pack(at[k], count, t, again, sizeof again, &pos, MPI_COMM_WORLD);
+            CHECK(pos == refbytes && !memcmp(again, want[k], refbytes), "%s: received as the type by %s", what,
+                  how[k]);
+        }
     }
 }
 
@@ -752,6 +778,99 @@ static void blocked_senders(void) {
     if (rank == 0) printf("blocked senders: ok\n");
 }
 
+/* Attributes: keyvals with copy and delete callbacks (which may call MPI
+ * themselves), values replaced, copied by MPI_Comm_dup, deleted, and the
+ * values on MPI_COMM_SELF deleted at MPI_Finalize. */
+static int copies, deletes, self_deleted;
+
+static int copy_cb(MPI_Comm old, int key, void *extra, void *in, void *out, int *flag) {
+    int r;
+    MPI_Comm_rank(old, &r);
+    CHECK(r == rank && extra == &copies, "copy callback: rank %d extra %p", r, extra);
+    copies++;
+    *(void **)out = (char *)in + 1;
+    *flag = 1;
+    return MPI_SUCCESS;
+}
+
+static int delete_cb(MPI_Comm comm, int key, void *val, void *extra) {
+    int n;
+    MPI_Comm_size(comm, &n);
+    CHECK(n == size && extra == &copies, "delete callback: size %d", n);
+    deletes++;
+    return MPI_SUCCESS;
+}
+
+static int self_delete_cb(MPI_Comm comm, int key, void *val, void *extra) {
+    CHECK(comm == MPI_COMM_SELF && val == &self_deleted, "self delete callback");
+    self_deleted++;
+    return MPI_SUCCESS;
+}
+
+static void attributes(void) {
+    static char vals[4];
+    int key, plain, dupkey, selfkey, flag, cls;
+    void *v;
+    MPI_Comm_create_keyval(copy_cb, delete_cb, &key, &copies);
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &plain, NULL);
+    MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN, &dupkey, NULL);
+    CHECK(key != plain && plain != dupkey && key != MPI_KEYVAL_INVALID, "keyvals %d %d %d", key, plain, dupkey);
+    MPI_Comm c, d;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    MPI_Comm_get_attr(c, key, &v, &flag);
+    CHECK(!flag, "an attribute never set was found");
+    MPI_Comm_set_attr(c, key, &vals[0]);
+    MPI_Comm_set_attr(c, plain, &vals[2]);
+    MPI_Comm_set_attr(c, dupkey, &vals[3]);
+    MPI_Comm_get_attr(c, key, &v, &flag);
+    CHECK(flag && v == &vals[0], "get_attr gave %p (flag %d)", v, flag);
+    MPI_Comm_set_attr(c, key, &vals[1]);
+    CHECK(deletes == 1, "replacing a value called delete %d times", deletes);
+    MPI_Comm_dup(c, &d);
+    CHECK(copies == 1, "dup called copy %d times", copies);
+    MPI_Comm_get_attr(d, key, &v, &flag);
+    CHECK(flag && v == &vals[2], "the copy callback's value: %p", v);
+    MPI_Comm_get_attr(d, plain, &v, &flag);
+    CHECK(!flag, "a value without a copy callback was copied");
+    MPI_Comm_get_attr(d, dupkey, &v, &flag);
+    CHECK(flag && v == &vals[3], "MPI_COMM_DUP_FN's value: %p", v);
+    int *ub;
+    MPI_Comm_get_attr(d, MPI_TAG_UB, &ub, &flag);
+    CHECK(flag && *ub >= 32767, "tag ub");
+    MPI_Comm_delete_attr(c, key);
+    CHECK(deletes == 2, "delete_attr called delete %d times", deletes);
+    MPI_Comm_get_attr(c, key, &v, &flag);
+    CHECK(!flag, "a deleted value was found");
+    MPI_Comm_delete_attr(c, key); /* no value: nothing happens */
+    CHECK(deletes == 2, "deleting nothing called delete");
+    MPI_Comm_free_keyval(&key);
+    CHECK(key == MPI_KEYVAL_INVALID, "freed keyval not invalidated");
+    /* d still holds a value under the freed keyval: freeing d deletes it. */
+    MPI_Comm_free(&d);
+    CHECK(deletes == 3, "comm_free called delete %d times", deletes);
+    MPI_Comm_free(&c);
+    /* MPI-1's names. */
+    int old;
+    MPI_Keyval_create(MPI_NULL_COPY_FN, MPI_NULL_DELETE_FN, &old, NULL);
+    MPI_Attr_put(MPI_COMM_WORLD, old, &vals[1]);
+    MPI_Attr_get(MPI_COMM_WORLD, old, &v, &flag);
+    CHECK(flag && v == &vals[1], "attr_get");
+    MPI_Attr_delete(MPI_COMM_WORLD, old);
+    MPI_Attr_get(MPI_COMM_WORLD, old, &v, &flag);
+    CHECK(!flag, "attr_delete");
+    MPI_Keyval_free(&old);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Error_class(MPI_Comm_set_attr(MPI_COMM_WORLD, MPI_TAG_UB, &vals[0]), &cls);
+    CHECK(cls == MPI_ERR_KEYVAL, "setting a predefined attribute: class %d", cls);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Comm_free_keyval(&plain);
+    MPI_Comm_free_keyval(&dupkey);
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete_cb, &selfkey, NULL);
+    MPI_Comm_set_attr(MPI_COMM_SELF, selfkey, &self_deleted);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) printf("attributes: ok\n");
+}
+
 /* Invalid arguments give their error class under MPI_ERRORS_RETURN. */
 static void bad_arguments(void) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -826,7 +945,9 @@ int main(int argc, char **argv) {
     datatypes();
     bad_arguments();
     if (is_fm) blocked_senders();
+    attributes();
     MPI_Finalize();
+    CHECK(self_deleted == 1, "MPI_Finalize called the MPI_COMM_SELF delete callback %d times", self_deleted);
     if (rank == 0) printf("all passed on %d ranks\n", size);
     return 0;
 }

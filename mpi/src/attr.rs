@@ -1,0 +1,349 @@
+//! Attributes on communicators (MPI 3.1 §6.7): keyvals with the caller's
+//! copy and delete callbacks, and each communicator's values under them.
+//!
+//! The callbacks are the caller's code and may call MPI themselves, so
+//! they never run under the library's lock: what needs them returns a
+//! list of [`Callback`]s, which the caller runs after the lock is let go.
+
+use crate::abi::*;
+use crate::engine::{err, MpiResult};
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+
+/// `MPI_Comm_copy_attr_function` (and MPI-1's `MPI_Copy_function`).
+pub type CopyFn = unsafe extern "C" fn(
+    oldcomm: Handle,
+    keyval: c_int,
+    extra_state: *mut c_void,
+    attribute_val_in: *mut c_void,
+    attribute_val_out: *mut c_void,
+    flag: *mut c_int,
+) -> c_int;
+
+/// `MPI_Comm_delete_attr_function` (and MPI-1's `MPI_Delete_function`).
+pub type DeleteFn = unsafe extern "C" fn(
+    comm: Handle,
+    keyval: c_int,
+    attribute_val: *mut c_void,
+    extra_state: *mut c_void,
+) -> c_int;
+
+/// A keyval made by `MPI_Comm_create_keyval`.
+struct Keyval {
+    copy: Option<CopyFn>,
+    delete: Option<DeleteFn>,
+    /// The caller's, passed back to its callbacks (kept as an address: the
+    /// library only hands it back).
+    extra: usize,
+    /// `MPI_Comm_free_keyval` was called: no new values, but the values
+    /// already set stay until deleted (MPI's rule).
+    freed: bool,
+}
+
+/// A callback to run outside the library's lock.
+#[derive(Debug)]
+pub enum Callback {
+    /// Copy the value of `keyval` on `comm` for a duplicate of it.
+    Copy {
+        comm: Handle,
+        keyval: c_int,
+        f: CopyFn,
+        extra: usize,
+        value: usize,
+    },
+    /// Tell the owner of `keyval` that its value on `comm` is gone.
+    Delete {
+        comm: Handle,
+        keyval: c_int,
+        f: DeleteFn,
+        extra: usize,
+        value: usize,
+    },
+}
+
+impl Callback {
+    pub fn keyval(&self) -> c_int {
+        match *self {
+            Callback::Copy { keyval, .. } | Callback::Delete { keyval, .. } => keyval,
+        }
+    }
+
+    /// Run it: for a copy, the value to give the duplicate (`None`: the
+    /// callback chose not to copy); an error for a callback that failed.
+    ///
+    /// # Safety
+    /// The callback is the caller's, called as MPI says.
+    pub unsafe fn run(&self) -> MpiResult<Option<usize>> {
+        match *self {
+            Callback::Copy {
+                comm,
+                keyval,
+                f,
+                extra,
+                value,
+            } => {
+                let mut out: *mut c_void = std::ptr::null_mut();
+                let mut flag: c_int = 0;
+                let rc = f(
+                    comm,
+                    keyval,
+                    extra as *mut c_void,
+                    value as *mut c_void,
+                    std::ptr::from_mut(&mut out).cast(),
+                    &mut flag,
+                );
+                if rc != MPI_SUCCESS {
+                    return err(
+                        rc,
+                        format!("the copy callback of keyval {keyval:#x} returned {rc}"),
+                    );
+                }
+                Ok((flag != 0).then_some(out as usize))
+            }
+            Callback::Delete {
+                comm,
+                keyval,
+                f,
+                extra,
+                value,
+            } => {
+                let rc = f(comm, keyval, value as *mut c_void, extra as *mut c_void);
+                if rc != MPI_SUCCESS {
+                    return err(
+                        rc,
+                        format!("the delete callback of keyval {keyval:#x} returned {rc}"),
+                    );
+                }
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// Keyvals, and the values set under them on each communicator.
+#[derive(Default)]
+pub struct Attributes {
+    keyvals: Vec<Keyval>,
+    /// Values by communicator handle, in the order they were set.
+    values: HashMap<Handle, Vec<(c_int, usize)>>,
+}
+
+impl Attributes {
+    /// `MPI_Comm_create_keyval`: a new keyval's handle.
+    pub fn create_keyval(
+        &mut self,
+        copy: Option<CopyFn>,
+        delete: Option<DeleteFn>,
+        extra: usize,
+    ) -> MpiResult<c_int> {
+        if self.keyvals.len() > KEYVAL_INDEX as usize {
+            return err(MPI_ERR_OTHER, "too many keyvals");
+        }
+        self.keyvals.push(Keyval {
+            copy,
+            delete,
+            extra,
+            freed: false,
+        });
+        Ok(KEYVAL_DIRECT | (self.keyvals.len() - 1) as c_int)
+    }
+
+    fn keyval(&self, keyval: c_int) -> MpiResult<&Keyval> {
+        (keyval & !KEYVAL_INDEX == KEYVAL_DIRECT)
+            .then(|| self.keyvals.get((keyval & KEYVAL_INDEX) as usize))
+            .flatten()
+            .ok_or_else(|| crate::engine::MpiError {
+                class: MPI_ERR_KEYVAL,
+                message: format!("{keyval:#x} is not a keyval made by MPI_Comm_create_keyval"),
+            })
+    }
+
+    /// A keyval new values may be set under.
+    fn live_keyval(&self, keyval: c_int) -> MpiResult<&Keyval> {
+        let k = self.keyval(keyval)?;
+        if k.freed {
+            return err(MPI_ERR_KEYVAL, format!("keyval {keyval:#x} was freed"));
+        }
+        Ok(k)
+    }
+
+    /// `MPI_Comm_free_keyval`.
+    pub fn free_keyval(&mut self, keyval: c_int) -> MpiResult<()> {
+        self.live_keyval(keyval)?;
+        self.keyvals[(keyval & KEYVAL_INDEX) as usize].freed = true;
+        Ok(())
+    }
+
+    /// `MPI_Comm_get_attr` of a keyval made at run time.
+    pub fn get(&self, comm: Handle, keyval: c_int) -> MpiResult<Option<usize>> {
+        self.keyval(keyval)?;
+        Ok(self
+            .values
+            .get(&comm)
+            .and_then(|v| v.iter().find(|(k, _)| *k == keyval))
+            .map(|&(_, value)| value))
+    }
+
+    /// The delete callback for `keyval`'s `value` on `comm`, if it has one.
+    fn deletion(&self, comm: Handle, keyval: c_int, value: usize) -> Option<Callback> {
+        let k = self.keyval(keyval).ok()?;
+        Some(Callback::Delete {
+            comm,
+            keyval,
+            f: k.delete?,
+            extra: k.extra,
+            value,
+        })
+    }
+
+    /// `MPI_Comm_set_attr`: the old value's deletion, if there was one.
+    pub fn set(
+        &mut self,
+        comm: Handle,
+        keyval: c_int,
+        value: usize,
+    ) -> MpiResult<Option<Callback>> {
+        self.live_keyval(keyval)?;
+        let values = self.values.entry(comm).or_default();
+        let old = match values.iter_mut().find(|(k, _)| *k == keyval) {
+            Some(slot) => Some(std::mem::replace(&mut slot.1, value)),
+            None => {
+                values.push((keyval, value));
+                None
+            }
+        };
+        Ok(old.and_then(|v| self.deletion(comm, keyval, v)))
+    }
+
+    /// `MPI_Comm_delete_attr`: the value's deletion (none if there was no
+    /// value, which is not an error, as in MPICH).
+    pub fn delete(&mut self, comm: Handle, keyval: c_int) -> MpiResult<Option<Callback>> {
+        self.keyval(keyval)?;
+        let Some(values) = self.values.get_mut(&comm) else {
+            return Ok(None);
+        };
+        let Some(i) = values.iter().position(|(k, _)| *k == keyval) else {
+            return Ok(None);
+        };
+        let (_, value) = values.remove(i);
+        Ok(self.deletion(comm, keyval, value))
+    }
+
+    /// Every value on `comm` is gone (`MPI_Comm_free`, or `MPI_COMM_SELF`
+    /// at `MPI_Finalize`): their deletions, the last set first.
+    pub fn clear(&mut self, comm: Handle) -> Vec<Callback> {
+        let values = self.values.remove(&comm).unwrap_or_default();
+        (values.into_iter().rev())
+            .filter_map(|(k, v)| self.deletion(comm, k, v))
+            .collect()
+    }
+
+    /// The copies `MPI_Comm_dup` of `comm` makes: the values whose keyval
+    /// has a copy callback.
+    pub fn copies(&self, comm: Handle) -> Vec<Callback> {
+        let Some(values) = self.values.get(&comm) else {
+            return Vec::new();
+        };
+        (values.iter())
+            .filter_map(|&(keyval, value)| {
+                let k = self.keyval(keyval).ok()?;
+                Some(Callback::Copy {
+                    comm,
+                    keyval,
+                    f: k.copy?,
+                    extra: k.extra,
+                    value,
+                })
+            })
+            .collect()
+    }
+
+    /// The values a duplicate gets, as the copy callbacks said.
+    pub fn set_copied(&mut self, comm: Handle, values: Vec<(c_int, usize)>) {
+        if !values.is_empty() {
+            self.values.insert(comm, values);
+        }
+    }
+}
+
+/// `MPI_COMM_DUP_FN` (MPICH's header names it `MPIR_Dup_fn`, so programs
+/// built against MPICH call it by that name): the duplicate gets the same
+/// value.
+///
+/// # Safety
+/// `out` points at a pointer-sized value and `flag` at an int.
+#[no_mangle]
+pub unsafe extern "C" fn MPIR_Dup_fn(
+    _oldcomm: Handle,
+    _keyval: c_int,
+    _extra_state: *mut c_void,
+    attribute_val_in: *mut c_void,
+    attribute_val_out: *mut c_void,
+    flag: *mut c_int,
+) -> c_int {
+    if attribute_val_out.is_null() || flag.is_null() {
+        return MPI_ERR_ARG;
+    }
+    *attribute_val_out.cast::<*mut c_void>() = attribute_val_in;
+    *flag = 1;
+    MPI_SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    unsafe extern "C" fn count_delete(
+        _: Handle,
+        _: c_int,
+        value: *mut c_void,
+        _: *mut c_void,
+    ) -> c_int {
+        *value.cast::<c_int>() += 1;
+        MPI_SUCCESS
+    }
+
+    #[test]
+    fn values_are_replaced_deleted_and_cleared_with_their_callbacks() {
+        let mut a = Attributes::default();
+        let k = a
+            .create_keyval(Some(MPIR_Dup_fn), Some(count_delete), 0)
+            .unwrap();
+        let plain = a.create_keyval(None, None, 0).unwrap();
+        assert_ne!(k, plain);
+        let (mut first, mut second) = (0 as c_int, 0 as c_int);
+        let (p1, p2) = (
+            &mut first as *mut c_int as usize,
+            &mut second as *mut c_int as usize,
+        );
+        assert!(a.set(5, k, p1).unwrap().is_none());
+        // Replacing calls the delete callback on the old value.
+        let old = a.set(5, k, p2).unwrap().unwrap();
+        unsafe { old.run().unwrap() };
+        assert_eq!(first, 1);
+        assert!(a.set(5, plain, 7).unwrap().is_none());
+        assert_eq!(a.get(5, k).unwrap(), Some(p2));
+        assert_eq!(a.get(6, k).unwrap(), None);
+        // A duplicate copies only what has a copy callback.
+        let copies = a.copies(5);
+        assert_eq!(copies.len(), 1);
+        let copied = unsafe { copies[0].run().unwrap() };
+        assert_eq!(copied, Some(p2));
+        // Freeing the keyval keeps its values until they go.
+        a.free_keyval(k).unwrap();
+        assert!(a.set(5, k, p1).is_err());
+        assert!(a.free_keyval(k).is_err());
+        for d in a.clear(5) {
+            unsafe { d.run().unwrap() };
+        }
+        assert_eq!(second, 1);
+        assert_eq!(a.get(5, plain).unwrap(), None);
+        assert_eq!(a.get(5, 0x1234).unwrap_err().class, MPI_ERR_KEYVAL);
+        assert_eq!(
+            a.get(5, KEYVAL_DIRECT | 99).unwrap_err().class,
+            MPI_ERR_KEYVAL
+        );
+        assert!(a.delete(5, plain).unwrap().is_none());
+        assert_eq!(a.delete(5, 77).unwrap_err().class, MPI_ERR_KEYVAL);
+    }
+}
