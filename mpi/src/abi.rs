@@ -162,6 +162,13 @@ pub fn builtin_type_size(t: Handle) -> Option<usize> {
     }
 }
 
+/// Whether a predefined datatype is one of C's pair types (`MPI_2INT`,
+/// `MPI_FLOAT_INT`, `MPI_DOUBLE_INT`, `MPI_LONG_INT`, `MPI_SHORT_INT`,
+/// `MPI_LONG_DOUBLE_INT`): two basic elements each.
+pub fn is_pair_type(t: Handle) -> bool {
+    t == 0x4c00_0816 || (0x8c00_0000..=0x8c00_0004).contains(&(t as u32))
+}
+
 /// What an error class means, for `MPI_Error_string`.
 pub fn class_text(class: c_int) -> &'static str {
     match class {

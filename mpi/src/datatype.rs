@@ -19,6 +19,9 @@ pub struct Layout {
     pub true_ub: isize,
     /// `MPI_Type_commit` was called (predefined types are).
     pub committed: bool,
+    /// The sizes of its basic elements in type-map order, as runs of
+    /// (size, how many): what `MPI_Get_elements` counts.
+    pub elements: Vec<(usize, u64)>,
     /// The largest alignment of the basic types in it: a type's extent is
     /// rounded up to it (MPI 3.1 §4.1's epsilon), so that an array of a
     /// struct type steps as the C struct's array does.
@@ -39,6 +42,11 @@ impl Layout {
             extent: size as isize,
             true_lb: 0,
             true_ub: size as isize,
+            elements: if size > 0 {
+                vec![(size, 1)]
+            } else {
+                Vec::new()
+            },
             committed: true,
             align: if size.is_power_of_two() {
                 size.min(16)
@@ -57,6 +65,7 @@ impl Layout {
             extent: 0,
             true_lb: isize::MAX,
             true_ub: isize::MIN,
+            elements: Vec::new(),
             committed: false,
             align: 1,
         };
@@ -65,6 +74,12 @@ impl Layout {
             l.align = l.align.max(old.align);
             for &(off, len) in &old.blocks {
                 l.push(at + off, len);
+            }
+            for &(size, n) in &old.elements {
+                match l.elements.last_mut() {
+                    Some((s, k)) if *s == size => *k += n,
+                    _ => l.elements.push((size, n)),
+                }
             }
             l.size += old.size;
             l.lb = l.lb.min(at + old.lb);
@@ -129,6 +144,29 @@ impl Layout {
             committed: false,
             ..old.clone()
         }
+    }
+
+    /// How many basic elements `bytes` bytes of data of this type hold
+    /// (`MPI_Get_elements`): `None` when they end inside one.
+    pub fn elements_in(&self, bytes: u64) -> Option<u64> {
+        if self.size == 0 {
+            return Some(0);
+        }
+        let per: u64 = self.elements.iter().map(|&(_, n)| n).sum();
+        let mut n = bytes / self.size as u64 * per;
+        let mut rest = bytes % self.size as u64;
+        for &(size, k) in &self.elements {
+            let size = size as u64;
+            if rest >= size * k {
+                rest -= size * k;
+                n += k;
+            } else {
+                n += rest / size;
+                rest %= size;
+                break;
+            }
+        }
+        (rest == 0).then_some(n)
     }
 
     /// The offset of its one block when an element is that block and
@@ -223,6 +261,16 @@ mod tests {
             let data = i % 16 == 0 || i % 16 >= 8;
             assert_eq!(*b, if data { i as u8 } else { 0xee }, "byte {i}");
         }
+        // Basic elements: 2 per element, and a partial one is none.
+        assert_eq!(s.elements, vec![(1, 1), (8, 1)]);
+        assert_eq!(s.elements_in(27), Some(6));
+        assert_eq!(s.elements_in(28), Some(7));
+        assert_eq!(s.elements_in(29), None);
+        assert_eq!(s.elements_in(10), Some(3));
+        let v = Layout::hvector(3, 2, 20, &i);
+        assert_eq!(v.elements, vec![(4, 6)]);
+        assert_eq!(v.elements_in(24 + 8), Some(8));
+        assert_eq!(v.elements_in(24 + 6), None);
         let r = Layout::resized(&s, -4, 32);
         assert_eq!((r.lb, r.extent, r.true_lb, r.true_ub), (-4, 32, 0, 16));
     }

@@ -1840,7 +1840,26 @@ fn MPI_Get_count / PMPI_Get_count(status: *const MpiStatus, datatype: Handle, co
 }
 
 fn MPI_Get_elements / PMPI_Get_elements(status: *const MpiStatus, datatype: Handle, count: *mut c_int) {
-    PMPI_Get_count(status, datatype, count)
+    let layout = match builtin_type_size(datatype) {
+        Some(_) if !is_pair_type(datatype) => return PMPI_Get_count(status, datatype, count),
+        // A pair type's element is two basic elements.
+        Some(size) => Arc::new(Layout::basic(size / 2)),
+        None => match &*phase() {
+            Phase::Running(m) => match m.derived(datatype) {
+                Ok(l) => l,
+                Err(_) => return MPI_ERR_TYPE,
+            },
+            _ => return MPI_ERR_TYPE,
+        },
+    };
+    if status.is_null() || status as usize == STATUS_IGNORE || count.is_null() {
+        return MPI_ERR_ARG;
+    }
+    *count = match layout.elements_in((*status).bytes()) {
+        Some(n) => n.min(c_int::MAX as u64) as c_int,
+        None => MPI_UNDEFINED,
+    };
+    MPI_SUCCESS
 }
 
 fn MPI_Barrier / PMPI_Barrier(comm: Handle) {

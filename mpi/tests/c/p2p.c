@@ -636,6 +636,18 @@ static void datatypes(void) {
     MPI_Type_vector(6, 2, 5, MPI_INT, &two_cols);
     MPI_Type_commit(&two_cols);
     check_type(two_cols, &mat[0][1], 1, (unsigned char *)pairs, sizeof pairs, "vector of 2-blocks");
+    if (rank < 2) {
+        /* MPI_Get_elements counts basic elements, also of a partial element. */
+        int other = 1 - rank, got[6][5], c, e;
+        MPI_Status st;
+        for (int n = 12; n >= 5; n -= 7) {
+            MPI_Sendrecv(pairs, n, MPI_INT, other, 124, got, 1, two_cols, other, 124, MPI_COMM_WORLD, &st);
+            MPI_Get_count(&st, two_cols, &c);
+            MPI_Get_elements(&st, two_cols, &e);
+            CHECK(e == n && c == (n == 12 ? 1 : MPI_UNDEFINED), "%d ints as a vector: count %d, elements %d", n, c,
+                  e);
+        }
+    }
 
     MPI_Type_create_hvector(6, 1, 5 * sizeof(int), MPI_INT, &hcol);
     MPI_Type_commit(&hcol);
