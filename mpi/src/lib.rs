@@ -22,11 +22,13 @@
 
 pub mod abi;
 pub mod attr;
+pub mod context;
 pub mod datatype;
 pub mod engine;
 
 use abi::*;
 use attr::{Attributes, Callback, CopyFn, DeleteFn};
+use context::{split_tag, ContextIds, COLLECTIVE_CONTEXT};
 use datatype::Layout;
 use engine::{err, slice_or_empty, Comm, Engine, MpiError, MpiResult, Route, Unpack};
 use std::ffi::{c_char, c_double, c_int, c_void};
@@ -53,6 +55,8 @@ struct Mpi {
     buffered: Vec<(u32, Vec<u8>)>,
     /// Keyvals and the attributes set under them.
     attrs: Attributes,
+    /// The context ids this process's communicators use.
+    contexts: ContextIds,
     /// `MPI_UNIVERSE_SIZE`'s value: the job's size.
     universe: c_int,
     t0: Instant,
@@ -205,8 +209,7 @@ unsafe fn group_ranks(
 /// of this one's colour, ordered by key then by rank in `comm`, make the
 /// new communicator (`MPI_UNDEFINED`: none, `MPI_COMM_NULL`).
 fn split(m: &mut Mpi, comm: Handle, color: c_int, key: c_int) -> MpiResult<Handle> {
-    let (_, parent) = m.child_context(comm, 0)?;
-    let epoch = parent.children;
+    let (epoch, parent) = m.child_of(comm)?;
     // Everyone's (colour, key), over the parent's collective context.
     let mut all = vec![(0, 0); parent.ranks.len()];
     all[parent.rank as usize] = (color, key);
@@ -226,7 +229,7 @@ fn split(m: &mut Mpi, comm: Handle, color: c_int, key: c_int) -> MpiResult<Handl
             // SAFETY: `mine` lives until these sends are waited for below.
             sends.push(unsafe {
                 m.engine
-                    .isend(route, epoch as c_int, mine.as_ptr(), mine.len(), false)?
+                    .isend(route, split_tag(epoch), mine.as_ptr(), mine.len(), false)?
             });
         }
     }
@@ -237,8 +240,13 @@ fn split(m: &mut Mpi, comm: Handle, color: c_int, key: c_int) -> MpiResult<Handl
         let mut b = [0u8; 8];
         // SAFETY: `b` lives until the receive is waited for, here.
         let id = unsafe {
-            m.engine
-                .irecv(coll.context, r as c_int, epoch as c_int, b.as_mut_ptr(), 8)?
+            m.engine.irecv(
+                coll.context,
+                r as c_int,
+                split_tag(epoch),
+                b.as_mut_ptr(),
+                8,
+            )?
         };
         m.engine.wait(id)?;
         *slot = (
@@ -249,6 +257,7 @@ fn split(m: &mut Mpi, comm: Handle, color: c_int, key: c_int) -> MpiResult<Handl
     for id in sends {
         m.engine.wait(id)?;
     }
+    let context = m.new_context(&parent, epoch, color != MPI_UNDEFINED)?;
     if color == MPI_UNDEFINED {
         return Ok(MPI_COMM_NULL);
     }
@@ -262,7 +271,6 @@ fn split(m: &mut Mpi, comm: Handle, color: c_int, key: c_int) -> MpiResult<Handl
         .position(|&(_, r)| r as c_int == parent.rank)
         .unwrap_or(0);
     let ranks: Vec<fm::Rank> = chosen.iter().map(|&(_, r)| parent.ranks[r]).collect();
-    let context = derive_context(parent.context, epoch, color as u32 + 1);
     m.add_comm(Comm {
         context,
         ranks: ranks.into(),
@@ -273,31 +281,27 @@ fn split(m: &mut Mpi, comm: Handle, color: c_int, key: c_int) -> MpiResult<Handl
     })
 }
 
-/// A communicator's context: the same on every member (each makes its
-/// children in the same order), bit 31 set and bit 30 clear, so that it
-/// differs from `MPI_COMM_WORLD`'s (0) and `MPI_COMM_SELF`'s (1) and its
-/// collective context (bit 30 set) differs from every communicator's.
-fn derive_context(parent: u32, child: u32, variant: u32) -> u32 {
-    let h = parent
-        .wrapping_mul(0x9e37_79b9)
-        .wrapping_add(child)
-        .wrapping_mul(0x85eb_ca6b)
-        .wrapping_add(variant);
-    (h & !COLLECTIVE_CONTEXT) | 0x8000_0000
-}
-
-/// Bit 30 of a context: the library's own messages on a communicator
-/// (`MPI_Comm_split`'s exchange), which no user receive can match.
-const COLLECTIVE_CONTEXT: u32 = 0x4000_0000;
-
 impl Mpi {
-    /// The next child context of communicator `comm` (every member counts
-    /// its children the same), and a copy of `comm`.
-    fn child_context(&mut self, comm: Handle, variant: u32) -> MpiResult<(u32, Comm)> {
+    /// A communicator is being made from `comm`: the number of this child
+    /// (every member counts them the same), and a copy of `comm`.
+    fn child_of(&mut self, comm: Handle) -> MpiResult<(u32, Comm)> {
         let parent = self.comm_mut(comm)?;
         parent.children += 1;
-        let context = derive_context(parent.context, parent.children, variant);
-        Ok((context, parent.clone()))
+        Ok((parent.children, parent.clone()))
+    }
+
+    /// Agree with the other members of `parent` on the context of its child
+    /// number `epoch` ([`ContextIds::agree`]).
+    fn new_context(&mut self, parent: &Comm, epoch: u32, join: bool) -> MpiResult<u32> {
+        self.contexts.agree(&mut self.engine, parent, epoch, join)
+    }
+
+    /// Communicator `h` is gone, and its context id free again.
+    fn remove_comm(&mut self, h: Handle) {
+        let c = Self::index(h).and_then(|i| self.comms.get_mut(i)?.take());
+        if let Some(c) = c {
+            self.contexts.release(c.context);
+        }
     }
 
     /// A communicator made at run time: its handle.
@@ -833,7 +837,8 @@ fn MPI_Comm_dup / PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) {
     let mut new = MPI_COMM_NULL;
     let r = call("MPI_Comm_dup", comm, |m| {
         let out = arg(newcomm, "the new communicator")?;
-        let (context, parent) = m.child_context(comm, 0)?;
+        let (epoch, parent) = m.child_of(comm)?;
+        let context = m.new_context(&parent, epoch, true)?;
         new = m.add_comm(Comm {
             context,
             barriers: 0,
@@ -856,7 +861,7 @@ fn MPI_Comm_dup / PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) {
             Ok(())
         }
         Err(class) => {
-            m.comms[Mpi::index(new).unwrap_or(0)] = None;
+            m.remove_comm(new);
             *newcomm = MPI_COMM_NULL;
             err(class, "an attribute's copy callback failed")
         }
@@ -900,12 +905,14 @@ fn MPI_Comm_create / PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut
     call("MPI_Comm_create", comm, |m| {
         let newcomm = arg(newcomm, "the new communicator")?;
         let members = m.group(group)?;
-        let (context, parent) = m.child_context(comm, 0)?;
+        let (epoch, parent) = m.child_of(comm)?;
         if let Some(r) = members.iter().find(|r| !parent.ranks.contains(r)) {
             return err(MPI_ERR_GROUP, format!("the group holds process {r}, which is not in the communicator"));
         }
         let me = m.engine.fm.rank();
-        *newcomm = match members.iter().position(|&r| r == me) {
+        let mine = members.iter().position(|&r| r == me);
+        let context = m.new_context(&parent, epoch, mine.is_some())?;
+        *newcomm = match mine {
             None => MPI_COMM_NULL,
             Some(rank) => m.add_comm(Comm {
                 context,
@@ -1342,8 +1349,8 @@ fn MPI_Comm_free / PMPI_Comm_free(comm: *mut Handle) {
         return class;
     }
     call("MPI_Comm_free", MPI_COMM_WORLD, |m| {
-        let i = freeable(m)?;
-        m.comms[i] = None;
+        freeable(m)?;
+        m.remove_comm(h);
         *comm = MPI_COMM_NULL;
         Ok(())
     })
@@ -1988,6 +1995,7 @@ fn init(func: &str) -> c_int {
         attached: None,
         buffered: Vec::new(),
         attrs: Attributes::default(),
+        contexts: ContextIds::default(),
         universe: size as c_int,
         t0: Instant::now(),
     }));

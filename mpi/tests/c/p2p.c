@@ -473,6 +473,73 @@ static void dup_isolation(void) {
     if (rank == 0) printf("dup isolation: ok\n");
 }
 
+/* Many communicators at once, each its own: a message on each, all sent
+ * before any is received, received in the reverse order, each on the
+ * communicator it was sent on. Then more made and freed one after another
+ * than a process may hold at once (their ids must come back), and, on
+ * fm, the clear error past the limit. */
+static void many_communicators(void) {
+    enum { LIVE = 300, CYCLES = 4200, FM_LIMIT = 4094 };
+    static MPI_Comm c[FM_LIMIT + 1];
+    for (int i = 0; i < LIVE; i++) {
+        if (i % 3 == 2)
+            MPI_Comm_split(c[i - 1], 7, rank, &c[i]);
+        else
+            MPI_Comm_dup(i ? c[i - 1] : MPI_COMM_WORLD, &c[i]);
+    }
+    if (rank == 0)
+        for (int i = 0; i < LIVE; i++) MPI_Send(&i, 1, MPI_INT, 1, 5, c[i]);
+    if (rank == 1)
+        for (int i = LIVE - 1; i >= 0; i--) {
+            int v = -1;
+            MPI_Recv(&v, 1, MPI_INT, 0, 5, c[i], MPI_STATUS_IGNORE);
+            CHECK(v == i, "communicator %d received the message sent on %d", i, v);
+        }
+    for (int i = 0; i < LIVE; i++) MPI_Comm_free(&c[i]);
+    /* Ranks 0 and 1 hold communicators the others do not; one made from
+     * MPI_COMM_WORLD afterwards must still be told apart from them. */
+    MPI_Comm half, hd[3], all;
+    MPI_Comm_split(MPI_COMM_WORLD, rank < 2, rank, &half);
+    if (rank < 2)
+        for (int k = 0; k < 3; k++) MPI_Comm_dup(half, &hd[k]);
+    MPI_Comm_dup(MPI_COMM_WORLD, &all);
+    if (rank == 0) {
+        for (int k = 0; k < 3; k++) {
+            int v = 100 + k;
+            MPI_Send(&v, 1, MPI_INT, 1, 6, hd[k]);
+        }
+        int v = 200;
+        MPI_Send(&v, 1, MPI_INT, 1, 6, all);
+    } else if (rank == 1) {
+        int v = -1;
+        MPI_Recv(&v, 1, MPI_INT, 0, 6, all, MPI_STATUS_IGNORE);
+        CHECK(v == 200, "the world's duplicate received %d", v);
+        for (int k = 2; k >= 0; k--) {
+            MPI_Recv(&v, 1, MPI_INT, 0, 6, hd[k], MPI_STATUS_IGNORE);
+            CHECK(v == 100 + k, "duplicate %d of the half received %d", k, v);
+        }
+    }
+    if (rank < 2)
+        for (int k = 0; k < 3; k++) MPI_Comm_free(&hd[k]);
+    MPI_Comm_free(&all);
+    MPI_Comm_free(&half);
+    for (int i = 0; i < CYCLES; i++) {
+        MPI_Comm d;
+        MPI_Comm_dup(MPI_COMM_WORLD, &d);
+        MPI_Comm_free(&d);
+    }
+    if (is_fm) {
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        int n = 0, rc = MPI_SUCCESS;
+        while (n <= FM_LIMIT && (rc = MPI_Comm_dup(MPI_COMM_WORLD, &c[n])) == MPI_SUCCESS) n++;
+        CHECK(n == FM_LIMIT && rc == MPI_ERR_OTHER, "%d communicators at once, then error %d", n, rc);
+        while (n > 0) MPI_Comm_free(&c[--n]);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) printf("many communicators: ok\n");
+}
+
 /* Groups and the communicators made from them: split (by colour and key,
  * and by host), create, compare, translate; traffic on each. */
 static void communicators(void) {
@@ -953,6 +1020,7 @@ int main(int argc, char **argv) {
     buffered_sends();
     edges();
     dup_isolation();
+    many_communicators();
     communicators();
     datatypes();
     bad_arguments();
