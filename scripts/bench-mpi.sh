@@ -8,6 +8,8 @@
 # Usage: scripts/bench-mpi.sh            (ROUNDS=5 alternating runs each)
 #   FMRUN: the fmrun to use (default target/release/fmrun; its libmpich.so.12
 #   is target/release/mpi/, built by cargo build --release -p fm-mpi)
+#   FMRUN_OLD: another build's fmrun (e.g. of a git worktree), run in the
+#   same rounds as "fm old", for an A/B of fm's MPI against itself
 # Needs: netpipe-mpich2, netpipe-openmpi, mpich, openmpi-bin.
 # Prints per library and size the median one-way latency (µs) and, at
 # 1 MiB, the median bandwidth (Gbit/s), over the rounds; and, for scale,
@@ -25,6 +27,9 @@ for r in $(seq "$ROUNDS"); do
     "$FMBENCH" pingpong --sizes 8,1024,65536,1048576 --csv > "$out/fmlevel.$r" 2>&1
     # -p 0: no perturbation (sizes 8, 1024, 65536, 1048576 are measured as is).
     (cd "$out" && "$OLDPWD/$FMRUN" -n 2 --no-prefix /usr/bin/NPmpich2 -p 0 -u 1048576 -o /dev/null > "fm.$r" 2>&1)
+    if [ -n "${FMRUN_OLD:-}" ]; then
+        (cd "$out" && "$FMRUN_OLD" -n 2 --no-prefix /usr/bin/NPmpich2 -p 0 -u 1048576 -o /dev/null > "fmold.$r" 2>&1)
+    fi
     (cd "$out" && mpiexec.mpich -n 2 /usr/bin/NPmpich2 -p 0 -u 1048576 -o /dev/null > "mpich.$r" 2>&1)
     (cd "$out" && mpirun --allow-run-as-root --oversubscribe -n 2 /usr/bin/NPopenmpi -p 0 -u 1048576 -o /dev/null > "openmpi.$r" 2>&1)
 done
@@ -54,6 +59,9 @@ def fmlevel(path):
 
 libs = {"FM level": fmlevel, "fm": netpipe, "mpich": netpipe, "openmpi": netpipe}
 files = {"FM level": "fmlevel", "fm": "fm", "mpich": "mpich", "openmpi": "openmpi"}
+import os
+if os.path.exists(f"{out}/fmold.1"):
+    libs["fm old"], files["fm old"] = netpipe, "fmold"
 runs = {lib: [f(f"{out}/{files[lib]}.{r}") for r in range(1, rounds + 1)] for lib, f in libs.items()}
 # This host's two vCPUs sit near (shared cache) or far apart, and move
 # between the two: FM's own 8 B one-way time says which (about 0.1 µs
