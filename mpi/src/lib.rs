@@ -131,15 +131,24 @@ fn fatal(rank: Option<c_int>, func: &str, why: &str) -> ! {
     std::process::exit(1)
 }
 
-/// Run attribute callbacks outside the library's lock (they are the
-/// caller's code, and may call MPI): the values copy callbacks gave, by
-/// keyval. A callback that fails is `func`'s error, reported through
-/// `comm`'s error handler; its class comes back as the error.
-fn run_callbacks(
+/// [`call`] `f`, then the attribute callbacks it returned, outside the
+/// library's lock (they are the caller's code, and may call MPI): the
+/// values copy callbacks gave, by keyval. An error of `f` or of a callback
+/// is `func`'s, reported through `comm`'s error handler; its class comes
+/// back as the error.
+fn call_with_callbacks(
     func: &str,
     comm: Handle,
-    callbacks: Vec<Callback>,
+    f: impl FnOnce(&mut Mpi) -> MpiResult<Vec<Callback>>,
 ) -> Result<Vec<(c_int, usize)>, c_int> {
+    let mut callbacks = Vec::new();
+    let r = call(func, comm, |m| {
+        callbacks = f(m)?;
+        Ok(())
+    });
+    if r != MPI_SUCCESS {
+        return Err(r);
+    }
     let mut copied = Vec::new();
     for cb in callbacks {
         // SAFETY: the caller's callbacks, called as MPI says.
@@ -744,15 +753,10 @@ fn MPI_Is_thread_main / PMPI_Is_thread_main(flag: *mut c_int) {
 fn MPI_Finalize / PMPI_Finalize() {
     // First, as MPI says, the attributes on MPI_COMM_SELF are deleted (the
     // last set first): libraries hang their clean-up there.
-    let mut deletions = Vec::new();
-    let r = call("MPI_Finalize", MPI_COMM_SELF, |m| {
-        deletions = m.attrs.clear(MPI_COMM_SELF);
-        Ok(())
+    let deleted = call_with_callbacks("MPI_Finalize", MPI_COMM_SELF, |m| {
+        Ok(m.attrs.clear(MPI_COMM_SELF))
     });
-    if r != MPI_SUCCESS {
-        return r;
-    }
-    if let Err(class) = run_callbacks("MPI_Finalize", MPI_COMM_SELF, deletions) {
+    if let Err(class) = deleted {
         return class;
     }
     let mut g = phase();
@@ -833,9 +837,10 @@ fn MPI_Errhandler_set / PMPI_Errhandler_set(comm: Handle, errhandler: Handle) {
 }
 
 fn MPI_Comm_dup / PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) {
-    let mut copies = Vec::new();
+    // The attributes' copy callbacks run outside the lock; then the
+    // duplicate gets what they gave (or, if one failed, is freed again).
     let mut new = MPI_COMM_NULL;
-    let r = call("MPI_Comm_dup", comm, |m| {
+    let copied = call_with_callbacks("MPI_Comm_dup", comm, |m| {
         let out = arg(newcomm, "the new communicator")?;
         let (epoch, parent) = m.child_of(comm)?;
         let context = m.new_context(&parent, epoch, true)?;
@@ -846,26 +851,24 @@ fn MPI_Comm_dup / PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) {
             ..parent
         })?;
         *out = new;
-        copies = m.attrs.copies(comm);
-        Ok(())
+        Ok(m.attrs.copies(comm))
     });
-    if r != MPI_SUCCESS || copies.is_empty() {
-        return r;
-    }
-    // The attributes' copy callbacks, outside the lock; then the duplicate
-    // gets what they gave (or, if one failed, is freed again).
-    let copied = run_callbacks("MPI_Comm_dup", comm, copies);
-    call("MPI_Comm_dup", comm, |m| match copied {
-        Ok(values) => {
+    match copied {
+        Ok(values) if values.is_empty() => MPI_SUCCESS,
+        Ok(values) => call("MPI_Comm_dup", comm, |m| {
             m.attrs.set_copied(new, values);
             Ok(())
-        }
+        }),
+        Err(class) if new == MPI_COMM_NULL => class,
         Err(class) => {
-            m.remove_comm(new);
+            call("MPI_Comm_dup", comm, |m| {
+                m.remove_comm(new);
+                Ok(())
+            });
             *newcomm = MPI_COMM_NULL;
-            err(class, "an attribute's copy callback failed")
+            class
         }
-    })
+    }
 }
 
 fn MPI_Comm_split / PMPI_Comm_split(comm: Handle, color: c_int, key: c_int, newcomm: *mut Handle) {
@@ -1100,16 +1103,11 @@ fn MPI_Keyval_free / PMPI_Keyval_free(keyval: *mut c_int) {
 }
 
 fn MPI_Comm_set_attr / PMPI_Comm_set_attr(comm: Handle, keyval: c_int, value: *mut c_void) {
-    let mut deletion = None;
-    let r = call("MPI_Comm_set_attr", comm, |m| {
+    call_with_callbacks("MPI_Comm_set_attr", comm, |m| {
         m.comm(comm)?;
-        deletion = m.attrs.set(comm, keyval, value as usize)?;
-        Ok(())
-    });
-    if r != MPI_SUCCESS {
-        return r;
-    }
-    run_callbacks("MPI_Comm_set_attr", comm, deletion.into_iter().collect()).map_or_else(|c| c, |_| MPI_SUCCESS)
+        Ok(m.attrs.set(comm, keyval, value as usize)?.into_iter().collect())
+    })
+    .map_or_else(|class| class, |_| MPI_SUCCESS)
 }
 
 fn MPI_Attr_put / PMPI_Attr_put(comm: Handle, keyval: c_int, value: *mut c_void) {
@@ -1117,16 +1115,11 @@ fn MPI_Attr_put / PMPI_Attr_put(comm: Handle, keyval: c_int, value: *mut c_void)
 }
 
 fn MPI_Comm_delete_attr / PMPI_Comm_delete_attr(comm: Handle, keyval: c_int) {
-    let mut deletion = None;
-    let r = call("MPI_Comm_delete_attr", comm, |m| {
+    call_with_callbacks("MPI_Comm_delete_attr", comm, |m| {
         m.comm(comm)?;
-        deletion = m.attrs.delete(comm, keyval)?;
-        Ok(())
-    });
-    if r != MPI_SUCCESS {
-        return r;
-    }
-    run_callbacks("MPI_Comm_delete_attr", comm, deletion.into_iter().collect()).map_or_else(|c| c, |_| MPI_SUCCESS)
+        Ok(m.attrs.delete(comm, keyval)?.into_iter().collect())
+    })
+    .map_or_else(|class| class, |_| MPI_SUCCESS)
 }
 
 fn MPI_Attr_delete / PMPI_Attr_delete(comm: Handle, keyval: c_int) {
@@ -1336,16 +1329,11 @@ fn MPI_Comm_free / PMPI_Comm_free(comm: *mut Handle) {
     };
     // The attributes go first, their delete callbacks outside the lock,
     // while the communicator is still there for them to look at.
-    let mut deletions = Vec::new();
-    let r = call("MPI_Comm_free", MPI_COMM_WORLD, |m| {
+    let deleted = call_with_callbacks("MPI_Comm_free", MPI_COMM_WORLD, |m| {
         freeable(m)?;
-        deletions = m.attrs.clear(h);
-        Ok(())
+        Ok(m.attrs.clear(h))
     });
-    if r != MPI_SUCCESS {
-        return r;
-    }
-    if let Err(class) = run_callbacks("MPI_Comm_free", h, deletions) {
+    if let Err(class) = deleted {
         return class;
     }
     call("MPI_Comm_free", MPI_COMM_WORLD, |m| {

@@ -880,6 +880,10 @@ static int delete_cb(MPI_Comm comm, int key, void *val, void *extra) {
     return MPI_SUCCESS;
 }
 
+static int failing_copy_cb(MPI_Comm old, int key, void *extra, void *in, void *out, int *flag) {
+    return MPI_ERR_OTHER;
+}
+
 static int self_delete_cb(MPI_Comm comm, int key, void *val, void *extra) {
     CHECK(comm == MPI_COMM_SELF && val == &self_deleted, "self delete callback");
     self_deleted++;
@@ -941,6 +945,17 @@ static void attributes(void) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Error_class(MPI_Comm_set_attr(MPI_COMM_WORLD, MPI_TAG_UB, &vals[0]), &cls);
     CHECK(cls == MPI_ERR_KEYVAL, "setting a predefined attribute: class %d", cls);
+    if (is_fm) {
+        /* A copy callback that fails fails MPI_Comm_dup, with no communicator. */
+        int failing;
+        MPI_Comm_create_keyval(failing_copy_cb, MPI_COMM_NULL_DELETE_FN, &failing, NULL);
+        MPI_Comm_set_attr(MPI_COMM_WORLD, failing, &vals[0]);
+        MPI_Comm e = MPI_COMM_WORLD;
+        MPI_Error_class(MPI_Comm_dup(MPI_COMM_WORLD, &e), &cls);
+        CHECK(cls == MPI_ERR_OTHER && e == MPI_COMM_NULL, "a failing copy callback: class %d", cls);
+        MPI_Comm_delete_attr(MPI_COMM_WORLD, failing);
+        MPI_Comm_free_keyval(&failing);
+    }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     MPI_Comm_free_keyval(&plain);
     MPI_Comm_free_keyval(&dupkey);
