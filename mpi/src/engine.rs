@@ -740,7 +740,9 @@ impl Engine {
         let Some(to) = route.to else {
             return Ok(self.null_request());
         };
-        let req = (self.matching()).add(Request::new(Op::Send { data, len }, false, kept));
+        let req = self
+            .matching()
+            .add(Request::new(Op::Send { data, len }, false, kept));
         let env = Envelope {
             context: route.context,
             source: route.me,
