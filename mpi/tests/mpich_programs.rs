@@ -94,7 +94,27 @@ fn mpich_built_point_to_point_on_shared_memory() {
         t.contains("fm MPI: rank 1: MPI_Send: rank 3 is not in a communicator of 2 processes"),
         "{t}"
     );
+    job_ends_with_rank_1(&dir, &exe, &["-n", "3", "--oversubscribe"]);
     assert!(dir.segments().is_empty(), "{:?}", dir.segments());
+}
+
+/// `MPI_Abort(7)` in rank 1 ends the job with code 7, and a rank 1 killed
+/// mid-job ends it too, while the other ranks wait for rank 1 in
+/// `MPI_Recv` (none of them returns from it).
+fn job_ends_with_rank_1(dir: &TempDir, exe: &Path, fmrun_args: &[&str]) {
+    let o = run(dir, fmrun_args, exe, &["abort"], &[]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(7), "{t}");
+    assert!(
+        t.contains("rank 1 called MPI_Abort with error code 7"),
+        "{t}"
+    );
+    assert!(!t.contains("returned though"), "{t}");
+    let o = run(dir, fmrun_args, exe, &["die"], &[]);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("rank 1") && t.contains("SIGKILL"), "{t}");
+    assert!(!t.contains("returned though"), "{t}");
 }
 
 /// The same on four ranks over two virtual hosts, two each (shared memory
@@ -116,6 +136,11 @@ fn mpich_built_point_to_point_over_ethernet_and_loss() {
         assert!(o.status.success(), "FM_FAULTS={faults}:\n{t}");
         assert!(t.contains("all passed on 4 ranks"), "{t}");
     }
+    job_ends_with_rank_1(
+        &dir,
+        &exe,
+        &["-n", "4", "--hosts", "a:2,b:2", "--rsh", "local"],
+    );
 }
 
 /// Debian's NetPIPE, built against MPICH, checks every byte it moves

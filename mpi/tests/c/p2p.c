@@ -7,11 +7,14 @@
  *   p2p sabotage   rank 0 corrupts one byte of one message: must fail
  *   p2p fatal      rank 1 sends to an invalid rank under
  *                  MPI_ERRORS_ARE_FATAL: the job must end, naming it
+ *   p2p abort      rank 1 calls MPI_Abort(7) while the others wait for it
+ *   p2p die        rank 1 is killed while the others wait for it
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 
 static int rank, size, sabotage, is_fm;
 
@@ -1009,6 +1012,17 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const char *mode = argc > 1 ? argv[1] : "";
     sabotage = !strcmp(mode, "sabotage");
+    if (!strcmp(mode, "abort") || !strcmp(mode, "die")) {
+        /* Rank 1 ends the job while the others wait for it in MPI_Recv. */
+        int v = 0;
+        if (rank == 1) {
+            if (!strcmp(mode, "abort")) MPI_Abort(MPI_COMM_WORLD, 7);
+            raise(SIGKILL);
+        }
+        MPI_Recv(&v, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        printf("rank %d: MPI_Recv returned though rank 1 is gone\n", rank);
+        return 3;
+    }
     if (!strcmp(mode, "fatal")) {
         int v = 0;
         if (rank == 1) MPI_Send(&v, 1, MPI_INT, size + 1, 0, MPI_COMM_WORLD);
