@@ -724,8 +724,10 @@ fn env_var(var: &'static str) -> Result<Option<String>> {
     }
 }
 
-/// A job variable: from the environment only.
-fn env_only<T: std::str::FromStr>(setting: &'static Setting) -> Result<Option<T>>
+/// A variable read from the environment only (a job variable, or a
+/// setting of the layers above FM): its value, parsed, if set; a value
+/// that does not parse is an error naming the variable.
+pub fn env_only<T: std::str::FromStr>(setting: &'static Setting) -> Result<Option<T>>
 where
     T::Err: std::fmt::Display,
 {

@@ -3,6 +3,8 @@
 
 use fm_platform::setting::{Scope, Setting};
 
+pub use crate::config::env_only;
+
 pub const CONFIG: Setting = Setting {
     var: "FM_CONFIG",
     scope: Scope::Environment,

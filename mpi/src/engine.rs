@@ -49,17 +49,6 @@ pub const DEFAULT_EAGER_LIMIT: usize = 64 << 10;
 /// (`fm::settings::MPI_SET_ASIDE_LIMIT`).
 pub const DEFAULT_SET_ASIDE_LIMIT: usize = 64 << 20;
 
-/// A byte count from environment variable `var`, or `default`.
-fn bytes_setting(var: &str, default: usize) -> MpiResult<usize> {
-    match std::env::var(var) {
-        Err(_) => Ok(default),
-        Ok(v) => v.trim().parse::<usize>().map_err(|_| MpiError {
-            class: MPI_ERR_ARG,
-            message: format!("{var}={v:?}: not a number of bytes"),
-        }),
-    }
-}
-
 /// An error as MPI reports it: its class, and what happened.
 #[derive(Debug)]
 pub struct MpiError {
@@ -593,11 +582,12 @@ impl Engine {
             .handler(BARRIER, "mpi-barrier", move |m| on_barrier(&f, m))
             .from_env()?
             .build()?;
-        let eager_limit = bytes_setting(fm::settings::MPI_EAGER_LIMIT.var, DEFAULT_EAGER_LIMIT)?;
-        shared.0.borrow_mut().set_aside_room = bytes_setting(
-            fm::settings::MPI_SET_ASIDE_LIMIT.var,
-            DEFAULT_SET_ASIDE_LIMIT,
-        )?;
+        let bytes = |setting, default| {
+            fm::settings::env_only::<usize>(setting).map(|v| v.unwrap_or(default))
+        };
+        let eager_limit = bytes(&fm::settings::MPI_EAGER_LIMIT, DEFAULT_EAGER_LIMIT)?;
+        shared.0.borrow_mut().set_aside_room =
+            bytes(&fm::settings::MPI_SET_ASIDE_LIMIT, DEFAULT_SET_ASIDE_LIMIT)?;
         Ok(Engine {
             fm,
             shared,
