@@ -1585,33 +1585,35 @@ fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(
     source: c_int, recvtag: c_int, comm: Handle, status: *mut MpiStatus,
 ) {
     call("MPI_Sendrecv_replace", comm, |m| {
-        let bytes = match m.elements(count, datatype)? {
-            Elements::Plain { bytes, .. } => bytes,
-            Elements::Packed { bytes, .. } => {
-                // The send packs the elements into a message of its own
-                // at once, so the receive may unpack into them straight.
-                check_buffer(buf, bytes)?;
-                let mut sreq = MPI_REQUEST_NULL;
-                send(m, buf, count, datatype, dest, sendtag, comm, false, Some(&mut sreq))?;
-                let r = recv(m, buf, count, datatype, source, recvtag, comm)?;
-                m.engine.wait(request_id(sreq)?)?;
-                let s = m.engine.wait(r)?;
-                put_status(status, s);
-                return status_result(&s);
-            }
-        };
-        check_buffer(buf, bytes)?;
-        // The message comes into a buffer of its own while this one is
-        // sent, then replaces it.
-        let mut incoming = vec![0u8; bytes];
-        let r = recv(m, incoming.as_mut_ptr().cast(), count, datatype, source, recvtag, comm)?;
+        let elements = m.elements(count, datatype)?;
+        check_buffer(buf, elements.bytes())?;
+        // The send starts first. A packed type's packs its elements into a
+        // message of its own at once, so the receive may unpack straight
+        // into them; plain bytes are sent from where they are, so the
+        // message comes into a buffer of its own and replaces them (at
+        // their offset) once both are done.
         let mut sreq = MPI_REQUEST_NULL;
         send(m, buf, count, datatype, dest, sendtag, comm, false, Some(&mut sreq))?;
+        let (r, incoming) = match elements {
+            Elements::Packed { .. } => (recv(m, buf, count, datatype, source, recvtag, comm)?, None),
+            Elements::Plain { at, bytes } => {
+                let c = m.p2p(comm, source, true, recvtag)?;
+                let mut v = vec![0u8; bytes];
+                // SAFETY: `v` (its heap buffer) lives until the receive
+                // is waited for, below.
+                let r = m.engine.irecv(c.context, source, recvtag, v.as_mut_ptr(), bytes)?;
+                (r, Some((at, v)))
+            }
+        };
         m.engine.wait(request_id(sreq)?)?;
         let s = m.engine.wait(r)?;
-        let n = (s.bytes() as usize).min(bytes);
-        if n > 0 {
-            std::ptr::copy_nonoverlapping(incoming.as_ptr(), buf.cast::<u8>(), n);
+        if let Some((at, v)) = incoming {
+            let n = (s.bytes() as usize).min(v.len());
+            if n > 0 {
+                // SAFETY: the caller's `count` elements, `v.len()` plain
+                // bytes from `at` (MPI's rule for the buffer).
+                std::ptr::copy_nonoverlapping(v.as_ptr(), buf.cast::<u8>().offset(at), n);
+            }
         }
         put_status(status, s);
         status_result(&s)

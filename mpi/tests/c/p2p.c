@@ -778,6 +778,15 @@ static void datatypes(void) {
     for (int i = 0; i < 8; i++) dd[i] = i * 0.25;
     check_type(cont, dd, 2, (unsigned char *)dd, sizeof dd, "contiguous");
 
+    /* One block that starts past the element's start: moved as plain bytes
+     * from an offset (and so received, also in place, at that offset). */
+    MPI_Datatype off;
+    int offd[1] = {2};
+    MPI_Type_create_indexed_block(1, 4, offd, MPI_INT, &off);
+    MPI_Type_commit(&off);
+    check_type(off, mat[2], 1, (unsigned char *)&mat[2][2], 4 * sizeof(int), "one block at an offset");
+    MPI_Type_free(&off);
+
     /* Plain bytes out, the type in: received into the matrix's column,
      * the rest of the matrix untouched; a large vector goes by rendezvous. */
     if (rank < 2) {
