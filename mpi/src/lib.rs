@@ -493,6 +493,47 @@ impl Mpi {
     }
 }
 
+/// `MPI_Get_count` (whole elements of `datatype`) and, with `basic`,
+/// `MPI_Get_elements` (its basic elements, also those of a partial
+/// element) in the bytes `status` says arrived: `MPI_UNDEFINED` when they
+/// end inside one.
+///
+/// # Safety
+/// `status` and `count` are null or valid, as MPI's caller promises.
+unsafe fn count_in_status(
+    status: *const MpiStatus,
+    datatype: Handle,
+    count: *mut c_int,
+    basic: bool,
+) -> c_int {
+    let whole = |bytes: u64, size: usize| match size as u64 {
+        0 => Some(0),
+        size => bytes.is_multiple_of(size).then_some(bytes / size),
+    };
+    if status.is_null() || status as usize == STATUS_IGNORE || count.is_null() {
+        return MPI_ERR_ARG;
+    }
+    let bytes = (*status).bytes();
+    let n = match builtin_type_size(datatype) {
+        // A pair type's element is two basic elements.
+        Some(size) if basic && is_pair_type(datatype) => whole(bytes, size / 2),
+        Some(size) => whole(bytes, size),
+        None => {
+            let layout = match &*phase() {
+                Phase::Running(m) => m.derived(datatype),
+                _ => err(MPI_ERR_TYPE, "no datatype before MPI_Init"),
+            };
+            match layout {
+                Ok(l) if basic => l.elements_in(bytes),
+                Ok(l) => whole(bytes, l.size),
+                Err(_) => return MPI_ERR_TYPE,
+            }
+        }
+    };
+    *count = n.map_or(MPI_UNDEFINED, |n| n.min(c_int::MAX as u64) as c_int);
+    MPI_SUCCESS
+}
+
 fn check_buffer(buf: *const c_void, bytes: usize) -> MpiResult<()> {
     if buf.is_null() && bytes > 0 {
         return err(MPI_ERR_BUFFER, "a null buffer for a non-empty message");
@@ -1812,51 +1853,11 @@ fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: Handle, status: *mut 
 }
 
 fn MPI_Get_count / PMPI_Get_count(status: *const MpiStatus, datatype: Handle, count: *mut c_int) {
-    let size = match builtin_type_size(datatype) {
-        Some(size) => size,
-        None => match &*phase() {
-            Phase::Running(m) => match m.derived(datatype) {
-                Ok(l) => l.size,
-                Err(_) => return MPI_ERR_TYPE,
-            },
-            _ => return MPI_ERR_TYPE,
-        },
-    };
-    if status.is_null() || status as usize == STATUS_IGNORE || count.is_null() {
-        return MPI_ERR_ARG;
-    }
-    let bytes = (*status).bytes();
-    *count = if size == 0 {
-        0
-    } else if !bytes.is_multiple_of(size as u64) {
-        MPI_UNDEFINED
-    } else {
-        (bytes / size as u64).min(c_int::MAX as u64) as c_int
-    };
-    MPI_SUCCESS
+    count_in_status(status, datatype, count, false)
 }
 
 fn MPI_Get_elements / PMPI_Get_elements(status: *const MpiStatus, datatype: Handle, count: *mut c_int) {
-    let layout = match builtin_type_size(datatype) {
-        Some(_) if !is_pair_type(datatype) => return PMPI_Get_count(status, datatype, count),
-        // A pair type's element is two basic elements.
-        Some(size) => Arc::new(Layout::basic(size / 2)),
-        None => match &*phase() {
-            Phase::Running(m) => match m.derived(datatype) {
-                Ok(l) => l,
-                Err(_) => return MPI_ERR_TYPE,
-            },
-            _ => return MPI_ERR_TYPE,
-        },
-    };
-    if status.is_null() || status as usize == STATUS_IGNORE || count.is_null() {
-        return MPI_ERR_ARG;
-    }
-    *count = match layout.elements_in((*status).bytes()) {
-        Some(n) => n.min(c_int::MAX as u64) as c_int,
-        None => MPI_UNDEFINED,
-    };
-    MPI_SUCCESS
+    count_in_status(status, datatype, count, true)
 }
 
 fn MPI_Barrier / PMPI_Barrier(comm: Handle) {
