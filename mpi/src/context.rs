@@ -19,7 +19,7 @@ const WORDS: usize = CONTEXT_IDS / 64;
 /// Bit 30 of a context: the library's own messages on a communicator
 /// (`MPI_Comm_split`'s exchange, the agreement below), which no user
 /// receive can match.
-pub const COLLECTIVE_CONTEXT: u32 = 0x4000_0000;
+const COLLECTIVE_CONTEXT: u32 = 0x4000_0000;
 
 /// The ids this process's communicators use.
 pub struct ContextIds {
@@ -143,9 +143,9 @@ fn collective(comm: &Comm, to: usize) -> Route {
     }
 }
 
-/// Start sending `data` to member `to`; the caller waits for it while
-/// `data` lives.
-fn start_send(
+/// Start sending `data` to member `to` of `comm` on its collective
+/// context; the caller waits for it while `data` lives.
+pub fn start_send(
     engine: &mut Engine,
     comm: &Comm,
     to: usize,
@@ -162,9 +162,9 @@ fn send(engine: &mut Engine, comm: &Comm, to: usize, tag: c_int, data: &[u8]) ->
     engine.wait(id).map(drop)
 }
 
-/// `len` bytes from member `from`; fewer (a member with another build?)
-/// is an error, not a short answer.
-fn receive(
+/// `len` bytes from member `from` of `comm` on its collective context;
+/// another length is an error, not a short answer.
+pub fn receive(
     engine: &mut Engine,
     comm: &Comm,
     from: usize,
@@ -180,7 +180,7 @@ fn receive(
         return err(
             MPI_ERR_INTERN,
             format!(
-                "member {from} sent {} bytes of its communicator ids, not {len}",
+                "member {from} sent {} bytes of the library's own exchange, not {len}",
                 s.bytes()
             ),
         );

@@ -28,7 +28,7 @@ pub mod engine;
 
 use abi::*;
 use attr::{Attributes, Callback, CopyFn, DeleteFn};
-use context::{split_tag, ContextIds, COLLECTIVE_CONTEXT};
+use context::{split_tag, ContextIds};
 use datatype::Layout;
 use engine::{err, slice_or_empty, Comm, Engine, MpiError, MpiResult, Route, Unpack};
 use std::ffi::{c_char, c_double, c_int, c_void};
@@ -221,48 +221,22 @@ fn split(m: &mut Mpi, comm: Handle, color: c_int, key: c_int) -> MpiResult<Handl
     let (epoch, parent) = m.child_of(comm)?;
     // Everyone's (colour, key), over the parent's collective context.
     let mut all = vec![(0, 0); parent.ranks.len()];
-    all[parent.rank as usize] = (color, key);
-    let coll = Route {
-        context: parent.context | COLLECTIVE_CONTEXT,
-        me: parent.rank,
-        to: None,
-    };
+    let me = parent.rank as usize;
+    all[me] = (color, key);
     let mine: Vec<u8> = [color.to_le_bytes(), key.to_le_bytes()].concat();
-    let mut sends = Vec::new();
-    for (r, &to) in parent.ranks.iter().enumerate() {
-        if r as c_int != parent.rank {
-            let route = Route {
-                to: Some(to),
-                ..coll
-            };
-            // SAFETY: `mine` lives until these sends are waited for below.
-            sends.push(unsafe {
-                m.engine
-                    .isend(route, split_tag(epoch), mine.as_ptr(), mine.len(), false)?
-            });
-        }
-    }
-    for (r, slot) in all.iter_mut().enumerate() {
-        if r as c_int == parent.rank {
-            continue;
-        }
-        let mut b = [0u8; 8];
-        // SAFETY: `b` lives until the receive is waited for, here.
-        let id = unsafe {
-            m.engine.irecv(
-                coll.context,
-                r as c_int,
-                split_tag(epoch),
-                b.as_mut_ptr(),
-                8,
-            )?
-        };
-        m.engine.wait(id)?;
-        *slot = (
+    let tag = split_tag(epoch);
+    let others = || (0..parent.ranks.len()).filter(|&r| r != me);
+    let sends = (others())
+        .map(|r| context::start_send(&mut m.engine, &parent, r, tag, &mine))
+        .collect::<MpiResult<Vec<u32>>>()?;
+    for r in others() {
+        let b = context::receive(&mut m.engine, &parent, r, tag, 8)?;
+        all[r] = (
             c_int::from_le_bytes([b[0], b[1], b[2], b[3]]),
             c_int::from_le_bytes([b[4], b[5], b[6], b[7]]),
         );
     }
+    // `mine` lives until here, where its sends are done.
     for id in sends {
         m.engine.wait(id)?;
     }
