@@ -103,6 +103,13 @@ pub const MPI_SET_ASIDE_LIMIT: Setting = Setting {
     doc: r#"fm's MPI: bytes of large blocking `MPI_Send`s a process may copy aside so that the send returns while its receiver is itself blocked sending to it (two ranks that both send before they receive); past it such a send waits for its receive, as MPI allows. `0`: never copy. Read by `MPI_Init`; not in the settings file."#,
 };
 
+pub const MPI_SOURCE_MINUS_ONE: Setting = Setting {
+    var: "FM_MPI_SOURCE_MINUS_ONE",
+    scope: Scope::Environment,
+    default: r#"`proc-null`"#,
+    doc: r#"fm's MPI: what a receive or probe from source -1 means. `proc-null`: `MPI_PROC_NULL`, as MPICH's ABI says (-1 is `MPI_PROC_NULL` there; `MPI_ANY_SOURCE` is -2). `any-source`: any source, for binaries that hard-code -1 as "any source" (Open MPI's numbering), such as Debian's NetPIPE `NPmpich2 -z`; a program that receives from `MPI_PROC_NULL` then waits for a real message instead. Read by `MPI_Init`; not in the settings file."#,
+};
+
 pub const WAIT_TIMEOUT: Setting = Setting {
     var: "FM_WAIT_TIMEOUT",
     scope: Scope::Setting,
@@ -147,6 +154,7 @@ pub const SETTINGS: &[Setting] = &[
     STASH_BYTES,
     MPI_EAGER_LIMIT,
     MPI_SET_ASIDE_LIMIT,
+    MPI_SOURCE_MINUS_ONE,
     WAIT_TIMEOUT,
     WAIT,
     WAIT_SPIN_US,

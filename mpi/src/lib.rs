@@ -59,6 +59,10 @@ struct Mpi {
     contexts: ContextIds,
     /// `MPI_UNIVERSE_SIZE`'s value: the job's size.
     universe: c_int,
+    /// The source a receive or probe from -1 means: `MPI_PROC_NULL`, or
+    /// `MPI_ANY_SOURCE` for binaries that assume Open MPI's numbering
+    /// (`FM_MPI_SOURCE_MINUS_ONE`).
+    minus_one: c_int,
     t0: Instant,
 }
 
@@ -353,6 +357,17 @@ impl Mpi {
                 class: MPI_ERR_COMM,
                 message: format!("{handle:#x} is not a communicator"),
             })
+    }
+
+    /// Where a receive or probe from `source` with `tag` on communicator
+    /// `handle` listens, all checked, and the source it means.
+    fn recv_from(&self, handle: Handle, source: c_int, tag: c_int) -> MpiResult<(Route, c_int)> {
+        let source = if source == MPI_PROC_NULL {
+            self.minus_one
+        } else {
+            source
+        };
+        Ok((self.p2p(handle, source, true, tag)?, source))
     }
 
     /// Where a call naming `rank` (a destination, or with `any` a source,
@@ -1612,7 +1627,7 @@ fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(
         let (r, incoming) = match elements {
             Elements::Packed { .. } => (recv(m, buf, count, datatype, source, recvtag, comm)?, None),
             Elements::Plain { at, bytes } => {
-                let c = m.p2p(comm, source, true, recvtag)?;
+                let (c, source) = m.recv_from(comm, source, recvtag)?;
                 let mut v = vec![0u8; bytes];
                 // SAFETY: `v` (its heap buffer) lives until the receive
                 // is waited for, below.
@@ -1638,7 +1653,7 @@ fn MPI_Sendrecv_replace / PMPI_Sendrecv_replace(
 fn MPI_Improbe / PMPI_Improbe(source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, message: *mut Handle, status: *mut MpiStatus) {
     call("MPI_Improbe", comm, |m| {
         let (flag, message) = (arg(flag, "the flag")?, arg(message, "the message")?);
-        let c = m.p2p(comm, source, true, tag)?;
+        let (c, source) = m.recv_from(comm, source, tag)?;
         if source == MPI_PROC_NULL {
             *flag = 1;
             *message = MPI_MESSAGE_NO_PROC;
@@ -1660,7 +1675,7 @@ fn MPI_Improbe / PMPI_Improbe(source: c_int, tag: c_int, comm: Handle, flag: *mu
 fn MPI_Mprobe / PMPI_Mprobe(source: c_int, tag: c_int, comm: Handle, message: *mut Handle, status: *mut MpiStatus) {
     call("MPI_Mprobe", comm, |m| {
         let message = arg(message, "the message")?;
-        let c = m.p2p(comm, source, true, tag)?;
+        let (c, source) = m.recv_from(comm, source, tag)?;
         if source == MPI_PROC_NULL {
             *message = MPI_MESSAGE_NO_PROC;
             put_status(status, MpiStatus::empty());
@@ -1805,7 +1820,7 @@ fn MPI_Test_cancelled / PMPI_Test_cancelled(status: *const MpiStatus, flag: *mut
 fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, status: *mut MpiStatus) {
     call("MPI_Iprobe", comm, |m| {
         let flag = arg(flag, "the flag")?;
-        let c = m.p2p(comm, source, true, tag)?;
+        let (c, source) = m.recv_from(comm, source, tag)?;
         match m.engine.iprobe(c.context, source, tag)? {
             Some(s) => {
                 *flag = 1;
@@ -1819,7 +1834,7 @@ fn MPI_Iprobe / PMPI_Iprobe(source: c_int, tag: c_int, comm: Handle, flag: *mut 
 
 fn MPI_Probe / PMPI_Probe(source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) {
     call("MPI_Probe", comm, |m| {
-        let c = m.p2p(comm, source, true, tag)?;
+        let (c, source) = m.recv_from(comm, source, tag)?;
         let s = m.engine.probe(c.context, source, tag)?;
         put_status(status, s);
         Ok(())
@@ -1929,6 +1944,10 @@ fn init(func: &str) -> c_int {
     if !matches!(*g, Phase::Before) {
         fatal(None, func, "MPI is already initialized (or finalized)");
     }
+    let minus_one = match fm::settings::env_only::<MinusOne>(&fm::settings::MPI_SOURCE_MINUS_ONE) {
+        Ok(v) => v.map_or(MPI_PROC_NULL, |v| v.0),
+        Err(e) => fatal(None, func, &e.to_string()),
+    };
     let engine = match Engine::start() {
         Ok(e) => e,
         Err(e) => fatal(None, func, &e.message),
@@ -1962,6 +1981,7 @@ fn init(func: &str) -> c_int {
         attrs: Attributes::default(),
         contexts: ContextIds::default(),
         universe: size as c_int,
+        minus_one,
         t0: Instant::now(),
     }));
     MPI_SUCCESS
@@ -2247,7 +2267,7 @@ fn recv(
     tag: c_int,
     comm: Handle,
 ) -> MpiResult<u32> {
-    let c = m.p2p(comm, source, true, tag)?;
+    let (c, source) = m.recv_from(comm, source, tag)?;
     match m.elements(count, datatype)? {
         Elements::Plain { at, bytes } => {
             check_buffer(buf, bytes)?;
@@ -2271,6 +2291,20 @@ fn recv(
             };
             // SAFETY: the caller's `count` elements (MPI's rule).
             unsafe { m.engine.irecv_unpacked(c.context, source, tag, unpack) }
+        }
+    }
+}
+
+/// A value of `FM_MPI_SOURCE_MINUS_ONE`: the source -1 stands for.
+struct MinusOne(c_int);
+
+impl std::str::FromStr for MinusOne {
+    type Err = String;
+    fn from_str(s: &str) -> Result<MinusOne, String> {
+        match s.trim() {
+            "proc-null" => Ok(MinusOne(MPI_PROC_NULL)),
+            "any-source" => Ok(MinusOne(MPI_ANY_SOURCE)),
+            _ => Err("expected proc-null or any-source".into()),
         }
     }
 }

@@ -95,8 +95,32 @@ fn mpich_built_point_to_point_on_shared_memory() {
         "{t}"
     );
     job_ends_with_rank_1(&dir, &exe, &["-n", "3", "--oversubscribe"]);
+    // Source -1 is any source only when asked for; without the setting
+    // it is MPI_PROC_NULL and the same checks fail.
+    let three = &["-n", "3", "--oversubscribe"];
+    let o = run(
+        &dir,
+        three,
+        &exe,
+        &["minus-one"],
+        &[(MINUS_ONE, "any-source")],
+    );
+    let t = text(&o);
+    assert!(
+        o.status.success() && t.contains("source -1 is any source on 3 ranks"),
+        "{t}"
+    );
+    let o = run(&dir, three, &exe, &["minus-one"], &[]);
+    let t = text(&o);
+    assert!(
+        !o.status.success() && t.contains("from -1: source -1"),
+        "{t}"
+    );
     assert!(dir.segments().is_empty(), "{:?}", dir.segments());
 }
+
+/// The setting that reads source -1 as `MPI_ANY_SOURCE` (docs/MPI.md).
+const MINUS_ONE: &str = "FM_MPI_SOURCE_MINUS_ONE";
 
 /// `MPI_Abort(7)` in rank 1 ends the job with code 7, and a rank 1 killed
 /// mid-job ends it too, while the other ranks wait for rank 1 in
@@ -151,9 +175,10 @@ fn mpich_built_point_to_point_over_ethernet_and_loss() {
 /// (it hangs under MPICH's own `mpiexec.mpich` past 12 KiB); fm copies a
 /// send aside then, so it passes here at every size.
 ///
-/// Not here: `-z`. Debian's NetPIPE 3.7 passes -1 as the source for it,
-/// which is MPI_PROC_NULL in MPICH's ABI, not MPI_ANY_SOURCE; it hangs
-/// under `mpiexec.mpich -n 2 NPmpich2 -z` too (docs/MPI.md).
+/// `-z` (receive from any source): Debian's NetPIPE 3.7 passes -1 as the
+/// source for it, which is MPI_PROC_NULL in MPICH's ABI, not
+/// MPI_ANY_SOURCE (it hangs under `mpiexec.mpich -n 2 NPmpich2 -z`), so
+/// it runs with `FM_MPI_SOURCE_MINUS_ONE=any-source` (docs/MPI.md).
 #[test]
 fn netpipe_built_for_mpich_passes_its_integrity_check() {
     if !Path::new(NETPIPE).exists() {
@@ -162,23 +187,31 @@ fn netpipe_built_for_mpich_passes_its_integrity_check() {
     }
     let dir = TempDir::for_segments("mpi-netpipe");
     let two_hosts: &[&str] = &["-n", "2", "--hosts", "a,b", "--rsh", "local"];
-    let cases: [(&[&str], &[&str], &str); 8] = [
+    let cases: [(&[&str], &[&str], &str); 11] = [
         (&["-n", "2"], &["-i", "-u", "1048576"], ""),
         (&["-n", "2"], &["-i", "-a", "-u", "1048576"], ""),
         (&["-n", "2"], &["-i", "-S", "-u", "1048576"], ""),
         (&["-n", "2"], &["-i", "-2", "-u", "4194304"], ""),
+        (&["-n", "2"], &["-i", "-z", "-u", "4194304"], ""),
         (two_hosts, &["-i", "-u", "1048576"], ""),
         (two_hosts, &["-i", "-2", "-u", "1048576"], ""),
+        (two_hosts, &["-i", "-z", "-u", "1048576"], ""),
         (two_hosts, &["-i", "-u", "262144"], "drop=0.02"),
         (two_hosts, &["-i", "-2", "-u", "262144"], "drop=0.02"),
+        (two_hosts, &["-i", "-z", "-u", "262144"], "drop=0.02"),
     ];
     for (fmrun_args, np_args, faults) in cases {
+        let minus_one = if np_args.contains(&"-z") {
+            "any-source"
+        } else {
+            "proc-null"
+        };
         let o = run(
             &dir,
             fmrun_args,
             Path::new(NETPIPE),
             np_args,
-            &[("FM_FAULTS", faults)],
+            &[("FM_FAULTS", faults), (MINUS_ONE, minus_one)],
         );
         let t = text(&o);
         assert!(

@@ -282,8 +282,18 @@ fn netpipe_built_for_mpich_runs_over_nic() {
         return;
     };
     let dir = TempDir::for_segments("ns-nic-mpi");
-    // Ping-pong, then both ranks sending at once (`-2`).
-    for np_args in [&["-i", "-u", "1048576"][..], &["-i", "-2", "-u", "1048576"]] {
+    // Ping-pong, both ranks sending at once (`-2`), receives from any
+    // source (`-z`, which this NetPIPE asks for as source -1: docs/MPI.md).
+    for np_args in [
+        &["-i", "-u", "1048576"][..],
+        &["-i", "-2", "-u", "1048576"],
+        &["-i", "-z", "-u", "1048576"],
+    ] {
+        let minus_one = if np_args.contains(&"-z") {
+            "any-source"
+        } else {
+            "proc-null"
+        };
         let cmd = c.fmrun(TESTPROG, &dir, &c.hosts_spec(1), NET_NIC, netpipe, np_args);
         // fmrun --stats: each rank's counters, nic's among them, at the end.
         let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
@@ -291,6 +301,7 @@ fn netpipe_built_for_mpich_runs_over_nic() {
         cmd.arg("--stats")
             .args(args)
             .env("FM_SHM_DIR", &dir.0)
+            .env("FM_MPI_SOURCE_MINUS_ONE", minus_one)
             .env_remove("FM_LOG")
             .stdin(Stdio::null())
             .current_dir(&dir.0); // NetPIPE writes np.out where it runs

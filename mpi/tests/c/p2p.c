@@ -9,6 +9,9 @@
  *                  MPI_ERRORS_ARE_FATAL: the job must end, naming it
  *   p2p abort      rank 1 calls MPI_Abort(7) while the others wait for it
  *   p2p die        rank 1 is killed while the others wait for it
+ *   p2p minus-one  under FM_MPI_SOURCE_MINUS_ONE=any-source: every way of
+ *                  receiving or probing from source -1 takes a message
+ *                  from any rank (Open MPI's numbering, NetPIPE's -z)
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -1015,6 +1018,69 @@ static void bad_arguments(void) {
     if (rank == 0) printf("bad arguments: ok\n");
 }
 
+/* Source -1 read as any source: rank 0 takes one message from each other
+ * rank per receive kind, naming -1 as the source; the rest send theirs. */
+static void minus_one_is_any_source(void) {
+    enum { KINDS = 7 };
+    if (rank != 0) {
+        for (int k = 0; k < KINDS; k++) {
+            int v = rank * 100 + k;
+            MPI_Send(&v, 1, MPI_INT, 0, k, MPI_COMM_WORLD);
+        }
+        int back = 0;
+        MPI_Recv(&back, 1, MPI_INT, 0, KINDS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(back == rank, "Sendrecv's reply to rank %d was %d", rank, back);
+        return;
+    }
+    int seen[KINDS] = {0};
+    for (int n = 1; n < size; n++) {
+        for (int k = 0; k < KINDS; k++) {
+            int v = -7, flag = 0;
+            MPI_Status st;
+            MPI_Request rq;
+            MPI_Message msg;
+            switch (k) {
+            case 0: MPI_Recv(&v, 1, MPI_INT, -1, k, MPI_COMM_WORLD, &st); break;
+            case 1:
+                MPI_Irecv(&v, 1, MPI_INT, -1, k, MPI_COMM_WORLD, &rq);
+                MPI_Wait(&rq, &st);
+                break;
+            case 2:
+                MPI_Probe(-1, k, MPI_COMM_WORLD, &st);
+                MPI_Recv(&v, 1, MPI_INT, st.MPI_SOURCE, k, MPI_COMM_WORLD, &st);
+                break;
+            case 3:
+                while (!flag) MPI_Iprobe(-1, k, MPI_COMM_WORLD, &flag, &st);
+                MPI_Recv(&v, 1, MPI_INT, st.MPI_SOURCE, k, MPI_COMM_WORLD, &st);
+                break;
+            case 4:
+                MPI_Mprobe(-1, k, MPI_COMM_WORLD, &msg, &st);
+                CHECK(msg != MPI_MESSAGE_NO_PROC, "MPI_Mprobe from -1 matched no process");
+                MPI_Mrecv(&v, 1, MPI_INT, &msg, &st);
+                break;
+            case 5:
+                MPI_Recv_init(&v, 1, MPI_INT, -1, k, MPI_COMM_WORLD, &rq);
+                MPI_Start(&rq);
+                MPI_Wait(&rq, &st);
+                MPI_Request_free(&rq);
+                break;
+            case 6: {
+                /* The reply goes to whoever sent (the status says). */
+                MPI_Recv(&v, 1, MPI_INT, -1, k, MPI_COMM_WORLD, &st);
+                int back = st.MPI_SOURCE;
+                MPI_Send(&back, 1, MPI_INT, st.MPI_SOURCE, KINDS, MPI_COMM_WORLD);
+                break;
+            }
+            }
+            CHECK(st.MPI_SOURCE >= 1 && st.MPI_SOURCE < size && v == st.MPI_SOURCE * 100 + k,
+                  "receive kind %d from -1: source %d, value %d", k, st.MPI_SOURCE, v);
+            seen[k] |= 1 << st.MPI_SOURCE;
+        }
+    }
+    for (int k = 0; k < KINDS; k++)
+        CHECK(seen[k] == (1 << size) - 2, "receive kind %d from -1 saw ranks %#x", k, seen[k]);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -1031,6 +1097,12 @@ int main(int argc, char **argv) {
         MPI_Recv(&v, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         printf("rank %d: MPI_Recv returned though rank 1 is gone\n", rank);
         return 3;
+    }
+    if (!strcmp(mode, "minus-one")) {
+        minus_one_is_any_source();
+        MPI_Finalize();
+        if (rank == 0) printf("source -1 is any source on %d ranks\n", size);
+        return 0;
     }
     if (!strcmp(mode, "fatal")) {
         int v = 0;
