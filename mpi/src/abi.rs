@@ -140,8 +140,10 @@ impl MpiStatus {
     }
 }
 
-/// The size in bytes of a predefined datatype, or `None` for a handle that
-/// is not one.
+/// The size in bytes of a predefined datatype whose data is one block
+/// (every basic type, and the pair types without a gap, `MPI_2INT` and
+/// `MPI_FLOAT_INT`), or `None` for any other handle ([`pair_type`] has the
+/// rest).
 pub fn builtin_type_size(t: Handle) -> Option<usize> {
     let t = t as u32;
     match t {
@@ -151,22 +153,31 @@ pub fn builtin_type_size(t: Handle) -> Option<usize> {
             0 => None,
             n => Some(n as usize),
         },
-        // The pair types are direct handles: float+int, double+int, long+int,
-        // short+int, long double+int, with C's padding.
+        // MPI_FLOAT_INT (the other pair types are direct handles too).
         0x8c00_0000 => Some(8),
-        0x8c00_0001 => Some(16),
-        0x8c00_0002 => Some(16),
-        0x8c00_0003 => Some(8),
-        0x8c00_0004 => Some(32),
         _ => None,
     }
 }
 
-/// Whether a predefined datatype is one of C's pair types (`MPI_2INT`,
-/// `MPI_FLOAT_INT`, `MPI_DOUBLE_INT`, `MPI_LONG_INT`, `MPI_SHORT_INT`,
-/// `MPI_LONG_DOUBLE_INT`): two basic elements each.
-pub fn is_pair_type(t: Handle) -> bool {
-    t == 0x4c00_0816 || (0x8c00_0000..=0x8c00_0004).contains(&(t as u32))
+/// C's pair types, the struct of a value and an `int` that `MPI_MINLOC`
+/// and `MPI_MAXLOC` use: the value's size and the `int`'s offset, as C
+/// lays the struct out. Their size is the data's alone (12 for
+/// `MPI_DOUBLE_INT`), their extent the struct's (16), as in MPICH.
+pub fn pair_type(t: Handle) -> Option<(usize, isize)> {
+    match t as u32 {
+        0x4c00_0816 => Some((4, 4)),   // MPI_2INT
+        0x8c00_0000 => Some((4, 4)),   // MPI_FLOAT_INT
+        0x8c00_0001 => Some((8, 8)),   // MPI_DOUBLE_INT
+        0x8c00_0002 => Some((8, 8)),   // MPI_LONG_INT
+        0x8c00_0003 => Some((2, 4)),   // MPI_SHORT_INT
+        0x8c00_0004 => Some((16, 16)), // MPI_LONG_DOUBLE_INT
+        _ => None,
+    }
+}
+
+/// Whether `t` is a predefined datatype.
+pub fn is_predefined_type(t: Handle) -> bool {
+    builtin_type_size(t).is_some() || pair_type(t).is_some()
 }
 
 /// What an error class means, for `MPI_Error_string`.
@@ -202,7 +213,10 @@ mod tests {
         assert_eq!(builtin_type_size(0x4c00_080b), Some(8)); // MPI_DOUBLE
         assert_eq!(builtin_type_size(0x4c00_100c), Some(16)); // MPI_LONG_DOUBLE
         assert_eq!(builtin_type_size(0x4c00_0816), Some(8)); // MPI_2INT
-        assert_eq!(builtin_type_size(0x8c00_0001_u32 as Handle), Some(16)); // MPI_DOUBLE_INT
+        assert_eq!(builtin_type_size(0x8c00_0000_u32 as Handle), Some(8)); // MPI_FLOAT_INT
+        assert_eq!(builtin_type_size(0x8c00_0001_u32 as Handle), None); // MPI_DOUBLE_INT
+        assert_eq!(pair_type(0x8c00_0003_u32 as Handle), Some((2, 4))); // MPI_SHORT_INT
+        assert!(is_predefined_type(0x8c00_0004_u32 as Handle)); // MPI_LONG_DOUBLE_INT
         assert_eq!(builtin_type_size(MPI_DATATYPE_NULL), None);
         assert_eq!(builtin_type_size(MPI_COMM_WORLD), None);
         assert_eq!(builtin_type_size(0), None);

@@ -56,6 +56,16 @@ impl Layout {
         }
     }
 
+    /// C's struct of a `first`-byte value and an `int` at `int_at` (a
+    /// pair type: [`crate::abi::pair_type`]), its extent padded as C pads
+    /// it (the alignment rounding of [`Layout::placed`]).
+    pub fn pair(first: usize, int_at: isize) -> Layout {
+        Layout {
+            committed: true,
+            ..Layout::placed([(0, &Layout::basic(first)), (int_at, &Layout::basic(4))])
+        }
+    }
+
     /// Copies of older layouts, each at a byte offset, in this order.
     pub fn placed<'a>(copies: impl IntoIterator<Item = (isize, &'a Layout)>) -> Layout {
         let mut l = Layout {

@@ -428,7 +428,7 @@ impl Mpi {
                 bytes: count as usize * size,
             });
         }
-        let layout = self.derived(datatype)?;
+        let layout = self.layout(datatype)?;
         if !layout.committed {
             return err(
                 MPI_ERR_TYPE,
@@ -459,6 +459,9 @@ impl Mpi {
 
     /// Any datatype's layout (for building others).
     fn layout(&self, h: Handle) -> MpiResult<Arc<Layout>> {
+        if let Some((first, int_at)) = pair_type(h) {
+            return Ok(Arc::new(Layout::pair(first, int_at)));
+        }
         match builtin_type_size(h) {
             Some(size) => Ok(Arc::new(Layout::basic(size))),
             None => self.derived(h),
@@ -504,12 +507,12 @@ unsafe fn count_in_status(
     }
     let bytes = (*status).bytes();
     let n = match builtin_type_size(datatype) {
-        // A pair type's element is two basic elements.
-        Some(size) if basic && is_pair_type(datatype) => whole(bytes, size / 2),
+        // A gapless pair type's element is two basic elements of half its size.
+        Some(size) if basic && pair_type(datatype).is_some() => whole(bytes, size / 2),
         Some(size) => whole(bytes, size),
         None => {
             let layout = match &*phase() {
-                Phase::Running(m) => m.derived(datatype),
+                Phase::Running(m) => m.layout(datatype),
                 _ => err(MPI_ERR_TYPE, "no datatype before MPI_Init"),
             };
             match layout {
@@ -1243,7 +1246,7 @@ fn MPI_Type_create_resized / PMPI_Type_create_resized(oldtype: Handle, lb: isize
 fn MPI_Type_commit / PMPI_Type_commit(datatype: *mut Handle) {
     call("MPI_Type_commit", MPI_COMM_WORLD, |m| {
         let h = *arg(datatype, "the datatype")?;
-        if builtin_type_size(h).is_some() {
+        if is_predefined_type(h) {
             return Ok(());
         }
         let l = m.derived(h)?;
