@@ -44,7 +44,10 @@ def netpipe(path):
     for l in open(path, errors="replace"):
         m = line.match(l)
         if m and int(m.group(1)) in sizes:
-            lat[int(m.group(1))] = float(m.group(3))
+            # The one-way time from the rate (5 digits), not from NetPIPE's
+            # usec column (2 decimals: 4% steps at 8 B).
+            n, mbps = int(m.group(1)), float(m.group(2))
+            lat[n] = n * 8 / mbps if mbps > 0 else float(m.group(3))
             if int(m.group(1)) == 1048576:
                 bw = float(m.group(2)) / 1000
     return [lat.get(s, float("nan")) for s in sizes] + [bw]
@@ -70,10 +73,12 @@ near = [r for r in range(rounds) if runs["FM level"][r][0] < 0.2] or list(range(
 head = "library   8 B µs   1 KiB µs  64 KiB µs  1 MiB µs  1 MiB Gbit/s"
 print("per round (FM level's 8 B says the placement):")
 for r in range(rounds):
-    print(f"  round {r + 1}: " + "; ".join(f"{lib} " + " ".join(f"{v:.2f}" for v in runs[lib][r][:4]) for lib in libs))
+    print(f"  round {r + 1}: " + "; ".join(f"{lib} " + " ".join(f"{v:.3f}" for v in runs[lib][r][:4]) for lib in libs))
 print(f"medians over rounds {[r + 1 for r in near]}:")
 print(head)
 for lib in libs:
     med = [statistics.median(runs[lib][r][i] for r in near) for i in range(5)]
-    print(f"{lib:8} {med[0]:8.2f} {med[1]:9.2f} {med[2]:10.2f} {med[3]:9.1f} {med[4]:12.1f}")
+    print(f"{lib:8} {med[0]:8.3f} {med[1]:9.3f} {med[2]:10.2f} {med[3]:9.1f} {med[4]:12.1f}")
+fm = [statistics.median(runs[lib][r][0] for r in near) for lib in ("fm", "FM level")]
+print(f"fm's MPI 8 B over FM level's 8 B: {fm[0] / fm[1]:.2f}x")
 PY

@@ -45,6 +45,10 @@ const SYNC: u32 = 1;
 /// Messages up to this many bytes are sent eagerly (`fm::settings::MPI_EAGER_LIMIT`).
 pub const DEFAULT_EAGER_LIMIT: usize = 64 << 10;
 
+/// Data bytes of a message short enough to be gathered with its envelope
+/// on the stack and sent as one FM packet ([`Engine::send_short`]).
+pub const SHORT: usize = 64;
+
 /// Bytes of blocking sends that may be copied aside
 /// (`fm::settings::MPI_SET_ASIDE_LIMIT`).
 pub const DEFAULT_SET_ASIDE_LIMIT: usize = 64 << 20;
@@ -295,13 +299,20 @@ impl Matching {
         self.requests.get_mut(id as usize).and_then(Option::as_mut)
     }
 
-    fn remove(&mut self, id: u32) -> Option<Request> {
-        let r = self.requests.get_mut(id as usize)?.take()?;
-        self.free.push(id);
+    /// Forget request `id`: dropped where it is, not moved out first
+    /// (copying a just-written request stalls the load on the stores).
+    fn remove(&mut self, id: u32) {
+        let Some(slot) = self.requests.get_mut(id as usize) else {
+            return;
+        };
+        let Some(r) = slot else {
+            return;
+        };
         if r.set_aside {
             self.set_aside_room += r.kept.as_ref().map_or(0, |k| k.data.len());
         }
-        Some(r)
+        *slot = None;
+        self.free.push(id);
     }
 
     /// Keep a message no receive was posted for.
@@ -387,7 +398,14 @@ impl Matching {
     /// The first posted receive `env` matches, taken off the queue.
     fn take_posted(&mut self, env: &Envelope) -> Option<u32> {
         let i = (self.posted.iter()).position(|p| env.matches(p.context, p.source, p.tag))?;
-        self.posted.remove(i).map(|p| p.req)
+        // Most messages match the oldest receive: taking it from the front
+        // is cheaper than `remove`, and this is every message's path.
+        let p = if i == 0 {
+            self.posted.pop_front()
+        } else {
+            self.posted.remove(i)
+        };
+        p.map(|p| p.req)
     }
 
     /// A rendezvous matched receive `req`: ask the sender for the data, and
@@ -607,10 +625,17 @@ impl Engine {
     }
 
     /// Send what handlers asked for (sending may run handlers that ask for more).
+    #[inline]
     fn act(&mut self) -> MpiResult<()> {
         if self.matching().actions.is_empty() {
             return Ok(());
         }
+        self.act_on_actions()
+    }
+
+    /// [`Engine::act`] with actions waiting (out of line: most calls have none).
+    #[inline(never)]
+    fn act_on_actions(&mut self) -> MpiResult<()> {
         loop {
             let actions = std::mem::take(&mut self.matching().actions);
             if actions.is_empty() {
@@ -767,9 +792,29 @@ impl Engine {
         data: *const u8,
         len: usize,
     ) -> MpiResult<()> {
-        let Some(to) = route.to else {
-            return Ok(());
-        };
+        match route.to {
+            None => Ok(()),
+            Some(to) if len <= SHORT && len <= self.eager_limit => {
+                self.send_short(to, route, tag, slice_or_empty(data, len))
+            }
+            Some(to) => self.send_longer(to, route, tag, data, len),
+        }
+    }
+
+    /// [`Engine::send`] of a message past [`SHORT`] (out of line, so that
+    /// the short one's path does not pay for this one's frame).
+    ///
+    /// # Safety
+    /// As [`Engine::send`].
+    #[inline(never)]
+    unsafe fn send_longer(
+        &mut self,
+        to: Rank,
+        route: Route,
+        tag: c_int,
+        data: *const u8,
+        len: usize,
+    ) -> MpiResult<()> {
         if len > self.eager_limit {
             // MPI lets a standard send return once its data is buffered;
             // fm's waits for the receive (the data then moves once, straight
@@ -789,6 +834,27 @@ impl Engine {
             sender_req: 0,
         };
         self.send_eager(to, &env, slice_or_empty(data, len))?;
+        self.act()
+    }
+
+    /// A blocking standard send of at most [`SHORT`] bytes, within the
+    /// eager limit: the envelope and the data gathered on the stack, one FM
+    /// send, no request. This is a latency-bound program's every message,
+    /// so it skips the general path's steps (docs/PERFORMANCE.md, "The 8 B
+    /// gap").
+    fn send_short(&mut self, to: Rank, route: Route, tag: c_int, data: &[u8]) -> MpiResult<()> {
+        let mut b = [0u8; ENVELOPE + SHORT];
+        let env = Envelope {
+            context: route.context,
+            source: route.me,
+            tag,
+            flags: 0,
+            sender_req: 0,
+        };
+        env.write(&mut b[..ENVELOPE]);
+        let n = ENVELOPE + data.len();
+        b[ENVELOPE..n].copy_from_slice(data);
+        self.fm.send(to, EAGER, &b[..n])?;
         self.act()
     }
 
@@ -970,10 +1036,13 @@ impl Engine {
     /// If request `id` is done: its status, and the request is gone.
     pub fn test(&mut self, id: u32) -> Option<MpiStatus> {
         let mut sh = self.matching();
-        if !sh.get(id)?.done {
+        let r = sh.get(id)?;
+        if !r.done {
             return None;
         }
-        sh.remove(id).map(|r| r.status)
+        let status = r.status;
+        sh.remove(id);
+        Some(status)
     }
 
     /// Wait for request `id` to complete; its status.

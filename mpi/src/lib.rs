@@ -373,6 +373,7 @@ impl Mpi {
     /// Where a call naming `rank` (a destination, or with `any` a source,
     /// which may be `MPI_ANY_SOURCE`) and `tag` on communicator `handle`
     /// goes, all checked.
+    #[inline(always)]
     fn p2p(&self, handle: Handle, rank: c_int, any: bool, tag: c_int) -> MpiResult<Route> {
         let c = self.comm(handle)?;
         let ok_rank = (0..c.size()).contains(&rank)
@@ -2022,6 +2023,20 @@ fn send(
     request: Option<*mut Handle>,
 ) -> MpiResult<()> {
     let c = m.p2p(comm, dest, false, tag)?;
+    // A blocking standard send of a short message of a predefined type
+    // goes straight to the engine, past the general steps below.
+    if let (None, false, Some(size), Ok(n)) = (
+        request,
+        sync,
+        builtin_type_size(datatype),
+        usize::try_from(count),
+    ) {
+        if n * size <= engine::SHORT {
+            check_buffer(buf, n * size)?;
+            // SAFETY: the caller's buffer of `n * size` bytes (MPI's rule).
+            return unsafe { m.engine.send(c, tag, buf.cast(), n * size) };
+        }
+    }
     let (at, bytes) = match m.elements(count, datatype)? {
         Elements::Plain { at, bytes } => (at, bytes),
         Elements::Packed { layout, bytes } => {

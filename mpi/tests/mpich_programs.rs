@@ -95,6 +95,29 @@ fn mpich_built_point_to_point_on_shared_memory() {
         "{t}"
     );
     job_ends_with_rank_1(&dir, &exe, &["-n", "3", "--oversubscribe"]);
+    // Blocking sends around the short-message path, with eager limits
+    // below, inside and above it (0: every non-empty message waits for
+    // its receive); the checker fails on one wrong byte.
+    for limit in ["0", "16", "40", "65536"] {
+        let o = run(
+            &dir,
+            &["-n", "2"],
+            &exe,
+            &["short"],
+            &[("FM_MPI_EAGER_LIMIT", limit)],
+        );
+        let t = text(&o);
+        assert!(
+            o.status.success() && t.contains("short sends: ok"),
+            "eager limit {limit}:\n{t}"
+        );
+    }
+    let o = run(&dir, &["-n", "2"], &exe, &["short-sabotage"], &[]);
+    let t = text(&o);
+    assert!(
+        !o.status.success() && t.contains("FAILED") && t.contains("short send"),
+        "{t}"
+    );
     // Source -1 is any source only when asked for; without the setting
     // it is MPI_PROC_NULL and the same checks fail.
     let three = &["-n", "3", "--oversubscribe"];

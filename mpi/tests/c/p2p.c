@@ -9,6 +9,9 @@
  *                  MPI_ERRORS_ARE_FATAL: the job must end, naming it
  *   p2p abort      rank 1 calls MPI_Abort(7) while the others wait for it
  *   p2p die        rank 1 is killed while the others wait for it
+ *   p2p short      only the short blocking sends (safe under any
+ *                  FM_MPI_EAGER_LIMIT, 0 included); `short-sabotage`:
+ *                  with one byte corrupted, which must fail
  *   p2p minus-one  under FM_MPI_SOURCE_MINUS_ONE=any-source: every way of
  *                  receiving or probing from source -1 takes a message
  *                  from any rank (Open MPI's numbering, NetPIPE's -z)
@@ -1070,6 +1073,55 @@ static void bad_arguments(void) {
     if (rank == 0) printf("bad arguments: ok\n");
 }
 
+/* Blocking sends of every length around fm's short-message path (64
+ * bytes of data) and of every predefined element size, received in order:
+ * a safe program, whatever the eager limit. */
+static void short_sends(void) {
+    unsigned char s[200], r[200];
+    if (rank < 2) {
+        int other = 1 - rank;
+        for (int len = 0; len <= 90; len++) {
+            for (int dir = 0; dir < 2; dir++) {
+                MPI_Status st;
+                if (rank == dir) {
+                    fill(s, len, len + 3 * dir);
+                    if (sabotage && len == 33) s[len / 2] ^= 1;
+                    MPI_Send(s, len, MPI_BYTE, other, len, MPI_COMM_WORLD);
+                } else {
+                    memset(r, 0xee, sizeof r);
+                    MPI_Recv(r, sizeof r, MPI_BYTE, other, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+                    int c;
+                    MPI_Get_count(&st, MPI_BYTE, &c);
+                    CHECK(c == len && st.MPI_TAG == len, "short send of %d bytes: count %d, tag %d", len, c, st.MPI_TAG);
+                    expect(r, len, len + 3 * dir, "short send");
+                    CHECK(r[len] == 0xee, "short send of %d bytes wrote past them", len);
+                }
+            }
+        }
+        MPI_Datatype types[] = {MPI_CHAR, MPI_SHORT, MPI_INT, MPI_DOUBLE, MPI_LONG_DOUBLE, MPI_2INT, MPI_FLOAT_INT};
+        for (int t = 0; t < 7; t++) {
+            int size;
+            MPI_Type_size(types[t], &size);
+            for (int n = 0; n * size <= 80; n++) {
+                MPI_Status st;
+                if (rank == 0) {
+                    fill(s, n * size, 7 * t + n);
+                    MPI_Send(s, n, types[t], 1, t, MPI_COMM_WORLD);
+                } else {
+                    memset(r, 0xee, sizeof r);
+                    MPI_Recv(r, n, types[t], 0, t, MPI_COMM_WORLD, &st);
+                    int c;
+                    MPI_Get_count(&st, types[t], &c);
+                    CHECK(c == n, "type %d: count %d of %d", t, c, n);
+                    expect(r, n * size, 7 * t + n, "short send of a predefined type");
+                }
+            }
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) printf("short sends: ok\n");
+}
+
 /* Source -1 read as any source: rank 0 takes one message from each other
  * rank per receive kind, naming -1 as the source; the rest send theirs. */
 static void minus_one_is_any_source(void) {
@@ -1138,7 +1190,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const char *mode = argc > 1 ? argv[1] : "";
-    sabotage = !strcmp(mode, "sabotage");
+    sabotage = !strcmp(mode, "sabotage") || !strcmp(mode, "short-sabotage");
     if (!strcmp(mode, "abort") || !strcmp(mode, "die")) {
         /* Rank 1 ends the job while the others wait for it in MPI_Recv. */
         int v = 0;
@@ -1149,6 +1201,11 @@ int main(int argc, char **argv) {
         MPI_Recv(&v, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         printf("rank %d: MPI_Recv returned though rank 1 is gone\n", rank);
         return 3;
+    }
+    if (!strncmp(mode, "short", 5)) {
+        short_sends();
+        MPI_Finalize();
+        return 0;
     }
     if (!strcmp(mode, "minus-one")) {
         minus_one_is_any_source();
@@ -1171,6 +1228,7 @@ int main(int argc, char **argv) {
     MPI_Get_version(&version, &sub);
     CHECK(version >= 3, "MPI version %d.%d", version, sub);
     sizes();
+    short_sends();
     any_source_order();
     tag_matching();
     truncation();
