@@ -4,7 +4,8 @@
  * ("Blocking waits"), for Open MPI and MPICH beside fm-bench.
  *
  * Build: mpicc -O2 -o mpi-oversub-pingpong scripts/mpi-oversub-pingpong.c
- * Run:   mpirun -np 8 ./mpi-oversub-pingpong [iters]
+ * Run:   mpirun -np 8 ./mpi-oversub-pingpong [iters [size]]
+ *        (size: that one message size instead of 8 B and 64 KiB)
  * Output (rank 0): one line per size: size_bytes iters median_oneway_us
  */
 #include <mpi.h>
@@ -28,15 +29,19 @@ static int cmp(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     int rank, size, iters = argc > 1 ? atoi(argv[1]) : 2000;
-    const int sizes[] = {8, 65536};
+    int sizes[] = {8, 65536}, nsizes = 2;
+    if (argc > 2) {
+        sizes[0] = atoi(argv[2]);
+        nsizes = 1;
+    }
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    char *buf = calloc(1, 65536);
+    char *buf = calloc(1, sizes[0] > 65536 ? sizes[0] : 65536);
     double *t = calloc(iters, sizeof(double));
     if (rank < 2 && size >= 2) {
         int peer = 1 - rank;
-        for (int s = 0; s < 2; s++) {
+        for (int s = 0; s < nsizes; s++) {
             for (int i = -iters / 10; i < iters; i++) {
                 double t0 = now_us();
                 if (rank == 0) {
