@@ -91,6 +91,17 @@ struct Envelope {
 }
 
 impl Envelope {
+    /// A standard send's envelope on `route`: no flags, no request.
+    fn standard(route: &Route, tag: c_int) -> Envelope {
+        Envelope {
+            context: route.context,
+            source: route.me,
+            tag,
+            flags: 0,
+            sender_req: 0,
+        }
+    }
+
     /// Its bytes: the short form into 12 bytes, with the sender's request
     /// into 16 or more.
     fn write(&self, out: &mut [u8]) {
@@ -826,13 +837,7 @@ impl Engine {
                 done.then_some(())
             });
         }
-        let env = Envelope {
-            context: route.context,
-            source: route.me,
-            tag,
-            flags: 0,
-            sender_req: 0,
-        };
+        let env = Envelope::standard(&route, tag);
         self.send_eager(to, &env, slice_or_empty(data, len))?;
         self.act()
     }
@@ -844,13 +849,7 @@ impl Engine {
     /// gap").
     fn send_short(&mut self, to: Rank, route: Route, tag: c_int, data: &[u8]) -> MpiResult<()> {
         let mut b = [0u8; ENVELOPE + SHORT];
-        let env = Envelope {
-            context: route.context,
-            source: route.me,
-            tag,
-            flags: 0,
-            sender_req: 0,
-        };
+        let env = Envelope::standard(&route, tag);
         env.write(&mut b[..ENVELOPE]);
         let n = ENVELOPE + data.len();
         b[ENVELOPE..n].copy_from_slice(data);
