@@ -45,6 +45,22 @@ const SYNC: u32 = 1;
 /// Messages up to this many bytes are sent eagerly (`fm::settings::MPI_EAGER_LIMIT`).
 pub const DEFAULT_EAGER_LIMIT: usize = 64 << 10;
 
+/// Data bytes an MPI message may have: it travels as one FM message, whose
+/// length is 32 bits, with at most a 16-byte envelope before it.
+pub const MAX_MESSAGE: usize = u32::MAX as usize - SYNC_ENVELOPE;
+
+/// A send of `len` bytes is refused before anything is sent when it does
+/// not fit one FM message (not half-sent, with its receiver waiting).
+fn fits_one_message(len: usize) -> MpiResult<()> {
+    if len > MAX_MESSAGE {
+        return err(
+            MPI_ERR_COUNT,
+            format!("{len} bytes in one message: fm's MPI sends at most {MAX_MESSAGE}"),
+        );
+    }
+    Ok(())
+}
+
 /// Data bytes of a message short enough to be gathered with its envelope
 /// on the stack and sent as one FM packet ([`Engine::send_short`]).
 pub const SHORT: usize = 64;
@@ -67,6 +83,18 @@ pub fn err<T>(class: c_int, message: impl Into<String>) -> MpiResult<T> {
         class,
         message: message.into(),
     })
+}
+
+impl From<crate::datatype::Refused> for MpiError {
+    fn from(r: crate::datatype::Refused) -> Self {
+        MpiError {
+            class: match r {
+                crate::datatype::Refused::Blocks => MPI_ERR_OTHER,
+                crate::datatype::Refused::Bounds => MPI_ERR_ARG,
+            },
+            message: r.to_string(),
+        }
+    }
 }
 
 impl From<fm::FmError> for MpiError {
@@ -766,6 +794,7 @@ impl Engine {
         let Some(to) = route.to else {
             return Ok(self.null_request());
         };
+        fits_one_message(len)?;
         let req = self
             .matching()
             .add(Request::new(Op::Send { data, len }, false, kept));
@@ -826,6 +855,7 @@ impl Engine {
         data: *const u8,
         len: usize,
     ) -> MpiResult<()> {
+        fits_one_message(len)?;
         if len > self.eager_limit {
             // MPI lets a standard send return once its data is buffered;
             // fm's waits for the receive (the data then moves once, straight

@@ -436,7 +436,7 @@ impl Mpi {
                 format!("datatype {datatype:#x} is not committed (MPI_Type_commit)"),
             );
         }
-        let bytes = count as usize * layout.size;
+        let bytes = data_bytes(count as usize, &layout)?;
         Ok(match layout.contiguous_at() {
             Some(at) => Elements::Plain { at, bytes },
             None => Elements::Packed { layout, bytes },
@@ -525,6 +525,20 @@ unsafe fn count_in_status(
     };
     *count = n.map_or(MPI_UNDEFINED, |n| n.min(c_int::MAX as u64) as c_int);
     MPI_SUCCESS
+}
+
+/// Bytes of data in `count` elements of `layout`, if they fit an address.
+fn data_bytes(count: usize, layout: &Layout) -> MpiResult<usize> {
+    count
+        .checked_mul(layout.size)
+        .filter(|&n| n <= isize::MAX as usize)
+        .ok_or_else(|| MpiError {
+            class: MPI_ERR_COUNT,
+            message: format!(
+                "{count} elements of {} bytes do not fit an address",
+                layout.size
+            ),
+        })
 }
 
 fn check_buffer(buf: *const c_void, bytes: usize) -> MpiResult<()> {
@@ -1163,7 +1177,7 @@ fn MPI_Attr_delete / PMPI_Attr_delete(comm: Handle, keyval: c_int) {
 fn MPI_Type_contiguous / PMPI_Type_contiguous(count: c_int, oldtype: Handle, newtype: *mut Handle) {
     call("MPI_Type_contiguous", MPI_COMM_WORLD, |m| {
         let old = m.layout(oldtype)?;
-        let l = Layout::hvector(nonneg(count, "count")?, 1, old.extent, &old);
+        let l = Layout::hvector(nonneg(count, "count")?, 1, old.extent as i128, &old)?;
         *arg(newtype, "the new datatype")? = m.add_type(l)?;
         Ok(())
     })
@@ -1173,7 +1187,7 @@ fn MPI_Type_vector / PMPI_Type_vector(count: c_int, blocklength: c_int, stride: 
     call("MPI_Type_vector", MPI_COMM_WORLD, |m| {
         let old = m.layout(oldtype)?;
         let (n, b) = (nonneg(count, "count")?, nonneg(blocklength, "block length")?);
-        let l = Layout::hvector(n, b, stride as isize * old.extent, &old);
+        let l = Layout::hvector(n, b, stride as i128 * old.extent as i128, &old)?;
         *arg(newtype, "the new datatype")? = m.add_type(l)?;
         Ok(())
     })
@@ -1183,7 +1197,7 @@ fn MPI_Type_create_hvector / PMPI_Type_create_hvector(count: c_int, blocklength:
     call("MPI_Type_create_hvector", MPI_COMM_WORLD, |m| {
         let old = m.layout(oldtype)?;
         let (n, b) = (nonneg(count, "count")?, nonneg(blocklength, "block length")?);
-        *arg(newtype, "the new datatype")? = m.add_type(Layout::hvector(n, b, stride, &old))?;
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::hvector(n, b, stride as i128, &old)?)?;
         Ok(())
     })
 }
@@ -1191,8 +1205,8 @@ fn MPI_Type_create_hvector / PMPI_Type_create_hvector(count: c_int, blocklength:
 fn MPI_Type_indexed / PMPI_Type_indexed(count: c_int, blocklengths: *const c_int, displacements: *const c_int, oldtype: Handle, newtype: *mut Handle) {
     call("MPI_Type_indexed", MPI_COMM_WORLD, |m| {
         let old = m.layout(oldtype)?;
-        let blocks = block_list(count, blocklengths, |i| *displacements.add(i) as isize * old.extent, displacements.is_null())?;
-        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old))?;
+        let blocks = block_list(count, blocklengths, |i| *displacements.add(i) as i128 * old.extent as i128, displacements.is_null())?;
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old)?)?;
         Ok(())
     })
 }
@@ -1200,8 +1214,8 @@ fn MPI_Type_indexed / PMPI_Type_indexed(count: c_int, blocklengths: *const c_int
 fn MPI_Type_create_hindexed / PMPI_Type_create_hindexed(count: c_int, blocklengths: *const c_int, displacements: *const isize, oldtype: Handle, newtype: *mut Handle) {
     call("MPI_Type_create_hindexed", MPI_COMM_WORLD, |m| {
         let old = m.layout(oldtype)?;
-        let blocks = block_list(count, blocklengths, |i| *displacements.add(i), displacements.is_null())?;
-        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old))?;
+        let blocks = block_list(count, blocklengths, |i| *displacements.add(i) as i128, displacements.is_null())?;
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old)?)?;
         Ok(())
     })
 }
@@ -1214,8 +1228,8 @@ fn MPI_Type_create_indexed_block / PMPI_Type_create_indexed_block(count: c_int, 
         if n > 0 && displacements.is_null() {
             return err(MPI_ERR_ARG, "a null array of displacements");
         }
-        let blocks: Vec<(usize, isize)> = (0..n).map(|i| (b, *displacements.add(i) as isize * old.extent)).collect();
-        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old))?;
+        let blocks: Vec<(usize, i128)> = (0..n).map(|i| (b, *displacements.add(i) as i128 * old.extent as i128)).collect();
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old)?)?;
         Ok(())
     })
 }
@@ -1229,9 +1243,9 @@ fn MPI_Type_create_struct / PMPI_Type_create_struct(count: c_int, blocklengths: 
         let layouts = (0..n).map(|i| m.layout(*types.add(i))).collect::<MpiResult<Vec<_>>>()?;
         let mut blocks = Vec::with_capacity(n);
         for (i, l) in layouts.iter().enumerate() {
-            blocks.push((nonneg(*blocklengths.add(i), "block length")?, *displacements.add(i), &**l));
+            blocks.push((nonneg(*blocklengths.add(i), "block length")?, *displacements.add(i) as i128, &**l));
         }
-        *arg(newtype, "the new datatype")? = m.add_type(Layout::structure(&blocks))?;
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::structure(&blocks)?)?;
         Ok(())
     })
 }
@@ -1301,7 +1315,7 @@ fn MPI_Pack / PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype: Handle, 
         let position = arg(position, "the position")?;
         let l = m.layout(datatype)?;
         let n = nonneg(incount, "count")?;
-        let bytes = n * l.size;
+        let bytes = data_bytes(n, &l)?;
         check_buffer(inbuf, bytes)?;
         let at = usize::try_from(*position).ok().filter(|&p| p + bytes <= outsize.max(0) as usize).ok_or_else(|| MpiError {
             class: MPI_ERR_TRUNCATE,
@@ -1322,7 +1336,7 @@ fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut 
         let position = arg(position, "the position")?;
         let l = m.layout(datatype)?;
         let n = nonneg(outcount, "count")?;
-        let bytes = n * l.size;
+        let bytes = data_bytes(n, &l)?;
         check_buffer(outbuf, bytes)?;
         let at = usize::try_from(*position).ok().filter(|&p| p + bytes <= insize.max(0) as usize).ok_or_else(|| MpiError {
             class: MPI_ERR_TRUNCATE,
@@ -1338,7 +1352,7 @@ fn MPI_Unpack / PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut 
 fn MPI_Pack_size / PMPI_Pack_size(incount: c_int, datatype: Handle, comm: Handle, size: *mut c_int) {
     call("MPI_Pack_size", comm, |m| {
         let l = m.layout(datatype)?;
-        let bytes = nonneg(incount, "count")? * l.size;
+        let bytes = data_bytes(nonneg(incount, "count")?, &l)?;
         *arg(size, "the size")? = c_int::try_from(bytes).map_err(|_| MpiError {
             class: MPI_ERR_COUNT,
             message: format!("{bytes} bytes do not fit an int"),
@@ -2092,9 +2106,9 @@ fn nonneg(v: c_int, what: &str) -> MpiResult<usize> {
 unsafe fn block_list(
     count: c_int,
     lengths: *const c_int,
-    offset: impl Fn(usize) -> isize,
+    offset: impl Fn(usize) -> i128,
     offsets_null: bool,
-) -> MpiResult<Vec<(usize, isize)>> {
+) -> MpiResult<Vec<(usize, i128)>> {
     let n = nonneg(count, "count")?;
     if n > 0 && (lengths.is_null() || offsets_null) {
         return err(

@@ -118,6 +118,11 @@ fn mpich_built_point_to_point_on_shared_memory() {
         !o.status.success() && t.contains("FAILED") && t.contains("short send"),
         "{t}"
     );
+    // Datatype constructors on random and extreme arguments: every call
+    // returns (fmrun's time limit would end a hang), with a class.
+    let o = run(&dir, &["-n", "1"], &exe, &["type-fuzz"], &[]);
+    let t = text(&o);
+    assert!(o.status.success() && t.contains("type fuzz: "), "{t}");
     // Source -1 is any source only when asked for; without the setting
     // it is MPI_PROC_NULL and the same checks fail.
     let three = &["-n", "3", "--oversubscribe"];

@@ -12,6 +12,10 @@
  *   p2p short      only the short blocking sends (safe under any
  *                  FM_MPI_EAGER_LIMIT, 0 included); `short-sabotage`:
  *                  with one byte corrupted, which must fail
+ *   p2p type-fuzz  datatype constructors with random and extreme
+ *                  arguments under MPI_ERRORS_RETURN: every call returns,
+ *                  with success or an error class, and the types built
+ *                  answer their queries
  *   p2p minus-one  under FM_MPI_SOURCE_MINUS_ONE=any-source: every way of
  *                  receiving or probing from source -1 takes a message
  *                  from any rank (Open MPI's numbering, NetPIPE's -z)
@@ -22,6 +26,7 @@
 #include <string.h>
 #include <signal.h>
 #include <stddef.h>
+#include <limits.h>
 
 static int rank, size, sabotage, is_fm;
 
@@ -1062,11 +1067,29 @@ static void bad_arguments(void) {
         CLASS_OF(MPI_Wait(NULL, MPI_STATUS_IGNORE), MPI_ERR_ARG);
         CLASS_OF(MPI_Irecv(&v, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, NULL), MPI_ERR_ARG);
         CLASS_OF(MPI_Comm_rank((MPI_Comm)0x44000007, &v), MPI_ERR_COMM);
+        /* Types fm cannot hold are refused at once (this one hung
+         * MPI_Type_vector before): bounds past an address, and more
+         * separate blocks than fm builds. */
+        MPI_Datatype t;
+        CLASS_OF(MPI_Type_vector(INT_MAX, INT_MAX, INT_MAX, MPI_DOUBLE, &t), MPI_ERR_ARG);
+        CLASS_OF(MPI_Type_create_hvector(INT_MAX, 1, 16, MPI_DOUBLE, &t), MPI_ERR_OTHER);
 #ifndef FM_MPI
         /* Built against MPICH's header: a collective fm has not got yet
          * answers with its class (fm's own header does not declare it). */
         CLASS_OF(MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD), MPI_ERR_UNSUPPORTED_OPERATION);
 #endif
+    }
+    {
+        /* A contiguous type of INT_MAX doubles is a type (16 GiB): its size
+         * does not fit an int, so MPI_Type_size says MPI_UNDEFINED. */
+        MPI_Datatype big;
+        CLASS_OF(MPI_Type_contiguous(INT_MAX, MPI_DOUBLE, &big), MPI_SUCCESS);
+        int sz = 0;
+        MPI_Aint lb, ext;
+        MPI_Type_size(big, &sz);
+        MPI_Type_get_extent(big, &lb, &ext);
+        CHECK(sz == MPI_UNDEFINED && lb == 0 && ext == (MPI_Aint)INT_MAX * 8, "INT_MAX doubles: size %d extent %ld", sz, (long)ext);
+        MPI_Type_free(&big);
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     MPI_Barrier(MPI_COMM_WORLD);
@@ -1120,6 +1143,81 @@ static void short_sends(void) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) printf("short sends: ok\n");
+}
+
+/* Datatype constructors on random and extreme arguments (fixed seed):
+ * no crash, no hang, only success or an error class; built types answer
+ * size, extent and pack-size queries and are freed, or reused as old
+ * types. */
+static unsigned long long fuzz_state = 88172645463325252ULL;
+static unsigned long long fuzz_next(void) {
+    fuzz_state ^= fuzz_state << 13;
+    fuzz_state ^= fuzz_state >> 7;
+    fuzz_state ^= fuzz_state << 17;
+    return fuzz_state;
+}
+static int fuzz_int(void) {
+    static const int v[] = {0, 1, 2, 3, 7, 100, 1000, 65536, 1 << 20, INT_MAX, INT_MAX - 1, -1, -2, INT_MIN, 1 << 30};
+    return fuzz_next() % 3 == 0 ? (int)(fuzz_next() % 50) - 10 : v[fuzz_next() % 15];
+}
+static MPI_Aint fuzz_aint(void) {
+    static const MPI_Aint v[] = {0, 1, 8, -8, 1 << 30, LONG_MAX, LONG_MIN, LONG_MAX / 2, -(1L << 40)};
+    return fuzz_next() % 2 ? fuzz_int() : v[fuzz_next() % 9];
+}
+static void type_fuzz(void) {
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Datatype base[] = {MPI_BYTE, MPI_INT, MPI_DOUBLE, MPI_DOUBLE_INT, MPI_SHORT_INT, MPI_2INT, MPI_LONG_DOUBLE};
+    MPI_Datatype pool[32];
+    int np = 0, built = 0, refused = 0;
+    for (int it = 0; it < 3000; it++) {
+        MPI_Datatype old = np && fuzz_next() % 2 ? pool[fuzz_next() % np] : base[fuzz_next() % 7];
+        int n = (int)(fuzz_next() % 4), bl[4], di[4];
+        MPI_Aint ad[4];
+        MPI_Datatype ty[4], t;
+        for (int k = 0; k < 4; k++) {
+            bl[k] = fuzz_int();
+            di[k] = fuzz_int();
+            ad[k] = fuzz_aint();
+            ty[k] = np && fuzz_next() % 2 ? pool[fuzz_next() % np] : base[fuzz_next() % 7];
+        }
+        int e;
+        switch (fuzz_next() % 8) {
+        case 0: e = MPI_Type_contiguous(fuzz_int(), old, &t); break;
+        case 1: e = MPI_Type_vector(fuzz_int(), fuzz_int(), fuzz_int(), old, &t); break;
+        case 2: e = MPI_Type_create_hvector(fuzz_int(), fuzz_int(), fuzz_aint(), old, &t); break;
+        case 3: e = MPI_Type_indexed(n, bl, di, old, &t); break;
+        case 4: e = MPI_Type_create_hindexed(n, bl, ad, old, &t); break;
+        case 5: e = MPI_Type_create_indexed_block(n, fuzz_int(), di, old, &t); break;
+        case 6: e = MPI_Type_create_struct(n, bl, ad, ty, &t); break;
+        default: e = MPI_Type_create_resized(old, fuzz_aint(), fuzz_aint(), &t); break;
+        }
+        int cls;
+        MPI_Error_class(e, &cls);
+        CHECK(cls == MPI_SUCCESS || cls == MPI_ERR_COUNT || cls == MPI_ERR_ARG || cls == MPI_ERR_OTHER || cls == MPI_ERR_TYPE,
+              "type fuzz call %d: class %d", it, cls);
+        if (e != MPI_SUCCESS) {
+            refused++;
+            continue;
+        }
+        built++;
+        int sz, ps;
+        MPI_Aint lb, ext;
+        CHECK(MPI_Type_commit(&t) == MPI_SUCCESS && MPI_Type_size(t, &sz) == MPI_SUCCESS &&
+                  MPI_Type_get_extent(t, &lb, &ext) == MPI_SUCCESS && MPI_Type_get_true_extent(t, &lb, &ext) == MPI_SUCCESS,
+              "type fuzz call %d: a built type does not answer", it);
+        CHECK(sz >= 0 || sz == MPI_UNDEFINED, "type fuzz call %d: size %d", it, sz);
+        MPI_Pack_size(fuzz_int(), t, MPI_COMM_WORLD, &ps);
+        if (np < 32) {
+            pool[np++] = t;
+        } else {
+            int k = (int)(fuzz_next() % 32);
+            MPI_Type_free(&pool[k]);
+            pool[k] = t;
+        }
+    }
+    for (int k = 0; k < np; k++) MPI_Type_free(&pool[k]);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    printf("type fuzz: %d built, %d refused\n", built, refused);
 }
 
 /* Source -1 read as any source: rank 0 takes one message from each other
@@ -1201,6 +1299,11 @@ int main(int argc, char **argv) {
         MPI_Recv(&v, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         printf("rank %d: MPI_Recv returned though rank 1 is gone\n", rank);
         return 3;
+    }
+    if (!strcmp(mode, "type-fuzz")) {
+        type_fuzz();
+        MPI_Finalize();
+        return 0;
     }
     if (!strncmp(mode, "short", 5)) {
         short_sends();
