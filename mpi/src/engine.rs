@@ -855,7 +855,6 @@ impl Engine {
         data: *const u8,
         len: usize,
     ) -> MpiResult<()> {
-        fits_one_message(len)?;
         if len > self.eager_limit {
             // MPI lets a standard send return once its data is buffered;
             // fm's waits for the receive (the data then moves once, straight
@@ -867,6 +866,8 @@ impl Engine {
                 done.then_some(())
             });
         }
+        // (`isend` checks the rendezvous case.)
+        fits_one_message(len)?;
         let env = Envelope::standard(&route, tag);
         self.send_eager(to, &env, slice_or_empty(data, len))?;
         self.act()

@@ -508,10 +508,9 @@ unsafe fn count_in_status(
     }
     let bytes = (*status).bytes();
     let n = match builtin_type_size(datatype) {
-        // A gapless pair type's element is two basic elements of half its size.
-        Some(size) if basic && pair_type(datatype).is_some() => whole(bytes, size / 2),
-        Some(size) => whole(bytes, size),
-        None => {
+        Some(size) if !basic => whole(bytes, size),
+        // Basic elements (pair types count two) are the layout's to say.
+        _ => {
             let layout = match &*phase() {
                 Phase::Running(m) => m.layout(datatype),
                 _ => err(MPI_ERR_TYPE, "no datatype before MPI_Init"),
