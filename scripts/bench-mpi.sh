@@ -34,7 +34,7 @@ for r in $(seq "$ROUNDS"); do
     (cd "$out" && mpirun --allow-run-as-root --oversubscribe -n 2 /usr/bin/NPopenmpi -p 0 -u 1048576 -o /dev/null > "openmpi.$r" 2>&1)
 done
 python3 - "$out" "$ROUNDS" <<'PY'
-import re, statistics, sys
+import os, re, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
 sizes = [8, 1024, 65536, 1048576]
 line = re.compile(r"^\s*\d+:\s+(\d+) bytes\s+\d+ times -->\s+([\d.]+) Mbps in\s+([\d.]+) usec")
@@ -62,7 +62,6 @@ def fmlevel(path):
 
 libs = {"FM level": fmlevel, "fm": netpipe, "mpich": netpipe, "openmpi": netpipe}
 files = {"FM level": "fmlevel", "fm": "fm", "mpich": "mpich", "openmpi": "openmpi"}
-import os
 if os.path.exists(f"{out}/fmold.1"):
     libs["fm old"], files["fm old"] = netpipe, "fmold"
 runs = {lib: [f(f"{out}/{files[lib]}.{r}") for r in range(1, rounds + 1)] for lib, f in libs.items()}
