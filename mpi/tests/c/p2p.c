@@ -1073,6 +1073,14 @@ static void bad_arguments(void) {
         MPI_Datatype t;
         CLASS_OF(MPI_Type_vector(INT_MAX, INT_MAX, INT_MAX, MPI_DOUBLE, &t), MPI_ERR_ARG);
         CLASS_OF(MPI_Type_create_hvector(INT_MAX, 1, 16, MPI_DOUBLE, &t), MPI_ERR_OTHER);
+        /* A message past one FM message (4 GiB) is refused before
+         * anything is sent or read: 5 GiB of a 1 GiB contiguous type. */
+        CLASS_OF(MPI_Type_contiguous(1 << 30, MPI_BYTE, &t), MPI_SUCCESS);
+        MPI_Type_commit(&t);
+        CLASS_OF(MPI_Send(&v, 5, t, rank, 0, MPI_COMM_WORLD), MPI_ERR_COUNT);
+        MPI_Request big;
+        CLASS_OF(MPI_Isend(&v, 5, t, rank, 0, MPI_COMM_WORLD, &big), MPI_ERR_COUNT);
+        MPI_Type_free(&t);
 #ifndef FM_MPI
         /* Built against MPICH's header: a collective fm has not got yet
          * answers with its class (fm's own header does not declare it). */
