@@ -11,7 +11,7 @@ use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often clients say they are alive.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -136,7 +136,9 @@ impl Link {
 
     /// Read messages until the connection ends, passing each to `on`.
     /// The GRM says something every second; `silence` without a word
-    /// means it is lost (a cut link shows no other way).
+    /// means it is lost (a cut link shows no other way) — judged by
+    /// [`Silence`], so that a listener that was itself not running does not
+    /// blame the GRM.
     fn start_reader(
         self: &Arc<Self>,
         mut reader: TcpStream,
@@ -145,40 +147,55 @@ impl Link {
         mut on: impl FnMut(Event) + Send + 'static,
     ) {
         let link = self.clone();
+        // A frame that has begun arrives whole within the silence.
         let _ = reader.set_read_timeout(Some(silence.max(2 * HEARTBEAT)));
         let _ = std::thread::Builder::new()
             .name("grm-events".into())
-            .spawn(move || loop {
-                match proto::read_grm_msg(&mut reader) {
-                    Ok(m) => {
-                        if let Some(ev) = Event::from_msg(m) {
-                            let last = matches!(ev, Event::PeerDied { .. } | Event::Ended(_));
-                            on(ev);
-                            if last {
-                                link.done.store(true, Ordering::SeqCst);
-                                return;
+            .spawn(move || {
+                let mut quiet = Silence::new(silence, Instant::now());
+                loop {
+                    // Wait for the next frame a beat at a time, so that
+                    // every wake-up of this thread is seen.
+                    let ready = readable_within(&reader, HEARTBEAT);
+                    let now = Instant::now();
+                    let r = match ready {
+                        Ok(false) if !quiet.lost(now) => continue,
+                        Ok(false) => Err(ProtoError::Io(io::ErrorKind::TimedOut.into())),
+                        Ok(true) => proto::read_grm_msg(&mut reader),
+                        Err(e) => Err(ProtoError::Io(e)),
+                    };
+                    match r {
+                        Ok(m) => {
+                            quiet.heard(Instant::now());
+                            if let Some(ev) = Event::from_msg(m) {
+                                let last = matches!(ev, Event::PeerDied { .. } | Event::Ended(_));
+                                on(ev);
+                                if last {
+                                    link.done.store(true, Ordering::SeqCst);
+                                    return;
+                                }
                             }
                         }
-                    }
-                    Err(e) => {
-                        if !link.done.swap(true, Ordering::SeqCst) {
-                            let why = match &e {
-                                ProtoError::Io(io)
-                                    if matches!(
-                                        io.kind(),
-                                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                                    ) =>
-                                {
-                                    format!(
-                                        "heard nothing from the GRM at {addr} for {} s (it is unreachable, or the link to it is cut)",
-                                        silence.as_secs()
-                                    )
-                                }
-                                _ => format!("lost the connection to the GRM at {addr}: {e}"),
-                            };
-                            on(Event::Lost(why));
+                        Err(e) => {
+                            if !link.done.swap(true, Ordering::SeqCst) {
+                                let why = match &e {
+                                    ProtoError::Io(io)
+                                        if matches!(
+                                            io.kind(),
+                                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                                        ) =>
+                                    {
+                                        format!(
+                                            "heard nothing from the GRM at {addr} for {} s (it is unreachable, or the link to it is cut)",
+                                            silence.as_secs()
+                                        )
+                                    }
+                                    _ => format!("lost the connection to the GRM at {addr}: {e}"),
+                                };
+                                on(Event::Lost(why));
+                            }
+                            return;
                         }
-                        return;
                     }
                 }
             });
@@ -188,6 +205,66 @@ impl Link {
         self.done.store(true, Ordering::SeqCst);
         let s = self.stream.lock().unwrap_or_else(|p| p.into_inner());
         let _ = s.shutdown(Shutdown::Both);
+    }
+}
+
+/// Whether the GRM has been silent long enough to be called lost, judged
+/// on the time the listener itself was running: a heartbeat is missed only
+/// when the listener woke about when it asked to and found nothing. A
+/// process that was not scheduled for a while (a loaded host, a stopped
+/// process) wakes late, and that interval says nothing of the GRM: the GRM
+/// is lost only after `silence` of wall time *and* as many on-time empty
+/// wake-ups as heartbeats fit in it.
+#[derive(Clone, Copy, Debug)]
+pub struct Silence {
+    silence: Duration,
+    last_heard: Instant,
+    last_wake: Instant,
+    missed: u32,
+}
+
+impl Silence {
+    pub fn new(silence: Duration, now: Instant) -> Silence {
+        Silence {
+            silence,
+            last_heard: now,
+            last_wake: now,
+            missed: 0,
+        }
+    }
+
+    /// Something arrived.
+    pub fn heard(&mut self, now: Instant) {
+        self.last_heard = now;
+        self.last_wake = now;
+        self.missed = 0;
+    }
+
+    /// The listener woke at `now` after waiting a beat and heard nothing:
+    /// whether the GRM is now lost.
+    pub fn lost(&mut self, now: Instant) -> bool {
+        // On time: within three beats of the last wake-up.
+        if now.saturating_duration_since(self.last_wake) <= 3 * HEARTBEAT {
+            self.missed += 1;
+        }
+        self.last_wake = now;
+        let beats = (self.silence.as_millis() / HEARTBEAT.as_millis()).max(1) as u32;
+        self.missed >= beats && now.saturating_duration_since(self.last_heard) >= self.silence
+    }
+}
+
+/// Whether `s` has bytes to read (or its end) within `wait`.
+fn readable_within(s: &TcpStream, wait: Duration) -> io::Result<bool> {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(s, PollFlags::IN)];
+    let ts = Timespec {
+        tv_sec: wait.as_secs() as i64,
+        tv_nsec: wait.subsec_nanos().into(),
+    };
+    match poll(&mut fds, Some(&ts)) {
+        Ok(n) => Ok(n > 0),
+        Err(rustix::io::Errno::INTR) => Ok(false),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -468,4 +545,55 @@ pub fn signed_join(token: &str, challenge: &Proof, mut join: Join) -> Join {
 /// A fresh random job token (128 bits, hex).
 pub fn new_token() -> String {
     format!("{:032x}", rand::random::<u128>())
+}
+
+#[cfg(test)]
+mod silence_tests {
+    use super::{Silence, HEARTBEAT};
+    use std::time::{Duration, Instant};
+
+    const SILENCE: Duration = Duration::from_secs(10);
+
+    /// Wake-ups a beat apart with nothing heard: lost at the tenth, not before.
+    #[test]
+    fn on_time_empty_wake_ups_lose_the_grm_after_the_silence() {
+        let t0 = Instant::now();
+        let mut s = Silence::new(SILENCE, t0);
+        for i in 1..10 {
+            assert!(!s.lost(t0 + i * HEARTBEAT), "lost at beat {i}");
+        }
+        assert!(s.lost(t0 + 10 * HEARTBEAT));
+    }
+
+    /// A listener that was not running for 60 s wakes late once: that says
+    /// nothing of the GRM; ten on-time empty wake-ups after it do.
+    #[test]
+    fn a_listener_that_was_not_running_does_not_blame_the_grm() {
+        let t0 = Instant::now();
+        let mut s = Silence::new(SILENCE, t0);
+        let back = t0 + Duration::from_secs(60);
+        assert!(!s.lost(back));
+        for i in 1..10 {
+            assert!(
+                !s.lost(back + i * HEARTBEAT),
+                "lost at beat {i} after waking"
+            );
+        }
+        assert!(s.lost(back + 10 * HEARTBEAT));
+    }
+
+    /// Anything heard starts the count again.
+    #[test]
+    fn hearing_anything_resets_the_count() {
+        let t0 = Instant::now();
+        let mut s = Silence::new(SILENCE, t0);
+        for i in 1..10 {
+            assert!(!s.lost(t0 + i * HEARTBEAT));
+        }
+        s.heard(t0 + Duration::from_millis(9500));
+        for i in 10..19 {
+            assert!(!s.lost(t0 + i * HEARTBEAT), "lost at beat {i}");
+        }
+        assert!(s.lost(t0 + 20 * HEARTBEAT));
+    }
 }

@@ -186,6 +186,8 @@ enum Ending {
 /// How often the core wakes when nothing happens: heartbeats are due every
 /// [`crate::client::HEARTBEAT`], and deadlines are checked this often.
 const TICK: Duration = Duration::from_millis(100);
+/// A gap between ticks this long means the GRM itself was not running.
+const STALLED: Duration = Duration::from_secs(2);
 
 /// The GRM's state: its jobs and connections.
 pub struct Core {
@@ -196,6 +198,10 @@ pub struct Core {
     rejected: u64,
     next_heartbeat: Instant,
     next_check: Instant,
+    /// When [`Core::tick`] last ran: a much longer gap means the GRM itself
+    /// was not running (a loaded host), and that time is not held against
+    /// the members' heartbeats.
+    last_tick: Instant,
     out: VecDeque<Output>,
 }
 
@@ -209,6 +215,7 @@ impl Core {
             rejected: 0,
             next_heartbeat: now + crate::client::HEARTBEAT,
             next_check: now + TICK,
+            last_tick: now,
             out: VecDeque::new(),
         }
     }
@@ -363,6 +370,20 @@ impl Core {
 
     /// Heartbeats when due, and connections past their deadline.
     pub fn tick(&mut self, now: Instant) {
+        let gap = now.saturating_duration_since(self.last_tick);
+        self.last_tick = now;
+        if gap > STALLED {
+            // The GRM did not run for `gap`: nobody could be heard meanwhile.
+            tracing::warn!(
+                secs = gap.as_secs_f64(),
+                "grm: this process was not running for a while; members' heartbeat deadlines moved on by as much"
+            );
+            for c in self.conns.values_mut() {
+                if let Some(d) = c.deadline.as_mut() {
+                    *d += gap;
+                }
+            }
+        }
         if now >= self.next_heartbeat {
             self.next_heartbeat = now + crate::client::HEARTBEAT;
             let mut to = Vec::new();
@@ -933,6 +954,49 @@ mod tests {
             now,
         );
         drain(c)
+    }
+
+    /// The GRM's own thread not running for longer than the heartbeat
+    /// timeout (a loaded host) is no member's silence: nobody is declared
+    /// dead for it, and a member silent for the timeout after it still is.
+    #[test]
+    fn a_grm_that_did_not_run_blames_no_member_for_it() {
+        let t0 = Instant::now();
+        let mut c = core(t0);
+        let token = new_token();
+        registered(&mut c, 2, &token, t0);
+        join(&mut c, 0, &token, t0);
+        join(&mut c, 1, &token, t0);
+        let beat = Msg::Heartbeat.encode();
+        c.tick(t0 + TICK);
+        drain(&mut c);
+        // 15 s without the GRM running; then the launcher and rank 0 are
+        // heard at once (their beats were waiting), rank 1 is not yet.
+        let back = t0 + TICK + HB + Duration::from_secs(5);
+        c.received(10, &beat[4..], back);
+        c.received(1, &beat[4..], back);
+        c.tick(back);
+        let out = drain(&mut c);
+        assert!(
+            out.iter().all(|(_, m)| matches!(m, Some(Msg::Heartbeat))),
+            "{out:?}"
+        );
+        // Rank 1 stays silent for the timeout with the GRM running: dead.
+        let mut now = back;
+        let mut died = None;
+        while now < back + HB + 2 * TICK && died.is_none() {
+            now += TICK;
+            c.received(10, &beat[4..], now);
+            c.received(1, &beat[4..], now);
+            c.tick(now);
+            died = drain(&mut c).into_iter().find_map(|(conn, m)| match m {
+                Some(Msg::PeerDied { rank, .. }) if conn == 1 => Some((rank, now)),
+                _ => None,
+            });
+        }
+        let (rank, at) = died.expect("rank 1 declared dead");
+        assert_eq!(rank, 1);
+        assert!(at >= back + HB - TICK, "declared dead too early");
     }
 
     #[test]

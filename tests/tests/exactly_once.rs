@@ -8,8 +8,9 @@ use fm_tests::{fmrun, TempDir};
 use std::path::Path;
 
 const PROG: &str = env!("CARGO_BIN_EXE_fm-exactly-once");
+const MIX: &str = env!("CARGO_BIN_EXE_fm-mix");
 
-/// Run `fm-exactly-once ARGS` as a job of `n` ranks (on the virtual hosts
+/// Run `PROG ARGS` (fm-exactly-once, or fm-mix when `args[0]` is "mix") as a job of `n` ranks (on the virtual hosts
 /// `hosts`, if given) with `env`; (success, stdout, stderr). Nothing may be
 /// left in the job's segment directory.
 fn job(
@@ -24,7 +25,11 @@ fn job(
     if let Some(h) = hosts {
         fmrun_args.extend(["--hosts", h, "--rsh", "local"]);
     }
-    let mut c = fmrun(PROG, &dir, &fmrun_args, Path::new(PROG), args);
+    let (prog, args) = match args {
+        ["mix", rest @ ..] => (MIX, rest),
+        _ => (PROG, args),
+    };
+    let mut c = fmrun(PROG, &dir, &fmrun_args, Path::new(prog), args);
     c.envs(env.iter().copied());
     let out = c.output().expect("run fmrun");
     let (o, e) = (
@@ -192,4 +197,62 @@ fn head_to_head_bulk_of_1_gib_keeps_memory_bounded() {
         assert!(rss_kib < 160 << 10, "resident {rss_kib} KiB: {line}");
         eprintln!("{}", &line[..line.find("; stats").unwrap_or(line.len())]);
     }
+}
+
+/// The adversarial mix (fm-mix): request/reply chains 9 deep whose handlers
+/// reply before, during or after reading, replies and requests of up to
+/// 4 MiB, fan-outs and bursts from handlers, a second thread sending
+/// through an FmSender, main code sending in storms meanwhile; on 4 and 8
+/// ranks, spinning and in the default wait, several seeds.
+#[test]
+fn mixed_request_reply_traffic_completes_on_4_and_8_ranks() {
+    for (seed, n, wait) in [
+        ("1", 4, "spin"),
+        ("2", 4, "auto"),
+        ("3", 8, "spin"),
+        ("4", 8, "auto"),
+    ] {
+        ok(
+            n,
+            None,
+            &[("FM_WAIT", wait)],
+            &["mix", seed, "300", "4194304"],
+        );
+    }
+    // Small frames, a small stash (credits withheld) and single copy from
+    // 32 KiB: the pool, the stash bound and single copy all in play.
+    ok(
+        8,
+        None,
+        &[
+            ("FM_SHM_PAYLOAD", "65520"),
+            ("FM_STASH_BYTES", "65536"),
+            ("FM_SHM_CMA_THRESHOLD", "32768"),
+        ],
+        &["mix", "5", "300", "4194304"],
+    );
+}
+
+/// The mix across two virtual hosts, with loss, duplication and reordering.
+#[test]
+fn mixed_request_reply_traffic_completes_across_hosts_under_faults() {
+    ok(
+        4,
+        Some("a,b"),
+        &[("FM_FAULTS", "drop=0.05,dup=0.01,reorder=0.02,seed=7")],
+        &["mix", "6", "200", "1048576"],
+    );
+}
+
+/// The mix's checker is not blind: told to expect one wrong byte, it fails.
+#[test]
+fn the_mix_checker_fails_when_the_data_is_wrong() {
+    let (success, o, e) = job(
+        3,
+        None,
+        &[("FM_TEST_SABOTAGE", "1")],
+        &["mix", "8", "100", "20000"],
+    );
+    assert!(!success, "sabotaged run passed:\n{o}\n{e}");
+    assert!(e.contains("expected"), "{e}");
 }

@@ -495,3 +495,51 @@ fn fmrun_stats_prints_each_ranks_counters_as_lines_and_as_json() {
         );
     }
 }
+
+/// A job that is merely starved is not a lost GRM: fmrun and 4 spinning
+/// ranks at nice 19, with a busy loop at nice 0 on every CPU, for 60 s.
+/// Heartbeats may be late; nobody may conclude that the GRM or a rank died
+/// (a cut link still ends a job within the timeout: remote_end.rs).
+#[test]
+fn a_starved_job_is_not_ended_as_grm_lost() {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let hogs: Vec<Child> = (0..cpus)
+        .map(|_| {
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .expect("start a busy loop")
+        })
+        .collect();
+    struct Kill(Vec<Child>);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            for h in &mut self.0 {
+                let _ = h.kill();
+                let _ = h.wait();
+            }
+        }
+    }
+    let _hogs = Kill(hogs);
+    let dir = TempDir::for_segments("starved");
+    let mut c = Command::new("nice");
+    c.args(["-n", "19"])
+        .arg(workspace_bin(TESTPROG, "fmrun"))
+        .args(["-n", "4", "--timeout", "600", TESTPROG, "busy", "60"])
+        .env("FM_SHM_DIR", &dir.0)
+        .env("FM_WAIT", "spin")
+        .env_remove("FM_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let f = finish(c.spawn().expect("start fmrun"), Duration::from_secs(900));
+    assert!(
+        f.status.success() && f.stdout.matches("busy ok").count() == 4,
+        "{:?}\n{}\n{}",
+        f.status,
+        f.stdout,
+        f.stderr
+    );
+    assert!(!f.stderr.contains("heard nothing"), "{}", f.stderr);
+    assert!(dir.segments().is_empty(), "{:?}", dir.segments());
+}

@@ -515,6 +515,12 @@ impl ShmemDevice {
         self.seg.geometry
     }
 
+    /// Received inline packets not yet released: 0 whenever the layer
+    /// above holds nothing (a leak stops all receiving at [`HELD_INLINE`]).
+    pub fn held_inline(&self) -> u32 {
+        HELD_INLINE as u32 - self.held_free.count_ones()
+    }
+
     /// Pid of a local rank.
     pub fn pid_of(&self, rank: Rank) -> Option<u32> {
         self.local

@@ -12,6 +12,9 @@
 //!     a token goes round the ring ROUNDS times, every rank replying from its handler.
 //! fm-testprog barrier ROUNDS
 //!     every rank enters ROUNDS barriers; rank 0 prints "barriers done".
+//! fm-testprog busy SECS
+//!     every rank polls (extract, never sleeping) for SECS seconds, then
+//!     enters a barrier and prints "rank R: busy ok".
 //! fm-testprog noroute
 //!     rank 0 sends to the last rank, which FM_HOSTS places on another host.
 //! fm-testprog launcher N
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Some("ring") => ring(arg(2)),
         Some("noroute") => noroute(),
         Some("barrier") => barriers(arg(2)),
+        Some("busy") => busy(arg(2)),
         Some("launcher") => launcher(arg(2) as usize),
         Some("isolation") => isolation(args.get(2).cloned().unwrap_or_default(), arg(3)),
         Some("serve") => serve(None),
@@ -556,6 +560,17 @@ fn barriers(rounds: u64) -> Res {
     if fm.rank() == 0 {
         println!("barriers done: {rounds} rounds of {} ranks", fm.size());
     }
+    Ok(())
+}
+
+fn busy(secs: u64) -> Res {
+    let mut fm = Fm::init().map_err(err)?;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < until {
+        fm.extract(usize::MAX).map_err(err)?;
+    }
+    fm.barrier().map_err(err)?;
+    println!("rank {}: busy ok", fm.rank());
     Ok(())
 }
 
