@@ -59,4 +59,9 @@ for tool in fmrun fm-info fm-grm fm-bench; do
     install -m 644 "$docs/completions/_$tool" "$D/share/zsh/site-functions/"
     install -m 644 "$docs/completions/$tool.fish" "$D/share/fish/vendor_completions.d/"
 done
+# Installed into the system (not staged for a package): refresh the
+# dynamic linker's cache, so programs find libfm_c.so without a path.
+if [ -z "${DESTDIR:-}" ] && [ "$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then
+    ldconfig
+fi
 echo "installed fm $version ($PROFILE) under $D"

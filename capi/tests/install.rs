@@ -52,7 +52,8 @@ fn the_install_script_gives_tools_docs_library_and_header() {
     }
     let p = &prefix.0;
     holds_the_installed_files(p, "share/man/man1/fmrun.1");
-    c_program_runs_against(p, &[("PKG_CONFIG_PATH", p.join("lib/pkgconfig"))]);
+    // Nothing on the library path: fm.pc's rpath finds libfm_c.so.
+    c_program_runs_against(p, &[("PKG_CONFIG_PATH", p.join("lib/pkgconfig"))], None);
     mpi_programs_run_against(p);
 }
 
@@ -94,12 +95,14 @@ fn the_debian_package_gives_tools_docs_library_and_header() {
     let p = root.0.join("usr");
     holds_the_installed_files(&p, "share/man/man1/fmrun.1.gz");
     // fm.pc names /usr; the sysroot moves its flags under our root.
+    // Unpacked, not installed: our root's lib stands for the system's.
     c_program_runs_against(
         &p,
         &[
             ("PKG_CONFIG_LIBDIR", p.join("lib/pkgconfig")),
             ("PKG_CONFIG_SYSROOT_DIR", root.0.clone()),
         ],
+        Some(p.join("lib")),
     );
 }
 
@@ -186,8 +189,9 @@ fn holds_the_installed_files(p: &Path, man_page: &str) {
 }
 
 /// A C program built with the flags pkg-config gives (with `env`) for the
-/// install at `p` runs under the installed fmrun.
-fn c_program_runs_against(p: &Path, env: &[(&str, PathBuf)]) {
+/// install at `p` runs under the installed fmrun, with `lib_path` (only)
+/// as the library path.
+fn c_program_runs_against(p: &Path, env: &[(&str, PathBuf)], lib_path: Option<PathBuf>) {
     let flags = Command::new("pkg-config")
         .args(["--cflags", "--libs", "fm"])
         .envs(env.iter().map(|(k, v)| (k, v)))
@@ -210,13 +214,15 @@ fn c_program_runs_against(p: &Path, env: &[(&str, PathBuf)]) {
         "{}",
         String::from_utf8_lossy(&cc.stderr)
     );
-    let run = Command::new(p.join("bin/fmrun"))
-        .args(["-n", "2", "--oversubscribe"])
+    let mut run = Command::new(p.join("bin/fmrun"));
+    run.args(["-n", "2", "--oversubscribe"])
         .arg(&ring)
-        .env("LD_LIBRARY_PATH", p.join("lib"))
-        .env_remove("FM_LOG")
-        .output()
-        .expect("fmrun");
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("FM_LOG");
+    if let Some(dir) = lib_path {
+        run.env("LD_LIBRARY_PATH", dir);
+    }
+    let run = run.output().expect("fmrun");
     let out = String::from_utf8_lossy(&run.stdout);
     assert!(
         run.status.success(),

@@ -6,7 +6,7 @@
 //!
 //! Start it with fmrun, which starts the resource manager and the ranks:
 //!
-//!     cargo build --release --bins --examples
+//!     cargo build --release --workspace --lib --bins --examples
 //!     target/release/fmrun -n 4 --show-table target/release/examples/ring
 //!
 //! Started by hand it is a job of one rank that passes the token to itself.

@@ -130,9 +130,16 @@ impl fmt::Display for FmError {
     }
 }
 
+/// The sentence, as Display gives it: `fn main() -> Result<(), FmError>`
+/// prints an error it returns with `{:?}`, and a user should read
+/// "Error: environment variable FM_CREDITS=…", not a struct. `{:#?}` gives
+/// the structure.
 impl fmt::Debug for FmError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.0, f)
+        match f.alternate() {
+            true => fmt::Debug::fmt(&self.0, f),
+            false => fmt::Display::fmt(&self.0, f),
+        }
     }
 }
 
@@ -143,3 +150,24 @@ impl std::error::Error for FmError {
 }
 
 pub type Result<T, E = FmError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_debug_prints_as_its_sentence() {
+        let e: FmError = ErrorKind::Env {
+            var: "FM_CREDITS",
+            value: "x".into(),
+            reason: "not a number".into(),
+        }
+        .into();
+        assert_eq!(format!("{e:?}"), format!("{e}"));
+        assert_eq!(
+            format!("{e:?}"),
+            "environment variable FM_CREDITS=\"x\": not a number"
+        );
+        assert!(format!("{e:#?}").contains("Env {"));
+    }
+}

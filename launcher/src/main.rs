@@ -12,6 +12,7 @@
 //! (through OpenSSH or another remote shell), and inside a Slurm allocation
 //! through srun (see `plan` and `remote`).
 
+mod mpi_check;
 mod output;
 mod plan;
 mod remote;
@@ -304,6 +305,13 @@ fn run(cli: Cli) -> Result<u8, String> {
     let elsewhere = rsh.is_some() || matches!(plan.mode, Mode::Slurm);
     let program = cli.command[0].clone();
     let shm_dir = fm::config::shm_dir().map_err(|e| e.to_string())?;
+    let mpi_lib = match cli.no_mpi_lib {
+        true => None,
+        false => mpi_library_dir(),
+    };
+    if let Some(refusal) = mpi_check::refusal(&program, n, mpi_lib.as_deref(), cli.no_mpi_lib) {
+        return Err(refusal);
+    }
 
     signals::install();
     check_open_files(n, cli.grm.is_none());
@@ -385,11 +393,7 @@ fn run(cli: Cli) -> Result<u8, String> {
         rsh: rsh.as_ref(),
         grm_at: &grm_at,
         token: &token,
-        mpi_lib: if cli.no_mpi_lib {
-            None
-        } else {
-            mpi_library_dir()
-        },
+        mpi_lib,
         cpus,
         bind,
     };

@@ -438,3 +438,41 @@ fn every_tool_generates_its_man_page_and_completions() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(checked >= 1);
 }
+
+/// An MPICH-built program (Debian's NetPIPE) with fm's MPI library missing
+/// (an fmrun copied where no mpi/ folder is beside it), or kept off with
+/// --no-mpi-lib: refused before any rank starts, naming the build command;
+/// never N one-process MPICH jobs that exit 0.
+#[test]
+fn an_mpich_program_without_fms_mpi_library_is_refused_before_starting() {
+    let np = "/usr/bin/NPmpich2";
+    if !std::path::Path::new(np).exists() {
+        eprintln!("SKIPPED: {np} not installed (netpipe-mpich2)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("fmrun-no-mpi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a folder");
+    let lone = dir.join("fmrun");
+    std::fs::copy(env!("CARGO_BIN_EXE_fmrun"), &lone).expect("copy fmrun");
+    let moved = Command::new(&lone)
+        .args(["-n", "2", np, "-u", "1024"])
+        .env_remove("FM_LOG")
+        .output()
+        .expect("run fmrun");
+    let _ = std::fs::remove_dir_all(&dir);
+    let kept_off = fmrun(&["-n", "2", "--no-mpi-lib", np]);
+    for (o, why) in [(moved, "not beside this fmrun"), (kept_off, "--no-mpi-lib")] {
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{out}{err}");
+        assert!(out.is_empty(), "a rank ran: {out}");
+        assert!(
+            err.contains("built against MPICH (it needs libmpich.so.12)"),
+            "{err}"
+        );
+        assert!(err.contains(why), "{err}");
+        assert!(
+            err.contains("cargo build --release --workspace --lib --bins --examples"),
+            "{err}"
+        );
+    }
+}

@@ -5,7 +5,7 @@
 //! ethernet device over veth links.
 
 use fm_tests::netns::{rate_limit, Cluster, NET_ETHERNET};
-use fm_tests::{network_counter, succeed, workspace_bin, TempDir};
+use fm_tests::{network_counter, succeed, TempDir};
 use std::path::Path;
 
 const TESTPROG: &str = env!("CARGO_BIN_EXE_fm-testprog");
@@ -84,12 +84,61 @@ fn a_rate_limited_link_drops_packets_and_everything_still_arrives() {
     );
 }
 
+/// Bytes the kernel has sent and received on interface `iface` (this namespace's).
+fn if_bytes(iface: &str) -> u64 {
+    ["rx_bytes", "tx_bytes"]
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(format!("/sys/class/net/{iface}/statistics/{f}"))
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+/// Trunking over two rate-limited links: both links carry the stream and
+/// every message arrives intact. (What trunking gains in bandwidth is a
+/// measurement, not a test: docs/PERFORMANCE.md, "Trunking".)
+#[test]
+fn trunking_spreads_a_stream_over_both_links_and_delivers_it_intact() {
+    let _one = exclusive();
+    let test = "trunking_spreads_a_stream_over_both_links_and_delivers_it_intact";
+    let Some(c) = Cluster::with_networks(test, 2, 2) else {
+        return;
+    };
+    // Each of host 1's two links: 200 Mbit/s.
+    for root_if in &c.hosts[1].root_ifs {
+        if !rate_limit(root_if, "200mbit", "256kb") {
+            eprintln!("SKIPPED {test}: tc tbf unavailable");
+            return;
+        }
+    }
+    let before: Vec<u64> = c.hosts[1].root_ifs.iter().map(|i| if_bytes(i)).collect();
+    let dir = TempDir::for_segments("ns-trunk");
+    let (_, e) = testprog(
+        &c,
+        1,
+        &dir,
+        &[("FM_ETH_IFACES", "fm0,fm1")],
+        &["alltoall", "600", "262144", "5"],
+    );
+    assert_eq!(e.matches("ok, received 600 messages").count(), 2, "{e}");
+    // 600 messages of up to 256 KiB each way: each link carries a good
+    // share (at least a tenth of the smallest possible total).
+    for (i, root_if) in c.hosts[1].root_ifs.iter().enumerate() {
+        let carried = if_bytes(root_if) - before[i];
+        assert!(carried > 1 << 20, "link {root_if} carried {carried} bytes");
+    }
+    assert!(dir.segments().is_empty());
+}
+
 /// Streaming bandwidth (MB/s) of `fm-bench bw --device ethernet` between
 /// the two hosts, over the interfaces named.
 fn bw_between(c: &Cluster, ifaces: &str) -> f64 {
     let hosts = format!("{}:1,{}:1", c.hosts[0].name, c.hosts[1].name);
     let dir = TempDir::for_segments("ns-bw");
-    let bench = workspace_bin(TESTPROG, "fm-bench");
+    let bench = fm_tests::workspace_bin(TESTPROG, "fm-bench");
     let args = [
         "bw", "--device", "ethernet", "--sizes", "65536", "--iters", "600", "--warmup", "60",
         "--json",
@@ -108,14 +157,18 @@ fn bw_between(c: &Cluster, ifaces: &str) -> f64 {
         .expect("a bw row with mb_s")
 }
 
+/// The benchmark of trunking's gain (root; not part of the suite, it
+/// measures and asserts nothing): `cargo test -p fm-tests --test multihost
+/// bench_trunking -- --ignored --nocapture` prints one link's and two
+/// links' bandwidth over 200 Mbit/s links (docs/PERFORMANCE.md).
 #[test]
-fn trunking_over_two_rate_limited_links_nearly_doubles_bandwidth() {
+#[ignore = "a benchmark: run it with --ignored --nocapture"]
+fn bench_trunking_over_two_rate_limited_links() {
     let _one = exclusive();
-    let test = "trunking_over_two_rate_limited_links_nearly_doubles_bandwidth";
+    let test = "bench_trunking_over_two_rate_limited_links";
     let Some(c) = Cluster::with_networks(test, 2, 2) else {
         return;
     };
-    // Each of host 1's two links: 200 Mbit/s.
     for root_if in &c.hosts[1].root_ifs {
         if !rate_limit(root_if, "200mbit", "256kb") {
             eprintln!("SKIPPED {test}: tc tbf unavailable");
@@ -125,12 +178,8 @@ fn trunking_over_two_rate_limited_links_nearly_doubles_bandwidth() {
     // The better of two runs each: the machine is shared.
     let one = bw_between(&c, "fm0").max(bw_between(&c, "fm0"));
     let two = bw_between(&c, "fm0,fm1").max(bw_between(&c, "fm0,fm1"));
-    eprintln!(
+    println!(
         "one link {one:.1} MB/s, two links {two:.1} MB/s ({:.2}x)",
         two / one
-    );
-    assert!(
-        two >= 1.7 * one,
-        "one link {one:.1} MB/s, two links {two:.1} MB/s"
     );
 }
