@@ -88,6 +88,36 @@ fn the_c_example_runs_under_fmrun_static_and_shared() {
     }
 }
 
+/// A misspelt setting is said once for a job of 4 C ranks (by fmrun), and
+/// once by a C program on its own (which sets up no logging).
+#[test]
+fn a_misspelt_setting_is_said_once_to_a_c_program() {
+    let tmp = fm_tests::TempDir::new("capi-misspelt");
+    let exe = tmp.0.join("ring");
+    compile(&exe, &[], true);
+    let mut c = Command::new(target_dir().join("fmrun"));
+    c.args(["-n", "4", "--oversubscribe", "--timeout", "60s"])
+        .arg(&exe)
+        .env_remove("FM_LOG")
+        .env("LD_LIBRARY_PATH", c_library_dir())
+        .env("FM_CREDTIS", "4");
+    let alone = Command::new(&exe)
+        .env_remove("FM_LOG")
+        .env("LD_LIBRARY_PATH", c_library_dir())
+        .env("FM_CREDTIS", "4")
+        .output()
+        .expect("ring alone");
+    for o in [c.output().expect("fmrun"), alone] {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert_eq!(
+            err.matches("FM_CREDTIS is not a setting of fm").count(),
+            1,
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn a_wrong_byte_fails_the_c_example() {
     let tmp = fm_tests::TempDir::new("capi-sabotage");

@@ -84,13 +84,10 @@ pub(crate) fn open(
             None => Composite::new(config.rank, config.hosts.clone(), members)?,
         })
     })();
-    if config.rank == 0 {
-        // Once per job: a misspelt setting is otherwise silently ignored.
-        for var in crate::settings::unknown_in_env() {
-            tracing::warn!(
-                "fm: {var} is not a setting of fm and is ignored (misspelt? `fm-info config` lists them)"
-            );
-        }
+    if config.grm.is_none() && config.rank == 0 {
+        // A process on its own: a misspelt setting is otherwise silently
+        // ignored. A launched job's launcher said it once for every rank.
+        crate::settings::warn_unknown_in_env();
     }
     match composite {
         Ok(c) => Ok((c, cx.grm, cx.eth_endpoint)),

@@ -181,6 +181,25 @@ pub fn all() -> impl Iterator<Item = &'static Setting> + Clone {
 /// a rank may see them and says nothing.
 pub const TOOL_PREFIXES: &[&str] = &["FM_BENCH_", "FM_TEST_"];
 
+/// What fm says of an `FM_*` variable that is no setting of it.
+pub fn unknown_warning(var: &str) -> String {
+    format!("{var} is not a setting of fm and is ignored (misspelt? `fm-info config` lists them)")
+}
+
+/// Say [`unknown_warning`] for each such variable of this process's
+/// environment: through `tracing` where the program set up a subscriber,
+/// else straight to stderr, so that every kind of program (Rust with or
+/// without `init_logging`, C, MPI) shows it.
+pub fn warn_unknown_in_env() {
+    for var in unknown_in_env() {
+        let text = unknown_warning(&var);
+        match tracing::dispatcher::has_been_set() {
+            true => tracing::warn!("fm: {text}"),
+            false => eprintln!("fm: {text}"),
+        }
+    }
+}
+
 /// `FM_*` variables of this process's environment that no setting of
 /// fm's table declares: most likely misspelt, and ignored.
 pub fn unknown_in_env() -> Vec<String> {

@@ -48,8 +48,8 @@ pub struct Cli {
     n: Option<u32>,
     /// Devices: auto, null (desktop-only: no network between hosts), or a
     /// list such as self,shmem,nic,ethernet,null. With --topology: auto (the
-    /// topology's networks) or null.
-    #[arg(long, default_value = "auto")]
+    /// topology's networks) or null. Defaults to FM_NET, else auto.
+    #[arg(long, env = "FM_NET", default_value = "auto")]
     net: String,
     /// Print each rank's destination device table once the job has
     /// started: in full (a line per destination) up to 16 ranks, as runs
@@ -311,6 +311,15 @@ fn run(cli: Cli) -> Result<u8, String> {
     };
     if let Some(refusal) = mpi_check::refusal(&program, n, mpi_lib.as_deref(), cli.no_mpi_lib) {
         return Err(refusal);
+    }
+    // The settings every rank will read: a bad value stops the job here,
+    // once, not in each rank; a misspelt name is said once for the job (the
+    // ranks of a launched job do not repeat it).
+    fm::config::check_settings()
+        .map_err(|e| format!("{e} (no rank was started; `fm-info doctor` checks every setting)"))?;
+    let own = |var: &str| settings::SETTINGS.iter().any(|s| s.var == var);
+    for var in fm::settings::unknown_in_env().iter().filter(|v| !own(v)) {
+        eprintln!("fmrun: {}", fm::settings::unknown_warning(var));
     }
 
     signals::install();

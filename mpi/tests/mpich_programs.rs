@@ -385,3 +385,34 @@ fn the_suite_built_with_fm_header_passes() {
         "{t}"
     );
 }
+
+/// A misspelt setting is said once for a job of 4 MPICH-built ranks (by
+/// fmrun; the ranks say nothing of it).
+#[test]
+fn a_misspelt_setting_is_said_once_to_an_mpi_job() {
+    let Some(cc) = mpicc() else {
+        eprintln!("SKIPPED: no mpicc.mpich (apt-get install mpich libmpich-dev)");
+        return;
+    };
+    let dir = TempDir::for_segments("mpi-misspelt");
+    let src = dir.0.join("hello.c");
+    std::fs::write(
+        &src,
+        "#include <mpi.h>\n#include <stdio.h>\nint main(int c, char **v) { int r, n;\n\
+         MPI_Init(&c, &v); MPI_Comm_rank(MPI_COMM_WORLD, &r); MPI_Comm_size(MPI_COMM_WORLD, &n);\n\
+         printf(\"hello %d of %d\\n\", r, n); MPI_Finalize(); return 0; }\n",
+    )
+    .expect("hello.c");
+    let exe = dir.0.join("hello");
+    fm_tests::succeed(std::process::Command::new(cc).arg("-o").arg(&exe).arg(&src));
+    let o = run(&dir, &["-n", "4"], &exe, &[], &[("FM_CREDTIS", "4")]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert_eq!(t.matches("hello ").count(), 4, "{t}");
+    assert!(t.contains("hello 3 of 4"), "{t}");
+    assert_eq!(
+        t.matches("FM_CREDTIS is not a setting of fm").count(),
+        1,
+        "{t}"
+    );
+}

@@ -307,8 +307,9 @@ fn a_segment_directory_too_small_is_a_clean_error_before_any_message() {
     assert!(tiny.0.segments().is_empty(), "{:?}", tiny.0.segments());
 }
 
-/// A misspelt setting is reported once per job (by rank 0), naming it;
-/// fmrun's own settings and the tools' variables are not reported.
+/// A misspelt setting is reported once per job (by fmrun, before the ranks
+/// start; the ranks say nothing of it), naming it; fmrun's own settings and
+/// the tools' variables are not reported.
 #[test]
 fn an_unknown_fm_variable_is_reported_once_per_job() {
     let dir = TempDir::for_segments("unknown-var");
@@ -326,8 +327,56 @@ fn an_unknown_fm_variable_is_reported_once_per_job() {
         .filter(|l| l.contains("is not a setting of fm"))
         .collect();
     assert_eq!(warnings.len(), 1, "{}", f.stderr);
-    assert!(warnings[0].starts_with("[0] ") && warnings[0].contains("FM_CREDITZ"));
+    assert!(
+        warnings[0].starts_with("fmrun: ") && warnings[0].contains("FM_CREDITZ"),
+        "{}",
+        f.stderr
+    );
     assert!(!f.stderr.contains("FM_RSH is not") && !f.stderr.contains("FM_TEST_NOTHING"));
+}
+
+/// A bad value of a setting stops the job in fmrun, once, naming the
+/// variable, before any rank starts.
+#[test]
+fn a_bad_setting_stops_the_job_before_any_rank_starts() {
+    let dir = TempDir::for_segments("bad-var");
+    let f = finish(
+        job(&dir, &["-n", "4"], &["barrier", "1"])
+            .env("FM_CREDITS", "many")
+            .spawn()
+            .expect("fmrun"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(f.status.code(), Some(2), "{}", f.stderr);
+    assert_eq!(f.stderr.matches("FM_CREDITS").count(), 1, "{}", f.stderr);
+    assert!(f.stderr.contains("no rank was started"), "{}", f.stderr);
+    assert!(!f.stdout.contains("barriers done"), "{}", f.stdout);
+}
+
+/// A program on its own (no launcher), Rust without `init_logging` as the
+/// README's hello is, says a misspelt setting once, as a plain line.
+#[test]
+fn a_program_on_its_own_says_a_misspelt_setting_once() {
+    let hello = Path::new(TESTPROG).with_file_name("examples").join("hello");
+    if !hello.exists() {
+        eprintln!(
+            "SKIPPED: {} not built (cargo test builds it)",
+            hello.display()
+        );
+        return;
+    }
+    let o = Command::new(&hello)
+        .env("FM_CREDTIS", "4")
+        .env_remove("FM_LOG")
+        .output()
+        .expect("hello");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        err.matches("FM_CREDTIS is not a setting of fm").count(),
+        1,
+        "{err}"
+    );
 }
 
 /// fmrun raises its open-files limit to the hard limit: 40 ranks start
