@@ -49,7 +49,7 @@ pub struct Cli {
     /// Devices: auto, null (desktop-only: no network between hosts), or a
     /// list such as self,shmem,nic,ethernet,null. With --topology: auto (the
     /// topology's networks) or null. Defaults to FM_NET, else auto.
-    #[arg(long, env = "FM_NET", default_value = "auto")]
+    #[arg(long, env = fm::settings::NET.var, default_value = "auto")]
     net: String,
     /// Print each rank's destination device table once the job has
     /// started: in full (a line per destination) up to 16 ranks, as runs
@@ -91,7 +91,7 @@ pub struct Cli {
     grm: Option<String>,
     /// Bind rank i to CPU i: `core`, or `none`. Default: core when the
     /// processes fit on the CPUs, none when oversubscribed.
-    #[arg(long)]
+    #[arg(long, visible_alias = "bind-to")]
     bind: Option<Bind>,
     /// Stop the job after this long: `90` or `90s`, `500ms`, `2m`, `1h`;
     /// the ranks still running are named.
@@ -106,8 +106,22 @@ pub struct Cli {
     /// Hosts and their process counts: `a:2,b:2`, or `a,b` to share -n
     /// evenly. Ranks go to hosts in order (block distribution); each rank's
     /// FM_HOST is its host.
-    #[arg(long, value_name = "HOST[:N],...")]
+    #[arg(long, short = 'H', visible_alias = "host", value_name = "HOST[:N],...")]
     hosts: Option<String>,
+    /// How ranks are laid on the hosts (mpirun's --map-by): `slot` fills
+    /// each host's slots before the next (block, the default), `core` the
+    /// same, `node` deals ranks to the hosts in turn (round-robin), each up
+    /// to its slots.
+    #[arg(long, value_name = "POLICY", default_value = "slot")]
+    map_by: MapBy,
+    /// Say each rank's binding (CPU, or none) on stderr as it starts
+    /// (mpirun's --report-bindings).
+    #[arg(long)]
+    report_bindings: bool,
+    /// Begin every forwarded line with the time since the job started, in
+    /// seconds (mpirun's --timestamp-output).
+    #[arg(long)]
+    timestamp_output: bool,
     /// A file of hosts, one per line: `NAME [slots=N] [ranks=0,1]
     /// [address=ADDR]` (docs/TOPOLOGY.md).
     #[arg(long, value_name = "FILE")]
@@ -175,6 +189,17 @@ enum Bind {
     None,
 }
 
+/// `--map-by`: how ranks are laid on hosts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum MapBy {
+    /// Fill each host's slots in order (block).
+    Slot,
+    /// As slot: one rank per core, hosts filled in order.
+    Core,
+    /// Deal ranks to the hosts in turn (round-robin).
+    Node,
+}
+
 /// After SIGTERM, ranks get this long before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_millis(700);
 const TICK: Duration = Duration::from_millis(10);
@@ -183,7 +208,22 @@ fn main() -> ExitCode {
     // The embedded GRM's own account of a death repeats fmrun's.
     fm_clidocs::generate_if_asked(<Cli as clap::CommandFactory>::command);
     fm::init_logging_or("warn,fm_grm=error");
-    let cli = Cli::parse_from(mpirun_spelling(std::env::args_os()));
+    let cli = match Cli::try_parse_from(mpirun_spelling(std::env::args_os())) {
+        Ok(cli) => cli,
+        Err(e) if e.kind() == clap::error::ErrorKind::UnknownArgument => {
+            // clap's advice ("use '-- --bogus'") is wrong for a launcher:
+            // options after the program's name are the program's already.
+            let arg = e
+                .get(clap::error::ContextKind::InvalidArg)
+                .map_or_else(String::new, |a| format!(" {a}"));
+            eprintln!(
+                "fmrun: unknown option{arg}: `fmrun --help` lists fmrun's options; \
+                 a program's own options go after its name (fmrun -n 2 ./program --its-option)"
+            );
+            return ExitCode::from(2);
+        }
+        Err(e) => e.exit(),
+    };
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(msg) => {
@@ -378,13 +418,18 @@ fn run(cli: Cli) -> Result<u8, String> {
              (--oversubscribe says this is meant)"
         );
     }
-    let bind = match plan.mode {
-        Mode::Here => cli.bind.unwrap_or(if n as usize <= cpus {
+    // Ranks fmrun starts on this machine are bound (`--rsh local`'s too:
+    // every "host" is this machine); a remote host's are the remote
+    // shell's business.
+    let here =
+        matches!(plan.mode, Mode::Here) || (matches!(plan.mode, Mode::Hosts) && cli.rsh == "local");
+    let bind = match here {
+        true => cli.bind.unwrap_or(if n as usize <= cpus {
             Bind::Core
         } else {
             Bind::None
         }),
-        _ => Bind::None,
+        false => Bind::None,
     };
     // One route lookup per host, not per rank.
     let mut grm_at: HashMap<Option<&str>, String> = HashMap::new();
@@ -405,8 +450,14 @@ fn run(cli: Cli) -> Result<u8, String> {
         mpi_lib,
         cpus,
         bind,
+        locals: local_ranks(&plan.spots),
     };
-    let mut out = output::Forwarder::new(n, !cli.no_prefix, cli.output_filename.clone());
+    let mut out = output::Forwarder::new(
+        n,
+        !cli.no_prefix,
+        cli.output_filename.clone(),
+        cli.timestamp_output.then(Instant::now),
+    );
     let mut procs: Vec<Proc> = Vec::new();
     let count = match plan.mode {
         Mode::Slurm => 1,
@@ -626,6 +677,24 @@ struct Launch<'a> {
     mpi_lib: Option<PathBuf>,
     cpus: usize,
     bind: Bind,
+    /// Per rank of a job on hosts: its number among its host's ranks, and
+    /// their count.
+    locals: Vec<(u32, u32)>,
+}
+
+/// Per rank: its number among the ranks of its host, and their count.
+fn local_ranks(spots: &[plan::Spot]) -> Vec<(u32, u32)> {
+    let mut seen: HashMap<&str, u32> = HashMap::new();
+    let index: Vec<u32> = (spots.iter())
+        .map(|s| {
+            let n = seen.entry(s.host.as_str()).or_insert(0);
+            *n += 1;
+            *n - 1
+        })
+        .collect();
+    (spots.iter().zip(index))
+        .map(|(s, i)| (i, seen[s.host.as_str()]))
+        .collect()
 }
 
 impl Launch<'_> {
@@ -655,6 +724,20 @@ impl Launch<'_> {
         if self.rsh.is_none() && !matches!(self.plan.mode, Mode::Slurm) {
             set(fm::settings::CPUS.var, self.cpus.to_string());
         }
+        if let Some((local, locals)) = self.local_rank(rank) {
+            for (k, v) in [
+                (fm::settings::LOCAL_RANK.var, local),
+                (fm::settings::LOCAL_SIZE.var, locals),
+                ("MPI_LOCALRANKID", local),
+                ("MPI_LOCALNRANKS", locals),
+                ("OMPI_COMM_WORLD_LOCAL_RANK", local),
+                ("OMPI_COMM_WORLD_LOCAL_SIZE", locals),
+                ("PMI_RANK", rank),
+                ("PMI_SIZE", self.plan.n),
+            ] {
+                set(k, v.to_string());
+            }
+        }
         if let Some(dir) = &self.mpi_lib {
             let path = match std::env::var("LD_LIBRARY_PATH") {
                 Ok(p) if !p.is_empty() => format!("{}:{p}", dir.display()),
@@ -666,6 +749,16 @@ impl Launch<'_> {
             set(k, v.clone());
         }
         env
+    }
+
+    /// Rank `rank`'s number among its host's ranks, and how many those
+    /// are (`None` under Slurm, whose srun says it: `SLURM_LOCALID`).
+    fn local_rank(&self, rank: u32) -> Option<(u32, u32)> {
+        match self.plan.mode {
+            Mode::Slurm => None,
+            Mode::Here => Some((rank, self.plan.n)),
+            Mode::Hosts => self.locals.get(rank as usize).copied(),
+        }
     }
 
     /// Start rank `rank` (or, under Slurm, srun for all of them).
@@ -680,15 +773,22 @@ impl Launch<'_> {
         };
         let mut cmd = match (remote, &self.plan.mode) {
             (Some((rsh, s)), _) => {
-                // Settings of this shell that ranks read (FM_SHM_DIR, FM_FAULTS, ...).
-                for (k, v) in std::env::vars().filter(|(k, _)| k.starts_with("FM_")) {
-                    if !env.iter().any(|(e, _)| *e == k)
-                        && !settings::SETTINGS.iter().any(|s| s.var == k)
-                    {
-                        env.push((k, v));
+                with_fm_settings(&mut env);
+                rsh.command(&s.target, &env, &self.cli.command)
+            }
+            (None, Mode::Hosts) if self.cli.rsh == "local" => {
+                // As if through ssh: a login's few variables, the job's,
+                // the FM_* settings and -x; nothing else of this shell.
+                with_fm_settings(&mut env);
+                let mut c = Command::new(&self.cli.command[0]);
+                c.args(&self.cli.command[1..]).env_clear();
+                for k in LOGIN_VARIABLES {
+                    if let Some(v) = std::env::var_os(k) {
+                        c.env(k, v);
                     }
                 }
-                rsh.command(&s.target, &env, &self.cli.command)
+                c.envs(env).env(fm::settings::JOB_TOKEN.var, self.token);
+                c
             }
             (None, Mode::Slurm) => {
                 let mut c = remote::srun(self.plan.n, &self.cli.command);
@@ -717,6 +817,15 @@ impl Launch<'_> {
                 Stdio::null()
             });
         let cpu = (self.bind == Bind::Core).then_some(rank as usize % self.cpus.max(1));
+        if self.cli.report_bindings {
+            match (cpu, remote) {
+                (Some(c), _) => eprintln!("fmrun: rank {rank} bound to CPU {c}"),
+                (None, Some((_, s))) => {
+                    eprintln!("fmrun: rank {rank} not bound by fmrun (on {})", s.host)
+                }
+                (None, None) => eprintln!("fmrun: rank {rank} not bound"),
+            }
+        }
         // SAFETY: only async-signal-safe system calls between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -745,6 +854,20 @@ impl Launch<'_> {
             }
         }
         Ok(child)
+    }
+}
+
+/// What a login through ssh has of its own, and `--rsh local` passes on.
+const LOGIN_VARIABLES: [&str; 5] = ["PATH", "HOME", "USER", "LOGNAME", "SHELL"];
+
+/// Add the `FM_*` settings of this shell that ranks read (FM_SHM_DIR,
+/// FM_FAULTS, …) to a remote rank's `env`, unless set there already;
+/// fmrun's own settings stay here.
+fn with_fm_settings(env: &mut Vec<(String, String)>) {
+    for (k, v) in std::env::vars().filter(|(k, _)| k.starts_with("FM_")) {
+        if !env.iter().any(|(e, _)| *e == k) && !settings::SETTINGS.iter().any(|s| s.var == k) {
+            env.push((k, v));
+        }
     }
 }
 

@@ -96,6 +96,8 @@ struct Stream {
     to_stderr: bool,
     files: Option<Files>,
     partial: Vec<u8>,
+    /// `--timestamp-output`: lines begin with the time since this.
+    since: Option<Instant>,
 }
 
 impl Stream {
@@ -117,6 +119,9 @@ impl Stream {
                 }
                 continue;
             }
+            if let Some(t) = self.since {
+                dst.extend_from_slice(format!("{:.3} ", t.elapsed().as_secs_f64()).as_bytes());
+            }
             self.prefix.write(line, dst);
         }
         self.partial.drain(..=end);
@@ -129,6 +134,8 @@ pub struct Forwarder {
     prefix: bool,
     /// `--output-filename`: files instead of the terminal.
     dir: Option<PathBuf>,
+    /// `--timestamp-output`: the job's start.
+    since: Option<Instant>,
     /// New streams for the forwarding thread, and its wake-up.
     streams: Sender<Stream>,
     wake: Option<Arc<OwnedFd>>,
@@ -139,7 +146,9 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    pub fn new(size: u32, prefix: bool, dir: Option<PathBuf>) -> Forwarder {
+    /// `since`: begin each line with the seconds since then
+    /// (`--timestamp-output`).
+    pub fn new(size: u32, prefix: bool, dir: Option<PathBuf>, since: Option<Instant>) -> Forwarder {
         let (tx, rx) = channel();
         let open = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
@@ -159,6 +168,7 @@ impl Forwarder {
             width: (size.saturating_sub(1)).to_string().len(),
             prefix,
             dir,
+            since,
             streams: tx,
             wake,
             stop,
@@ -214,6 +224,7 @@ impl Forwarder {
             to_stderr,
             files,
             partial: Vec::new(),
+            since: self.since,
         };
         if self.streams.send(stream).is_err() {
             self.open.fetch_sub(1, Ordering::SeqCst);

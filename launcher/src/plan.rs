@@ -2,7 +2,7 @@
 //! `--hosts`, `--hostfile` or `--topology` (other hosts, through the remote
 //! shell), or a Slurm allocation (through srun).
 
-use crate::Cli;
+use crate::{Cli, MapBy};
 use fm_topology::{hosts, place, HostEntry, RankPlan, Topology};
 
 /// How the ranks are started.
@@ -64,7 +64,13 @@ pub fn make(cli: &Cli) -> Result<Plan, String> {
     let Some((entries, topology)) = entries else {
         return slurm_or_here(cli);
     };
-    let placement = place(&entries, cli.n)?;
+    let mut placement = place(&entries, cli.n)?;
+    if cli.map_by == MapBy::Node {
+        if entries.iter().any(|h| !h.ranks.is_empty()) {
+            return Err("--map-by node: the host file places ranks by number (ranks=)".into());
+        }
+        placement = round_robin(&placement, entries.len());
+    }
     let n = placement.len() as u32;
     let plans = match &topology {
         Some(t) => Some(t.plan(&placement)?),
@@ -132,4 +138,37 @@ fn slurm_or_here(cli: &Cli) -> Result<Plan, String> {
         mode: if in_slurm { Mode::Slurm } else { Mode::Here },
         spots: Vec::new(),
     })
+}
+
+/// A block placement (rank → host, each host's ranks together) dealt to
+/// the hosts in turn instead: rank 0 on the first host, rank 1 on the
+/// second, …, each host keeping its count.
+fn round_robin(block: &[usize], hosts: usize) -> Vec<usize> {
+    let mut left = vec![0usize; hosts];
+    for &h in block {
+        left[h] += 1;
+    }
+    let mut out = Vec::with_capacity(block.len());
+    while out.len() < block.len() {
+        for (h, n) in left.iter_mut().enumerate() {
+            if *n > 0 {
+                *n -= 1;
+                out.push(h);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_robin;
+
+    #[test]
+    fn round_robin_deals_ranks_to_hosts_in_turn_keeping_counts() {
+        assert_eq!(round_robin(&[0, 0, 1, 1], 2), [0, 1, 0, 1]);
+        assert_eq!(round_robin(&[0, 0, 0, 1], 2), [0, 1, 0, 0]);
+        assert_eq!(round_robin(&[0, 1, 1, 2, 2, 2], 3), [0, 1, 2, 1, 2, 2]);
+        assert_eq!(round_robin(&[], 2), Vec::<usize>::new());
+    }
 }

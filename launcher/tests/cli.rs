@@ -476,3 +476,174 @@ fn an_mpich_program_without_fms_mpi_library_is_refused_before_starting() {
         );
     }
 }
+
+/// The lines of a job's stdout without their `[rank] ` prefix, by rank.
+fn by_rank(out: &str) -> Vec<String> {
+    let mut lines: Vec<(u32, String)> = out
+        .lines()
+        .filter_map(|l| {
+            let (r, rest) = l.strip_prefix('[')?.split_once("] ")?;
+            Some((r.trim().parse().ok()?, rest.to_string()))
+        })
+        .collect();
+    lines.sort();
+    lines.into_iter().map(|(_, l)| l).collect()
+}
+
+/// mpirun's `-H`/`--host` and `--map-by node`: ranks dealt to the hosts in
+/// turn, each keeping its count; `--map-by slot` (the default) in blocks.
+/// Each rank learns its local rank under fm's and MPI's names.
+#[test]
+fn mpirun_host_and_map_by_place_ranks_and_say_their_local_rank() {
+    let show = "echo $FM_HOST $FM_LOCAL_RANK/$FM_LOCAL_SIZE $MPI_LOCALRANKID \
+                $OMPI_COMM_WORLD_LOCAL_RANK/$OMPI_COMM_WORLD_LOCAL_SIZE $PMI_RANK/$PMI_SIZE";
+    for (args, want) in [
+        (
+            vec!["-H", "a:2,b:2", "--map-by", "node"],
+            [
+                "a 0/2 0 0/2 0/4",
+                "b 0/2 0 0/2 1/4",
+                "a 1/2 1 1/2 2/4",
+                "b 1/2 1 1/2 3/4",
+            ],
+        ),
+        (
+            vec!["--host", "a:2,b:2"],
+            [
+                "a 0/2 0 0/2 0/4",
+                "a 1/2 1 1/2 1/4",
+                "b 0/2 0 0/2 2/4",
+                "b 1/2 1 1/2 3/4",
+            ],
+        ),
+    ] {
+        let mut all = args.clone();
+        all.extend(["--rsh", "local", "sh", "-c", show]);
+        let o = fmrun(&all);
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{args:?}: {err}");
+        assert_eq!(by_rank(&out), want, "{args:?}: {out}");
+    }
+    // On this host alone (no FM_HOST is set), every rank is local.
+    let o = fmrun(&["-n", "3", "sh", "-c", show]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        by_rank(&out),
+        ["0/3 0 0/3 0/3", "1/3 1 1/3 1/3", "2/3 2 2/3 2/3"]
+    );
+}
+
+/// `--bind-to core` with `--report-bindings`: each rank says its CPU, and
+/// is pinned to it (also under `--rsh local`); `--bind-to none` pins none.
+#[test]
+fn bind_to_and_report_bindings() {
+    let mine = "grep Cpus_allowed_list /proc/self/status | tr -d ' \\t'";
+    let o = fmrun(&[
+        "-H",
+        "a:1,b:1",
+        "--rsh",
+        "local",
+        "--bind-to",
+        "core",
+        "--report-bindings",
+        "sh",
+        "-c",
+        mine,
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    for r in 0..2 {
+        let cpu = r % std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert!(
+            err.contains(&format!("fmrun: rank {r} bound to CPU {cpu}\n")),
+            "{err}"
+        );
+        assert!(
+            out.contains(&format!("[{r}] Cpus_allowed_list:{cpu}\n")),
+            "{out}"
+        );
+    }
+    let o = fmrun(&["-n", "2", "--bind-to", "none", "--report-bindings", "true"]);
+    let (_, err) = text(&o);
+    assert!(err.contains("fmrun: rank 1 not bound"), "{err}");
+}
+
+/// `--timestamp-output`: each line begins with the seconds since the start.
+#[test]
+fn timestamp_output_begins_lines_with_the_time() {
+    let o = fmrun(&["-n", "2", "--timestamp-output", "echo", "hi"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    for line in out.lines() {
+        let (t, rest) = line.split_once(' ').expect("a time");
+        assert!(t.parse::<f64>().is_ok_and(|t| t >= 0.0), "{line}");
+        assert!(rest.ends_with("] hi"), "{line}");
+    }
+    assert_eq!(out.lines().count(), 2, "{out}");
+}
+
+/// An option fmrun does not know gets advice for a launcher, not clap's
+/// "use '-- --bogus'".
+#[test]
+fn an_unknown_option_is_named_with_advice_for_a_launcher() {
+    let o = fmrun(&["--bogus", "-n", "2", "true"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("fmrun: unknown option --bogus"), "{err}");
+    assert!(err.contains("go after its name"), "{err}");
+    assert!(!err.contains("-- --bogus"), "{err}");
+}
+
+/// `--rsh local` passes what ssh would: the job's and FM_* variables, -x,
+/// a login's PATH/HOME/USER; another variable of fmrun's shell is dropped.
+#[test]
+fn rsh_local_forwards_what_ssh_would() {
+    let o = Command::new(env!("CARGO_BIN_EXE_fmrun"))
+        .args([
+            "-H", "a,b", "-n", "2", "--rsh", "local", "-x", "KEPT", "sh", "-c",
+        ])
+        .arg("echo dropped=[$DROPPED] kept=[$KEPT] fm=[$FM_SHM_DIR] home=[${HOME:+set}]")
+        .env("DROPPED", "1")
+        .env("KEPT", "2")
+        .env("FM_SHM_DIR", "/dev/shm")
+        .env_remove("FM_LOG")
+        .output()
+        .expect("fmrun");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        by_rank(&out),
+        ["dropped=[] kept=[2] fm=[/dev/shm] home=[set]"; 2],
+        "{out}"
+    );
+}
+
+/// An Open MPI host file's `max_slots=`: a host takes no more.
+#[test]
+fn a_host_file_with_max_slots() {
+    let dir = std::env::temp_dir().join(format!("fmrun-max-slots-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a folder");
+    let file = dir.join("hosts");
+    std::fs::write(&file, "a slots=1 max_slots=1\nb max_slots=2\n").expect("host file");
+    let f = file.to_str().expect("utf-8");
+    let ok = fmrun(&[
+        "--hostfile",
+        f,
+        "-n",
+        "3",
+        "--rsh",
+        "local",
+        "sh",
+        "-c",
+        "echo $FM_HOST",
+    ]);
+    let over = fmrun(&["--hostfile", f, "-n", "4", "--rsh", "local", "true"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let (out, err) = text(&ok);
+    assert!(ok.status.success(), "{err}");
+    assert_eq!(by_rank(&out), ["a", "b", "b"], "{out}");
+    let (_, err) = text(&over);
+    assert_eq!(over.status.code(), Some(2), "{err}");
+    assert!(err.contains("more than its max_slots=2"), "{err}");
+}

@@ -54,6 +54,8 @@ pub struct HostEntry {
     pub target: String,
     /// How many ranks it takes; `None`: an even share of what is left.
     pub slots: Option<u32>,
+    /// The most ranks it may take (Open MPI's `max_slots=`).
+    pub max_slots: Option<u32>,
     /// Ranks placed here by number.
     pub ranks: Vec<u32>,
     /// Its cluster, in a topology file.
@@ -67,6 +69,7 @@ impl HostEntry {
             name: name.to_string(),
             target: name.to_string(),
             slots: None,
+            max_slots: None,
             ranks: Vec::new(),
             cluster: None,
             origin,
@@ -144,7 +147,7 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<HostEntry>, String> {
         for w in words {
             let Some((key, value)) = w.split_once('=') else {
                 return Err(at.error(format!(
-                    "{w:?}: expected key=value (slots=N, ranks=0,1, address=…)"
+                    "{w:?}: expected key=value (slots=N, max_slots=N, ranks=0,1, address=…)"
                 )));
             };
             match key {
@@ -155,6 +158,12 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<HostEntry>, String> {
                             .map_err(|_| at.error(format!("slots={value:?} is not a number")))?,
                     )
                 }
+                "max_slots" => {
+                    h.max_slots =
+                        Some(value.parse().map_err(|_| {
+                            at.error(format!("max_slots={value:?} is not a number"))
+                        })?)
+                }
                 "ranks" => h.ranks = parse_ranks(value).map_err(|e| at.error(e))?,
                 "address" => {
                     check_name(value).map_err(|e| at.error(format!("address: {e}")))?;
@@ -162,7 +171,7 @@ pub fn parse_file(path: &Path, text: &str) -> Result<Vec<HostEntry>, String> {
                 }
                 _ => {
                     return Err(at.error(format!(
-                        "unknown key {key:?} (known: slots, ranks, address)"
+                        "unknown key {key:?} (known: slots, max_slots, ranks, address)"
                     )))
                 }
             }
@@ -263,7 +272,18 @@ pub fn place(hosts: &[HostEntry], n: Option<u32>) -> Result<Vec<usize>, String> 
             }
         ));
     }
-    Ok(placed.into_iter().map(|p| p.unwrap_or(0)).collect())
+    let placed: Vec<usize> = placed.into_iter().map(|p| p.unwrap_or(0)).collect();
+    for (i, h) in hosts.iter().enumerate() {
+        let Some(max) = h.max_slots else { continue };
+        let got = placed.iter().filter(|&&p| p == i).count();
+        if got > max as usize {
+            return Err(h.origin.error(format!(
+                "host {:?} would take {got} processes, more than its max_slots={max}",
+                h.name
+            )));
+        }
+    }
+    Ok(placed)
 }
 
 /// The ranks hosts name by number (`ranks=`), each on its host; the rest
@@ -343,6 +363,22 @@ mod tests {
         assert_eq!(h[0].target, "198.18.1.10");
         assert_eq!(h[1].slots, Some(1));
         assert_eq!(place(&h, None).unwrap(), [2, 0, 0, 1, 2]);
+    }
+
+    /// Open MPI's `max_slots=`: a host takes at most that many; -n
+    /// beyond the hosts' caps is refused, naming the host.
+    #[test]
+    fn an_open_mpi_host_file_with_max_slots() {
+        let h = file("a0 slots=2 max_slots=2\na1 max_slots=3\n").unwrap();
+        assert_eq!(h[1].max_slots, Some(3));
+        assert_eq!(place(&h, Some(5)).unwrap(), [0, 0, 1, 1, 1]);
+        let e = place(&h, Some(6)).unwrap_err();
+        assert!(
+            e.contains("host \"a1\" would take 4 processes, more than its max_slots=3"),
+            "{e}"
+        );
+        let e = file("a0 max_slots=x\n").unwrap_err();
+        assert!(e.contains("max_slots=\"x\" is not a number"), "{e}");
     }
 
     #[test]
