@@ -105,9 +105,11 @@ struct Opts {
     /// Layer to measure at: fm (handlers, streams, credits), composite or device (raw PM API).
     #[arg(long, value_enum, default_value = "fm")]
     layer: Layer,
-    /// Message sizes in bytes, comma separated (suffixes k and m allowed).
-    #[arg(long, value_delimiter = ',', value_parser = parse_size)]
-    sizes: Option<Vec<usize>>,
+    /// Message sizes in bytes, comma separated (suffixes k and m allowed);
+    /// `A:B` is every power of two from A to B, as OSU's benchmarks do
+    /// (`1:1m`, `8,64k:4m`).
+    #[arg(long, value_parser = parse_sizes)]
+    sizes: Option<Sizes>,
     /// Timed iterations per size (default depends on size).
     #[arg(long)]
     iters: Option<u64>,
@@ -154,6 +156,34 @@ enum Layer {
     Fm,
     Composite,
     Device,
+}
+
+/// `--sizes`: the sizes in order.
+#[derive(Clone, Debug)]
+struct Sizes(Vec<usize>);
+
+/// `8,1k,64k:4m`: single sizes and power-of-two ranges.
+fn parse_sizes(s: &str) -> Result<Sizes, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        match part.split_once(':') {
+            Some((a, b)) => {
+                let (a, b) = (parse_size(a)?, parse_size(b)?);
+                if a == 0 || a > b {
+                    return Err(format!(
+                        "bad size range {part:?}: from a size of at least 1 up to a larger one"
+                    ));
+                }
+                let mut x = a;
+                while x <= b {
+                    out.push(x);
+                    x = x.checked_mul(2).ok_or("size range too large")?;
+                }
+            }
+            None => out.push(parse_size(part)?),
+        }
+    }
+    Ok(Sizes(out))
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -444,6 +474,13 @@ fn run_metadata(fm: &Fm, opts: &Opts, cpus: usize) -> Vec<(&'static str, serde_j
     let devices = fm.composite().member_names().join("+");
     vec![
         ("fm_bench", env!("CARGO_PKG_VERSION").into()),
+        (
+            "commit",
+            option_env!("BUILD_COMMIT").unwrap_or("unknown").into(),
+        ),
+        ("host", fm_platform::hostname().into()),
+        ("cpu", cpu_model().into()),
+        ("date", stats::utc_now().into()),
         ("ranks", fm.size().into()),
         ("cpus", cpus.into()),
         (
@@ -460,6 +497,17 @@ fn run_metadata(fm: &Fm, opts: &Opts, cpus: usize) -> Vec<(&'static str, serde_j
                 .into(),
         ),
     ]
+}
+
+/// The processor's model name (`/proc/cpuinfo`).
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            let line = t.lines().find(|l| l.starts_with("model name"))?;
+            Some(line.split_once(':')?.1.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
 }
 
 struct Ctx<'a> {
@@ -511,7 +559,7 @@ impl Ctx<'_> {
     }
 
     fn sizes(&self, default: &[usize]) -> Vec<usize> {
-        self.opts.sizes.clone().unwrap_or_else(|| default.to_vec())
+        (self.opts.sizes.clone()).map_or_else(|| default.to_vec(), |s| s.0)
     }
 
     /// A ping-pong result row for this run's device and layer.
@@ -845,13 +893,25 @@ impl Ctx<'_> {
                 self.printer.row(&r);
             }
             let diff_ns = (a.median - b.median) * 1000.0;
+            // Two medians closer than either's spread (median to p99) differ
+            // by noise, whatever the sign.
+            let spread_ns = (a.p99 - a.median).max(b.p99 - b.median) * 1000.0;
+            let noise = diff_ns.abs() <= spread_ns;
             if self.opts.json {
                 println!(
                     "{}",
-                    serde_json::json!({"bench": "overhead", "device": "shmem", "size": size, "composite_minus_device_ns": diff_ns})
+                    serde_json::json!({"bench": "overhead", "device": "shmem", "size": size,
+                        "composite_minus_device_ns": stats::round(diff_ns),
+                        "spread_ns": stats::round(spread_ns), "within_noise": noise})
                 );
             } else {
-                println!("composite overhead: {diff_ns:+.1} ns one-way (median composite − median direct)");
+                let note = match noise {
+                    true => format!(", within noise (the spread is {spread_ns:.1} ns)"),
+                    false => String::new(),
+                };
+                println!(
+                    "composite overhead: {diff_ns:+.1} ns one-way (median composite − median direct){note}"
+                );
             }
         }
         Ok(())

@@ -130,15 +130,15 @@ impl Sample {
             "iters": self.iters,
         });
         let (m, unit) = (&mut o, self.unit);
-        m[format!("median_{unit}")] = self.s.median.into();
-        m[format!("min_{unit}")] = self.s.min.into();
-        m[format!("max_{unit}")] = self.s.max.into();
-        m[format!("p99_{unit}")] = self.s.p99.into();
+        m[format!("median_{unit}")] = round(self.s.median).into();
+        m[format!("min_{unit}")] = round(self.s.min).into();
+        m[format!("max_{unit}")] = round(self.s.max).into();
+        m[format!("p99_{unit}")] = round(self.s.p99).into();
         if let Some(x) = self.mb_s {
-            m["mb_s"] = x.into();
+            m["mb_s"] = round(x).into();
         }
         if let Some(x) = self.mmsg_s {
-            m["mmsg_s"] = x.into();
+            m["mmsg_s"] = round(x).into();
         }
         if let Some(x) = self.syscalls {
             m["syscalls"] = x.into();
@@ -191,7 +191,7 @@ impl Sample {
         "bench,device,layer,size,iters,unit,median,min,p99,max,mb_s,mmsg_s,syscalls";
 
     fn csv_row(&self) -> String {
-        let opt = |x: Option<f64>| x.map_or(String::new(), |v| v.to_string());
+        let opt = |x: Option<f64>| x.map_or(String::new(), |v| round(v).to_string());
         format!(
             "{},{},{},{},{},{},{},{},{},{},{},{},{}",
             self.bench,
@@ -200,10 +200,10 @@ impl Sample {
             self.size,
             self.iters,
             self.unit,
-            self.s.median,
-            self.s.min,
-            self.s.p99,
-            self.s.max,
+            round(self.s.median),
+            round(self.s.min),
+            round(self.s.p99),
+            round(self.s.max),
             opt(self.mb_s),
             opt(self.mmsg_s),
             self.syscalls.map_or(String::new(), |n| n.to_string())
@@ -250,7 +250,9 @@ impl Printer {
         match self.plot.take() {
             // Only the rank that measured has rows (and draws).
             Some((path, points, title, y)) if !points.is_empty() => {
-                plot(&path, &title, &y, &points)
+                plot(&path, &title, &y, &points)?;
+                eprintln!("fm-bench: plot written to {}", path.display());
+                Ok(())
             }
             _ => Ok(()),
         }
@@ -412,4 +414,62 @@ pub fn plot(
         .draw()
         .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))
+}
+
+/// `x` to 4 significant digits: what a measurement on a shared machine can
+/// say (0.10940000000000001 is 0.1094).
+pub fn round(x: f64) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let digits = 4 - 1 - x.abs().log10().floor() as i32;
+    let scale = 10f64.powi(digits);
+    (x * scale).round() / scale
+}
+
+/// Now, in UTC, as `2026-11-27T04:12:27Z`.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days since 1970-01-01 to a civil date (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{round, utc_now};
+
+    #[test]
+    fn numbers_are_rounded_to_four_significant_digits() {
+        assert_eq!(round(0.10940000000000001).to_string(), "0.1094");
+        assert_eq!(round(123456.7).to_string(), "123500");
+        assert_eq!(round(-2.345678).to_string(), "-2.346");
+        assert_eq!(round(0.0), 0.0);
+    }
+
+    #[test]
+    fn the_date_is_an_iso_8601_utc_time() {
+        let d = utc_now();
+        assert_eq!(d.len(), 20, "{d}");
+        assert!(
+            d.starts_with("20") && d.ends_with('Z') && &d[10..11] == "T",
+            "{d}"
+        );
+    }
 }

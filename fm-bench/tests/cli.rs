@@ -93,6 +93,9 @@ fn csv_rows_have_every_column() {
         lines[0].starts_with("# fm_bench: ") && lines[0].contains("timing: "),
         "{text}"
     );
+    for key in ["commit: ", "host: ", "cpu: ", "date: 20"] {
+        assert!(lines[0].contains(key), "no {key:?} in the metadata: {text}");
+    }
     let header: Vec<&str> = lines[1].split(',').collect();
     assert_eq!(header[..4], ["bench", "device", "layer", "size"], "{text}");
     assert_eq!(lines.len(), 4, "{text}");
@@ -106,7 +109,35 @@ fn csv_rows_have_every_column() {
         );
         let median: f64 = cells[6].parse().expect("a median");
         assert!(median > 0.0, "{row}");
+        // Rounded: four significant digits at most.
+        for cell in &cells[6..10] {
+            let digits = cell
+                .chars()
+                .filter(char::is_ascii_digit)
+                .collect::<String>();
+            let significant = digits.trim_start_matches('0').trim_end_matches('0');
+            assert!(significant.len() <= 4, "{cell} in {row}");
+        }
     }
+}
+
+/// `--sizes A:B`: every power of two from A to B, as OSU's benchmarks.
+#[test]
+fn a_size_range_gives_every_power_of_two() {
+    let out = Command::new(BENCH)
+        .args([
+            "pingpong", "--sizes", "8,1k:8k", "--iters", "200", "--warmup", "20", "--json",
+        ])
+        .output()
+        .expect("fm-bench");
+    succeeded(&out);
+    check_pingpong_rows(&json_rows(&out.stdout), &[8, 1024, 2048, 4096, 8192]);
+    let bad = Command::new(BENCH)
+        .args(["pingpong", "--sizes", "8k:1k"])
+        .output()
+        .expect("fm-bench");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("bad size range"));
 }
 
 /// `--plot FILE.svg`: the results against message size, axes labelled, a
@@ -130,6 +161,11 @@ fn plot_writes_an_svg_with_labelled_axes() {
         .output()
         .expect("fm-bench");
     succeeded(&out);
+    let said = format!("fm-bench: plot written to {}", svg.display());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&said),
+        "{out:?}"
+    );
     let text = std::fs::read_to_string(&svg).expect("the plot");
     assert!(text.starts_with("<svg"), "not an SVG");
     for label in [

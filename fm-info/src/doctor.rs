@@ -67,6 +67,26 @@ fn check_settings(r: &mut Report) {
     }
 }
 
+/// fm's MPI and C libraries beside this fm-info, as fmrun looks for them.
+fn check_libraries(r: &mut Report) {
+    use fm_launcher::libraries::{c_library, mpi_library_dir, BUILD_COMMAND};
+    let build = format!("build them: `{BUILD_COMMAND}` (or install with scripts/install.sh)");
+    match mpi_library_dir() {
+        Some(d) => r.ok(&format!(
+            "MPI library: {}/libmpich.so.12 (MPICH-built programs run on fm under fmrun)",
+            d.display()
+        )),
+        None => r.warn(
+            "MPI library: libmpich.so.12 is not beside fm-info: fmrun refuses MPICH-built programs",
+            &build,
+        ),
+    }
+    match c_library() {
+        Some(p) => r.ok(&format!("C library: {}", p.display())),
+        None => r.warn("C library: libfm_c.so is not beside fm-info", &build),
+    }
+}
+
 fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / (1 << 20) as f64)
 }
@@ -84,6 +104,7 @@ pub fn run(n: u32, dir: &Path, json: bool) -> ExitCode {
         );
     }
     check_settings(&mut r);
+    check_libraries(&mut r);
     check_space(&mut r, n.max(1), dir);
     check_stale(&mut r, dir);
     check_single_copy(&mut r);

@@ -208,7 +208,16 @@ fn devices(json: bool) -> ExitCode {
                 Ok(()) => "single copy (process_vm_readv/writev): allowed".to_string(),
                 Err(e) => format!("single copy: not allowed ({e}); frames only"),
             };
-            out.device(&d.info(), &format!("in {}; {single}", dir.display()));
+            // The pacer is not run here: a job's frames are the pacer's
+            // chosen frame less its 16-byte header (`fm-info pacer`), halved
+            // while a host's ranks would exceed the segment's budget.
+            out.device(
+                &d.info(),
+                &format!(
+                    "in {}; {single}; mtu without the pacer: a job's is its frame size (`fm-info pacer`) less a 16-byte header, smaller with many ranks on a host",
+                    dir.display()
+                ),
+            );
         }
         Err(e) => out.unavailable("shmem", &e.to_string()),
     }

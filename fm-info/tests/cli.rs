@@ -118,6 +118,10 @@ fn doctor_names_stale_segments_and_the_fix() {
         out.contains("1 stale segment(s)") && out.contains("fix: fm-info cleanup --dir"),
         "{out}"
     );
+    // The libraries of this build: the MPI library is beside it (the
+    // workspace's tests build it); either way a line says.
+    assert!(out.contains("ok    MPI library: "), "{out}");
+    assert!(out.contains("C library: "), "{out}");
 }
 
 #[test]

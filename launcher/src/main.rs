@@ -12,7 +12,6 @@
 //! (through OpenSSH or another remote shell), and inside a Slurm allocation
 //! through srun (see `plan` and `remote`).
 
-mod mpi_check;
 mod output;
 mod plan;
 mod remote;
@@ -22,6 +21,7 @@ mod signals;
 use clap::Parser;
 use fm_composite::table_report;
 use fm_grm::{Event, Grm, GrmOptions, LauncherLink};
+use fm_launcher::libraries;
 use fm_platform as sys;
 use plan::{Mode, Plan};
 use remote::RemoteShell;
@@ -347,9 +347,9 @@ fn run(cli: Cli) -> Result<u8, String> {
     let shm_dir = fm::config::shm_dir().map_err(|e| e.to_string())?;
     let mpi_lib = match cli.no_mpi_lib {
         true => None,
-        false => mpi_library_dir(),
+        false => libraries::mpi_library_dir(),
     };
-    if let Some(refusal) = mpi_check::refusal(&program, n, mpi_lib.as_deref(), cli.no_mpi_lib) {
+    if let Some(refusal) = libraries::refusal(&program, n, mpi_lib.as_deref(), cli.no_mpi_lib) {
         return Err(refusal);
     }
     // The settings every rank will read: a bad value stops the job here,
@@ -652,17 +652,6 @@ fn address_towards(target: Option<&str>) -> IpAddr {
     towards
         .or_else(|| sys::find_address(|_, ip, _| (ip.is_ipv4() && !ip.is_loopback()).then_some(ip)))
         .unwrap_or(IpAddr::from([127, 0, 0, 1]))
-}
-
-/// Where fm's MPI library is, beside this fmrun: `mpi/` in a build's
-/// folder, or `../lib/fm/mpi/` of an installation.
-fn mpi_library_dir() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let bin = exe.parent()?;
-    [bin.join("mpi"), bin.join("../lib/fm/mpi")]
-        .into_iter()
-        .find(|d| d.join("libmpich.so.12").exists())
-        .and_then(|d| d.canonicalize().ok())
 }
 
 /// What every rank's start needs.

@@ -1,12 +1,35 @@
-//! Before any rank starts: a program built against MPICH must find fm's
-//! MPI library, or each of its ranks would load MPICH's own and run as a
-//! separate one-process job — N copies of "rank 0 of 1", and exit 0.
+//! Where fm's MPI and C libraries are beside a tool (fmrun, fm-info), and,
+//! before any rank starts, the check that a program built against MPICH
+//! finds fm's MPI library — else each of its ranks would load MPICH's own
+//! and run as a separate one-process job: N copies of "rank 0 of 1", exit 0.
 
 use std::path::{Path, PathBuf};
 
 /// The command that builds everything a user runs, fm's MPI and C
 /// libraries included (the README's first command).
 pub const BUILD_COMMAND: &str = "cargo build --release --workspace --lib --bins --examples";
+
+/// The folder of fm's `libmpich.so.12` beside the running program: `mpi/`
+/// in a build's folder, or `../lib/fm/mpi/` of an installation.
+pub fn mpi_library_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let bin = exe.parent()?;
+    [bin.join("mpi"), bin.join("../lib/fm/mpi")]
+        .into_iter()
+        .find(|d| d.join("libmpich.so.12").exists())
+        .and_then(|d| d.canonicalize().ok())
+}
+
+/// fm's C library beside the running program: in a build's folder, or
+/// `../lib/` of an installation.
+pub fn c_library() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let bin = exe.parent()?;
+    [bin.join("libfm_c.so"), bin.join("../lib/libfm_c.so")]
+        .into_iter()
+        .find(|p| p.exists())
+        .and_then(|p| p.canonicalize().ok())
+}
 
 /// The MPI libraries of MPICH's ABI a program may name.
 const MPICH_SONAMES: [&str; 2] = ["libmpich.so.12", "libmpi.so.12"];
