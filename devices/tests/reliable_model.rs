@@ -318,7 +318,7 @@ fn a_sender_that_stops_polling_still_retransmits() {
     let mut got = Vec::new();
     let t0 = Instant::now();
     while got.len() < 3 {
-        assert!(t0.elapsed() < Duration::from_secs(5), "got only {got:?}");
+        assert!(t0.elapsed() < Duration::from_secs(30), "got only {got:?}");
         if let Some(r) = d1.raw_receive() {
             got.push(unsafe { *r.ptr });
             d1.raw_release(r.token);

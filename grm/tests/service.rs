@@ -250,7 +250,7 @@ fn a_silent_process_is_declared_dead_after_the_heartbeat_timeout() {
     let t0 = Instant::now();
     let e = wait_for(&rx, |e| matches!(e, Event::PeerDied { .. }));
     assert!(e.describe().contains("no heartbeat"), "{e:?}");
-    assert!(t0.elapsed() < Duration::from_secs(8));
+    assert!(t0.elapsed() < Duration::from_secs(30));
     // The launcher's own heartbeats kept it alive all along.
     assert_eq!(g.status().jobs, 0);
 }

@@ -431,7 +431,7 @@ fn a_corrupted_segment_ends_the_job_naming_it() {
         "{}",
         f.stderr
     );
-    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
     assert!(dir.segments().is_empty(), "{:?}", dir.segments());
 }
 
@@ -496,7 +496,7 @@ fn another_local_user_can_neither_join_our_job_nor_lock_us_out() {
         fm_grm::LauncherLink::register(&addr, &fm_grm::client::new_token(), 1, "ours", |_| {});
     assert!(second.is_ok(), "{:?}", second.err());
     // Not held up behind the others' connections (which never finish).
-    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
     let st = fm_grm::client::status(&addr).expect("status");
     assert!(
         st.rejected_frames >= 12,
