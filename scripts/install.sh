@@ -13,7 +13,7 @@
 #   PREFIX/lib/fm/mpi/libmpich.so.12 (and libmpi.so.12: MPI with MPICH's
 #   ABI, which fmrun puts first on the ranks' library path; docs/MPI.md),
 #   PREFIX/include/fm/mpi.h, PREFIX/bin/fm-mpicc, PREFIX/lib/pkgconfig/fm-mpi.pc,
-#   PREFIX/share/man/man1/*.1, PREFIX/share/bash-completion/completions/*,
+#   PREFIX/share/man/man1/*.1 (a page per tool, per fm-info subcommand, fm-mpicc's), PREFIX/share/bash-completion/completions/*,
 #   PREFIX/share/zsh/site-functions/_*, PREFIX/share/fish/vendor_completions.d/*
 set -eu
 cd "$(dirname "$0")/.."
@@ -43,6 +43,7 @@ if [ -e "$T/deps/libmpich.so" ]; then
     install -m 644 mpi/include/mpi.h "$D/include/fm/"
     sed -e "s|@PREFIX@|$PREFIX|" mpi/fm-mpicc.in > "$D/bin/fm-mpicc"
     chmod 755 "$D/bin/fm-mpicc"
+    install -m 644 mpi/fm-mpicc.1 "$D/share/man/man1/"
     sed -e "s|@PREFIX@|$PREFIX|" -e "s|@VERSION@|$version|" mpi/fm-mpi.pc.in > "$D/lib/pkgconfig/fm-mpi.pc"
 else
     echo "install.sh: $T/deps/libmpich.so is not built: fm's MPI library left out" >&2

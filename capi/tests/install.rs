@@ -51,7 +51,8 @@ fn the_install_script_gives_tools_docs_library_and_header() {
         return;
     }
     let p = &prefix.0;
-    holds_the_installed_files(p, "share/man/man1/fmrun.1");
+    holds_the_installed_files(p, "");
+    every_page_named_exists(&p.join("share/man/man1"));
     // Nothing on the library path: fm.pc's rpath finds libfm_c.so.
     c_program_runs_against(p, &[("PKG_CONFIG_PATH", p.join("lib/pkgconfig"))], None);
     mpi_programs_run_against(p);
@@ -93,7 +94,7 @@ fn the_debian_package_gives_tools_docs_library_and_header() {
         .expect("dpkg-deb");
     assert!(x.success());
     let p = root.0.join("usr");
-    holds_the_installed_files(&p, "share/man/man1/fmrun.1.gz");
+    holds_the_installed_files(&p, ".gz");
     // fm.pc names /usr; the sysroot moves its flags under our root.
     // Unpacked, not installed: our root's lib stands for the system's.
     c_program_runs_against(
@@ -157,9 +158,21 @@ fn mpi_programs_run_against(p: &Path) {
     }
 }
 
-/// The tools, library, header, pkg-config file, man page `man_page` and
-/// completions are under `p`, and the installed fmrun runs.
-fn holds_the_installed_files(p: &Path, man_page: &str) {
+/// The tools, library, header, pkg-config file, man pages (their files
+/// ending in `man_suffix`) and completions are under `p`, and the
+/// installed fmrun runs.
+fn holds_the_installed_files(p: &Path, man_suffix: &str) {
+    for page in [
+        "fmrun",
+        "fm-info",
+        "fm-info-doctor",
+        "fm-grm",
+        "fm-bench",
+        "fm-mpicc",
+    ] {
+        let f = format!("share/man/man1/{page}.1{man_suffix}");
+        assert!(p.join(&f).exists(), "{f} not installed");
+    }
     for f in [
         "bin/fmrun",
         "bin/fm-info",
@@ -174,7 +187,6 @@ fn holds_the_installed_files(p: &Path, man_page: &str) {
         "include/fm/mpi.h",
         "bin/fm-mpicc",
         "lib/pkgconfig/fm-mpi.pc",
-        man_page,
         "share/bash-completion/completions/fmrun",
         "share/zsh/site-functions/_fm-info",
         "share/fish/vendor_completions.d/fm-bench.fish",
@@ -186,6 +198,40 @@ fn holds_the_installed_files(p: &Path, man_page: &str) {
         .output()
         .expect("fmrun");
     assert!(String::from_utf8_lossy(&v.stdout).starts_with("fmrun "));
+}
+
+/// Every page a page's SEE ALSO names (`fm-info-doctor(1)`) is installed,
+/// and every tool's page has EXAMPLES, EXIT STATUS and ENVIRONMENT.
+fn every_page_named_exists(man1: &Path) {
+    for e in std::fs::read_dir(man1).expect("man1").flatten() {
+        let text = std::fs::read_to_string(e.path()).expect("a page");
+        let name = e.file_name().to_string_lossy().into_owned();
+        let see = text.split(".SH \"SEE ALSO\"").nth(1).unwrap_or("");
+        for word in see.split([',', ' ', '\n']) {
+            if let Some(page) = word.trim().strip_suffix("(1)") {
+                let page = page.replace("\\-", "-");
+                if page.starts_with("fm") {
+                    assert!(
+                        man1.join(format!("{page}.1")).exists(),
+                        "{name} names {page}(1)"
+                    );
+                }
+            }
+        }
+        if [
+            "fmrun.1",
+            "fm-info.1",
+            "fm-grm.1",
+            "fm-bench.1",
+            "fm-mpicc.1",
+        ]
+        .contains(&name.as_str())
+        {
+            for section in [".SH EXAMPLES", "EXIT STATUS", ".SH ENVIRONMENT"] {
+                assert!(text.contains(section), "{name} has no {section}");
+            }
+        }
+    }
 }
 
 /// A C program built with the flags pkg-config gives (with `env`) for the

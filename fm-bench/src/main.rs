@@ -26,6 +26,41 @@ const CALIBRATE: Setting = Setting {
     doc: "`overhead` compares the device with itself: its result should be 0",
 };
 
+/// fm-bench(1) beyond its options.
+const MAN_PAGE: fm_clidocs::Page = fm_clidocs::Page {
+    examples: &[
+        (
+            "fm-bench pingpong --sizes 1:1m",
+            "one-way latency at every power of two to 1 MiB, two processes over shared memory",
+        ),
+        (
+            "fm-bench bw --device ethernet --csv",
+            "streaming bandwidth over UDP on loopback, as CSV",
+        ),
+        (
+            "fmrun -n 2 -H a,b --no-prefix fm-bench pingpong --device ethernet --json",
+            "between two hosts, one JSON object per line",
+        ),
+        (
+            "fm-bench overhead",
+            "what the composite's table costs over the device itself",
+        ),
+    ],
+    exit_status: &[
+        ("0", "measured"),
+        ("1", "a benchmark failed (no progress, a device error)"),
+        ("2", "a bad command line"),
+    ],
+    environment: &[
+        (CALIBRATE.var, CALIBRATE.doc),
+        (
+            "FM_*",
+            "fm's settings apply to the measured ranks (docs/CONFIG.md)",
+        ),
+    ],
+    see_also: &["fmrun(1)", "fm-info(1)"],
+};
+
 use clap::{Parser, Subcommand, ValueEnum};
 use fm::{Config, Fm, Incoming};
 use fm_composite::Composite;
@@ -208,7 +243,7 @@ const H_SYNC: u16 = 3;
 
 fn main() -> ExitCode {
     fm_platform::die_quietly_on_closed_pipe();
-    fm_clidocs::generate_if_asked(<Cli as clap::CommandFactory>::command);
+    fm_clidocs::generate_if_asked(<Cli as clap::CommandFactory>::command, &MAN_PAGE);
     fm::init_logging();
     let cli = Cli::parse();
     let opts = match &cli.bench {

@@ -90,9 +90,48 @@ enum Cmd {
     CmaPeer,
 }
 
+/// fm-info(1) beyond its options.
+const MAN_PAGE: fm_clidocs::Page = fm_clidocs::Page {
+    examples: &[
+        ("fm-info", "the devices on this host and their option bits"),
+        (
+            "fm-info doctor -n 8",
+            "will a job of 8 processes work here? and the fix for what will not",
+        ),
+        (
+            "fm-info cleanup --dry-run",
+            "which segments of dead jobs would be removed",
+        ),
+        (
+            "fm-info config",
+            "every setting, its value here and where it came from",
+        ),
+        (
+            "fm-info pacer --svg pacer.svg",
+            "the pacer's measured curves and choices, and a plot",
+        ),
+    ],
+    exit_status: &[
+        ("0", "done (doctor: nothing failed)"),
+        ("1", "doctor found something that fails a job"),
+        ("2", "a bad command line, or settings that cannot be read"),
+    ],
+    environment: &[
+        (
+            fm_devices::shmem::settings::SHM_DIR.var,
+            "the segment directory doctor and cleanup look at",
+        ),
+        (
+            "FM_*",
+            "the settings config shows and doctor checks (docs/CONFIG.md)",
+        ),
+    ],
+    see_also: &["fmrun(1)", "fm-bench(1)"],
+};
+
 fn main() -> ExitCode {
     fm_platform::die_quietly_on_closed_pipe();
-    fm_clidocs::generate_if_asked(<Cli as clap::CommandFactory>::command);
+    fm_clidocs::generate_if_asked(<Cli as clap::CommandFactory>::command, &MAN_PAGE);
     fm::init_logging();
     let cli = Cli::parse();
     match cli.cmd.unwrap_or(Cmd::Devices { json: false }) {

@@ -200,13 +200,40 @@ pub enum MapBy {
     Node,
 }
 
+/// fmrun(1) beyond its options.
+const MAN_PAGE: fm_clidocs::Page = fm_clidocs::Page {
+    examples: &[
+        ("fmrun -n 8 ./my-program args", "8 processes of my-program on this host"),
+        ("fmrun -n 8 -H n1:4,n2:4 ./my-program", "4 on each of two hosts, started through ssh"),
+        ("fmrun --hostfile hosts --map-by node ./my-program", "the hosts of a file, ranks dealt to them in turn"),
+        ("salloc -n 8 fmrun ./my-program", "inside a Slurm allocation: the ranks start through srun"),
+        ("fmrun -n 2 /usr/bin/NPmpich2", "a program built against MPICH, on fm's MPI library"),
+        ("fmrun -n 4 --hosts a,b --rsh local ./my-program", "two hosts on this machine, to try the network path"),
+    ],
+    exit_status: &[
+        ("0", "every rank exited 0"),
+        ("1-255", "the first failing rank's status (128 + the signal for a rank killed by one)"),
+        ("2", "a bad command line, a bad setting, or a program built against MPICH without fm's MPI library"),
+        ("124", "the job ran past --timeout"),
+        ("127", "the program cannot be started"),
+        ("130", "the job was interrupted (Ctrl-C)"),
+    ],
+    environment: &[
+        (settings::RSH.var, "as --rsh"),
+        (settings::HEARTBEAT_TIMEOUT.var, "as --heartbeat-timeout"),
+        (fm::settings::NET.var, "as --net"),
+        ("FM_*", "every other fm setting is checked before any rank starts and reaches every rank (docs/CONFIG.md; fm-info config lists them)"),
+    ],
+    see_also: &["fm-info(1)", "fm-grm(1)", "fm-bench(1)", "fm-mpicc(1)"],
+};
+
 /// After SIGTERM, ranks get this long before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_millis(700);
 const TICK: Duration = Duration::from_millis(10);
 
 fn main() -> ExitCode {
     // The embedded GRM's own account of a death repeats fmrun's.
-    fm_clidocs::generate_if_asked(<Cli as clap::CommandFactory>::command);
+    fm_clidocs::generate_if_asked(<Cli as clap::CommandFactory>::command, &MAN_PAGE);
     fm::init_logging_or("warn,fm_grm=error");
     let cli = match Cli::try_parse_from(mpirun_spelling(std::env::args_os())) {
         Ok(cli) => cli,

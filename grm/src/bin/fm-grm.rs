@@ -21,8 +21,32 @@ struct Cli {
     print_addr: bool,
 }
 
+/// fm-grm(1) beyond its options.
+const MAN_PAGE: fm_clidocs::Page = fm_clidocs::Page {
+    examples: &[
+        (
+            "fm-grm --print-addr --listen 127.0.0.1:0",
+            "a resource manager on a free loopback port, its address printed",
+        ),
+        (
+            "fmrun --grm 127.0.0.1:7420 -n 4 ./my-program",
+            "a job that uses it instead of fmrun's own",
+        ),
+    ],
+    exit_status: &[
+        ("0", "stopped"),
+        ("1", "it cannot listen where it was told"),
+        ("2", "a bad command line"),
+    ],
+    environment: &[(
+        fm_platform::setting::LOG.var,
+        "what it logs (tracing's filter syntax; default info)",
+    )],
+    see_also: &["fmrun(1)", "fm-info(1)"],
+};
+
 fn main() -> ExitCode {
-    fm_clidocs::generate_if_asked(<Cli as clap::CommandFactory>::command);
+    fm_clidocs::generate_if_asked(<Cli as clap::CommandFactory>::command, &MAN_PAGE);
     // fm::init_logging_or with "info": fm depends on this crate, not the
     // other way round.
     let _ = tracing_subscriber::fmt()
