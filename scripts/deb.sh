@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# deb.sh — a Debian package of fm (cargo-deb): the tools, libfm_c.{so,a},
-# fm.h, fm.pc, the MPI library, man pages and shell completions, as
-# scripts/install.sh lays them out under /usr.
+# deb.sh — fm's Debian packages (cargo-deb), as scripts/install.sh lays the
+# files out under /usr: fm (the tools, libfm_c.so, man pages, completions),
+# fm-mpi (the MPI library with MPICH's ABI) and fm-dev (fm.h, libfm_c.a,
+# fm.pc, mpi.h, fm-mpi.pc, fm-mpicc); launcher/Cargo.toml lists each one's
+# files. Each carries both licences' text in its copyright file.
 #
 # Usage: scripts/deb.sh [OUT_DIR]        (default target/debian)
 #   Needs cargo-deb: cargo install cargo-deb
 #   PROFILE, NO_BUILD, LIB_DIR: as for scripts/install.sh
-#   Then: dpkg -i OUT_DIR/fm_*.deb
+#   Then: dpkg -i OUT_DIR/fm_*.deb OUT_DIR/fm-mpi_*.deb [OUT_DIR/fm-dev_*.deb]
 set -eu
 cd "$(dirname "$0")/.."
 OUT=${1:-target/debian}
@@ -24,6 +26,17 @@ DESTDIR="$stage" scripts/install.sh /usr
 strip --strip-unneeded "$stage"/usr/bin/{fmrun,fm-info,fm-grm,fm-bench} "$stage"/usr/lib/libfm_c.so \
     "$stage"/usr/lib/fm/mpi/libmpich.so.12
 strip --strip-debug "$stage"/usr/lib/libfm_c.a
+# The copyright file's licence text: the MIT licence in full, and the
+# Apache License 2.0 by Debian's copy of it (/usr/share/common-licenses).
+{
+    echo "fm is licensed under the MIT licence or the Apache License 2.0, at your option."
+    echo
+    cat LICENSE-MIT
+    echo
+    echo "On Debian systems the Apache License 2.0 is in /usr/share/common-licenses/Apache-2.0."
+} >"$stage/LICENSES"
 # -q: cargo-deb warns of each asset outside target/release, as all are here.
-cargo deb -q -p fm-launcher --no-build --no-strip -o "$OUT"
-ls "$OUT"/fm_*.deb
+for variant in "" mpi dev; do
+    cargo deb -q -p fm-launcher --no-build --no-strip ${variant:+--variant "$variant"} -o "$OUT"
+done
+ls "$OUT"/fm_*.deb "$OUT"/fm-mpi_*.deb "$OUT"/fm-dev_*.deb

@@ -72,27 +72,51 @@ fn the_debian_package_gives_tools_docs_library_and_header() {
     if run_install_script("deb.sh", &[&out.0]).is_none() {
         return;
     }
-    let deb = std::fs::read_dir(&out.0)
-        .expect("the package's folder")
+    let mut debs: Vec<PathBuf> = std::fs::read_dir(&out.0)
+        .expect("the packages' folder")
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|e| e == "deb"))
-        .expect("a .deb");
-    let info = Command::new("dpkg-deb").arg("--info").arg(&deb).output();
-    let Some(info) = info.ok().filter(|o| o.status.success()) else {
-        eprintln!("SKIPPED unpacking the .deb: no dpkg-deb here");
+        .filter(|p| p.extension().is_some_and(|e| e == "deb"))
+        .collect();
+    debs.sort();
+    let root = fm_tests::TempDir::new("deb-root");
+    let Some(mut names) = unpack(&debs, &root.0) else {
         return;
     };
-    let info = String::from_utf8_lossy(&info.stdout);
-    assert!(info.contains("Package: fm\n"), "{info}");
-    // Unpacked as dpkg would install it, under a root of our own.
-    let root = fm_tests::TempDir::new("deb-root");
-    let x = Command::new("dpkg-deb")
-        .arg("-x")
-        .arg(&deb)
-        .arg(&root.0)
-        .status()
+    names.sort();
+    assert_eq!(names, ["fm", "fm-dev", "fm-mpi"], "{debs:?}");
+    // Debian's own checker finds no error.
+    match Command::new("lintian")
+        .arg("--fail-on")
+        .arg("error")
+        .args(&debs)
+        .output()
+    {
+        Ok(o) => assert!(
+            o.status.success(),
+            "lintian: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(_) => eprintln!("SKIPPED lintian: not installed (apt-get install lintian)"),
+    }
+    // The runtime package alone holds no development file.
+    let runtime = Command::new("dpkg-deb")
+        .arg("--contents")
+        .arg(
+            debs.iter()
+                .find(|d| d.to_string_lossy().contains("/fm_"))
+                .expect("fm"),
+        )
+        .output()
         .expect("dpkg-deb");
-    assert!(x.success());
+    let listing = String::from_utf8_lossy(&runtime.stdout);
+    assert!(
+        !listing.contains("libfm_c.a") && !listing.contains("fm.h"),
+        "{listing}"
+    );
+    // dpkg runs fm-mpi's postinst; unpacked, its link is made by hand.
+    let mpi = root.0.join("usr/lib/fm/mpi");
+    std::os::unix::fs::symlink("libmpich.so.12", mpi.join("libmpi.so.12")).expect("link");
     let p = root.0.join("usr");
     holds_the_installed_files(&p, ".gz");
     // fm.pc names /usr; the sysroot moves its flags under our root.
@@ -105,6 +129,44 @@ fn the_debian_package_gives_tools_docs_library_and_header() {
         ],
         Some(p.join("lib")),
     );
+}
+
+/// Unpack each of `debs` under `root` as dpkg would install it; their
+/// package names. Each has a maintainer's address and both licences.
+/// `None` without dpkg-deb.
+fn unpack(debs: &[PathBuf], root: &Path) -> Option<Vec<String>> {
+    let mut names = Vec::new();
+    for deb in debs {
+        let info = Command::new("dpkg-deb").arg("--info").arg(deb).output();
+        let Some(info) = info.ok().filter(|o| o.status.success()) else {
+            eprintln!("SKIPPED unpacking the .debs: no dpkg-deb here");
+            return None;
+        };
+        let info = String::from_utf8_lossy(&info.stdout).into_owned();
+        let name = (info.lines())
+            .find_map(|l| l.trim().strip_prefix("Package: "))
+            .expect("a package name")
+            .to_string();
+        assert!(
+            info.contains("Maintainer: ") && info.contains('@'),
+            "{info}"
+        );
+        let x = Command::new("dpkg-deb")
+            .arg("-x")
+            .arg(deb)
+            .arg(root)
+            .status()
+            .expect("dpkg-deb");
+        assert!(x.success());
+        let copyright = root.join(format!("usr/share/doc/{name}/copyright"));
+        let text = std::fs::read_to_string(&copyright).expect("a copyright file");
+        assert!(
+            text.contains("MIT License") && text.contains("Apache"),
+            "{text}"
+        );
+        names.push(name);
+    }
+    Some(names)
 }
 
 /// A program compiled with the installed fm-mpicc and fm's own mpi.h runs

@@ -62,3 +62,55 @@ fn every_published_crate_packages() {
         "the tests crate is not published: {crates:?}"
     );
 }
+
+/// Every published crate carries the README and both licences' files.
+#[test]
+fn every_published_crate_carries_readme_and_licences() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let scratch = fm_tests::TempDir::new("package-list");
+    for name in [
+        "fm-api",
+        "fm-devices",
+        "fm-launcher",
+        "fm-mpi",
+        "fm-capi",
+        "fm-bench",
+    ] {
+        let o = Command::new(&cargo)
+            .args(["package", "--list", "--allow-dirty", "-p", name])
+            .current_dir(&root)
+            .env("CARGO_TARGET_DIR", &scratch.0)
+            .output()
+            .expect("cargo package --list");
+        let files = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        for f in ["README.md", "LICENSE-MIT", "LICENSE-APACHE"] {
+            assert!(files.lines().any(|l| l == f), "{name} lacks {f}: {files}");
+        }
+    }
+}
+
+/// The Debian packages' dependencies on each other name this version.
+#[test]
+fn the_debian_packages_depend_on_this_version() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../launcher/Cargo.toml");
+    let text = std::fs::read_to_string(manifest).expect("launcher/Cargo.toml");
+    let pins: Vec<&str> = text
+        .split("(= ")
+        .skip(1)
+        .filter_map(|t| t.split(')').next())
+        .collect();
+    assert!(pins.len() >= 3, "{pins:?}");
+    for v in pins {
+        assert_eq!(
+            v,
+            env!("CARGO_PKG_VERSION"),
+            "a Debian dependency on fm {v}"
+        );
+    }
+}
