@@ -386,15 +386,12 @@ fn the_suite_built_with_fm_header_passes() {
     );
 }
 
-/// A misspelt setting is said once for a job of 4 MPICH-built ranks (by
-/// fmrun; the ranks say nothing of it).
-#[test]
-fn a_misspelt_setting_is_said_once_to_an_mpi_job() {
+/// An MPI hello world built with MPICH's `mpicc`, in `dir`.
+fn mpi_hello(dir: &TempDir) -> Option<PathBuf> {
     let Some(cc) = mpicc() else {
         eprintln!("SKIPPED: no mpicc.mpich (apt-get install mpich libmpich-dev)");
-        return;
+        return None;
     };
-    let dir = TempDir::for_segments("mpi-misspelt");
     let src = dir.0.join("hello.c");
     std::fs::write(
         &src,
@@ -405,6 +402,15 @@ fn a_misspelt_setting_is_said_once_to_an_mpi_job() {
     .expect("hello.c");
     let exe = dir.0.join("hello");
     fm_tests::succeed(std::process::Command::new(cc).arg("-o").arg(&exe).arg(&src));
+    Some(exe)
+}
+
+/// A misspelt setting is said once for a job of 4 MPICH-built ranks (by
+/// fmrun; the ranks say nothing of it).
+#[test]
+fn a_misspelt_setting_is_said_once_to_an_mpi_job() {
+    let dir = TempDir::for_segments("mpi-misspelt");
+    let Some(exe) = mpi_hello(&dir) else { return };
     let o = run(&dir, &["-n", "4"], &exe, &[], &[("FM_CREDTIS", "4")]);
     let t = text(&o);
     assert!(o.status.success(), "{t}");
@@ -415,4 +421,20 @@ fn a_misspelt_setting_is_said_once_to_an_mpi_job() {
         1,
         "{t}"
     );
+}
+
+/// A process fmrun started that is not a rank of the job (here: a second
+/// MPI program after the rank's first has left) fails at MPI_Init; it never
+/// runs as a job of one.
+#[test]
+fn mpi_init_outside_the_job_fmrun_started_is_an_error_not_a_singleton() {
+    let dir = TempDir::for_segments("mpi-second");
+    let Some(exe) = mpi_hello(&dir) else { return };
+    let script = format!("{0}; echo first=$?; {0}; echo second=$?", exe.display());
+    let o = run(&dir, &["-n", "2"], Path::new("sh"), &["-c", &script], &[]);
+    let t = text(&o);
+    assert!(t.contains("hello 1 of 2") && t.contains("first=0"), "{t}");
+    assert!(!t.contains("of 1"), "a singleton ran: {t}");
+    assert_eq!(t.matches("second=1").count(), 2, "{t}");
+    assert!(t.contains("MPI_Init"), "{t}");
 }
