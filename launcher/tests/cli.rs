@@ -454,11 +454,22 @@ fn an_mpich_program_without_fms_mpi_library_is_refused_before_starting() {
     std::fs::create_dir_all(&dir).expect("a folder");
     let lone = dir.join("fmrun");
     std::fs::copy(env!("CARGO_BIN_EXE_fmrun"), &lone).expect("copy fmrun");
-    let moved = Command::new(&lone)
-        .args(["-n", "2", np, "-u", "1024"])
-        .env_remove("FM_LOG")
-        .output()
-        .expect("run fmrun");
+    // Another test's fork may hold the copy's write descriptor for a moment
+    // (until its exec closes it): the kernel says "text file busy" then.
+    let mut tries = 0;
+    let moved = loop {
+        match Command::new(&lone)
+            .args(["-n", "2", np, "-u", "1024"])
+            .env_remove("FM_LOG")
+            .output()
+        {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => break r.expect("run fmrun"),
+        }
+    };
     let _ = std::fs::remove_dir_all(&dir);
     let kept_off = fmrun(&["-n", "2", "--no-mpi-lib", np]);
     for (o, why) in [(moved, "not beside this fmrun"), (kept_off, "--no-mpi-lib")] {
