@@ -119,6 +119,7 @@ fn the_debian_package_gives_tools_docs_library_and_header() {
     std::os::unix::fs::symlink("libmpich.so.12", mpi.join("libmpi.so.12")).expect("link");
     let p = root.0.join("usr");
     holds_the_installed_files(&p, ".gz");
+    netpipe_runs_against(&p);
     // fm.pc names /usr; the sysroot moves its flags under our root.
     // Unpacked, not installed: our root's lib stands for the system's.
     c_program_runs_against(
@@ -199,23 +200,32 @@ fn mpi_programs_run_against(p: &Path) {
         show.contains("include/fm") && show.contains("libmpich.so.12"),
         "{show}"
     );
-    let fmrun = |program: &Path, args: &[&str]| {
-        let mut c = Command::new(p.join("bin/fmrun"));
-        c.args(["-n", "2", "--timeout", "60s"])
-            .arg(program)
-            .args(args)
-            .env_remove("LD_LIBRARY_PATH")
-            .current_dir(p); // NetPIPE writes np.out where it runs
-        c
-    };
     for exe in [exe, p.join("p2p-pc")] {
-        let (out, _) = fm_tests::succeed(&mut fmrun(&exe, &[]));
+        let (out, _) = fm_tests::succeed(&mut installed_fmrun(p, &exe, &[]));
         assert!(out.contains("all passed on 2 ranks"), "{out}");
     }
+    netpipe_runs_against(p);
+}
+
+/// The installed fmrun at `p`, 2 ranks of `program`, nothing on the
+/// library path.
+fn installed_fmrun(p: &Path, program: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(p.join("bin/fmrun"));
+    c.args(["-n", "2", "--timeout", "60s"])
+        .arg(program)
+        .args(args)
+        .env_remove("LD_LIBRARY_PATH")
+        .current_dir(p); // NetPIPE writes np.out where it runs
+    c
+}
+
+/// Debian's NetPIPE, built against MPICH, runs under the installed fmrun
+/// on the installed MPI library.
+fn netpipe_runs_against(p: &Path) {
     let netpipe = Path::new("/usr/bin/NPmpich2");
     if netpipe.exists() {
         // NetPIPE reports on its standard error.
-        let (_, err) = fm_tests::succeed(&mut fmrun(netpipe, &["-i", "-u", "4096"]));
+        let (_, err) = fm_tests::succeed(&mut installed_fmrun(p, netpipe, &["-i", "-u", "4096"]));
         assert!(err.matches("Integrity check passed").count() > 5, "{err}");
     }
 }

@@ -18,6 +18,15 @@ const SYS_ENTER_ID: Setting = Setting {
     doc: "the system call tracepoint's ID, for `pollcost`'s system call count",
 };
 
+/// The placement probe the standalone parent measured, for rank 0's
+/// metadata line.
+const PLACEMENT: Setting = Setting {
+    var: "FM_BENCH_PLACEMENT_US",
+    scope: Scope::Environment,
+    default: "measured by a standalone fm-bench before its ranks start",
+    doc: "the cache-line ping-pong between CPUs 0 and 1, one-way µs: this host's placement of its CPUs (near ~0.03, far ~0.2 on this project's machine)",
+};
+
 /// Set: `overhead` calls the device directly on both sides (should give 0).
 const CALIBRATE: Setting = Setting {
     var: "FM_BENCH_CALIBRATE",
@@ -316,12 +325,16 @@ fn launch_pair(opts: &Opts) -> ExitCode {
         }
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let probe = placement_probe_us().map(|us| format!("{us:.3}"));
     let make = |r: usize| {
         let mut c = Command::new(&exe);
         c.args(&args).env(
             fm::settings::CPUS.var,
             fm_platform::cpus_allowed().to_string(),
         );
+        if let Some(us) = &probe {
+            c.env(PLACEMENT.var, us);
+        }
         if opts.device == DeviceArg::Ethernet {
             // Two hosts as far as fm knows: the composite routes through ethernet.
             c.env(fm::settings::HOST.var, format!("fm-bench-host{r}"));
@@ -347,6 +360,48 @@ fn launch_pair(opts: &Opts) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// How far apart CPUs 0 and 1 (where the ranks run) are: a cache line
+/// bounced between two threads pinned there, one-way µs, the median of 7
+/// batches of 20 000 round trips. `None` with fewer than two CPUs.
+fn placement_probe_us() -> Option<f64> {
+    const TRIPS: u64 = 20_000;
+    if fm_platform::cpus_allowed() < 2 {
+        return None;
+    }
+    let line = Arc::new(AtomicU64::new(0));
+    let other = line.clone();
+    let echo = std::thread::spawn(move || {
+        let _ = fm_platform::pin_to_cpu(1);
+        for i in 0..7 * TRIPS {
+            while other.load(Ordering::Acquire) != 2 * i + 1 {
+                std::hint::spin_loop();
+            }
+            other.store(2 * i + 2, Ordering::Release);
+        }
+    });
+    // In a thread of its own too: the caller's affinity, which the ranks
+    // inherit, stays as it was.
+    let ping = std::thread::spawn(move || {
+        let _ = fm_platform::pin_to_cpu(0);
+        let mut batches = Vec::new();
+        for b in 0..7 {
+            let t = std::time::Instant::now();
+            for i in b * TRIPS..(b + 1) * TRIPS {
+                line.store(2 * i + 1, Ordering::Release);
+                while line.load(Ordering::Acquire) != 2 * i + 2 {
+                    std::hint::spin_loop();
+                }
+            }
+            batches.push(t.elapsed().as_secs_f64() * 1e6 / (2 * TRIPS) as f64);
+        }
+        batches
+    });
+    let mut batches = ping.join().ok()?;
+    echo.join().ok()?;
+    batches.sort_by(f64::total_cmp);
+    Some(batches[3])
 }
 
 type Res<T> = Result<T, String>;
@@ -516,6 +571,13 @@ fn run_metadata(fm: &Fm, opts: &Opts, cpus: usize) -> Vec<(&'static str, serde_j
         ("host", fm_platform::hostname().into()),
         ("cpu", cpu_model().into()),
         ("date", stats::utc_now().into()),
+        (
+            "placement_probe_us",
+            PLACEMENT
+                .env()
+                .unwrap_or_else(|| "not measured (ranks started by a launcher)".into())
+                .into(),
+        ),
         ("ranks", fm.size().into()),
         ("cpus", cpus.into()),
         (

@@ -93,7 +93,13 @@ fn csv_rows_have_every_column() {
         lines[0].starts_with("# fm_bench: ") && lines[0].contains("timing: "),
         "{text}"
     );
-    for key in ["commit: ", "host: ", "cpu: ", "date: 20"] {
+    for key in [
+        "commit: ",
+        "host: ",
+        "cpu: ",
+        "date: 20",
+        "placement_probe_us: ",
+    ] {
         assert!(lines[0].contains(key), "no {key:?} in the metadata: {text}");
     }
     let header: Vec<&str> = lines[1].split(',').collect();

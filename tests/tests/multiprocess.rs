@@ -328,6 +328,26 @@ extern "C" {
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
+/// The README's first set-up command is the build that fmrun's refusal of
+/// an MPICH program without fm's MPI library names: the one that builds
+/// the MPI and C libraries too (`--workspace --lib`), not only binaries.
+#[test]
+fn readme_first_command_builds_the_libraries_too() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let first = readme
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.lines().next())
+        .expect("a sh block in the README");
+    let build = fm_launcher::libraries::BUILD_COMMAND;
+    assert!(first.starts_with(&format!("{build} && ")), "{first}");
+    assert!(
+        build.contains("--workspace") && build.contains("--lib"),
+        "{build}"
+    );
+}
+
 /// The README's first set-up command, as `cargo test` builds it (debug):
 /// fmrun runs the ring example on 4 ranks and prints the device tables.
 #[test]
