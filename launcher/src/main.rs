@@ -380,10 +380,16 @@ fn run(cli: Cli) -> Result<u8, String> {
         return Err(refusal);
     }
     // The settings every rank will read: a bad value stops the job here,
-    // once, not in each rank; a misspelt name is said once for the job (the
-    // ranks of a launched job do not repeat it).
-    fm::config::check_settings()
-        .map_err(|e| format!("{e} (no rank was started; `fm-info doctor` checks every setting)"))?;
+    // once, not in each rank — when every rank runs here, as fmrun would
+    // read them (some depend on the host: FM_ETH_IFACES names its
+    // interfaces; ranks elsewhere check those where they run). A misspelt
+    // name is said once for the job (the ranks of a launched job do not
+    // repeat it).
+    if matches!(plan.mode, Mode::Here) {
+        fm::config::check_settings().map_err(|e| {
+            format!("{e} (no rank was started; `fm-info doctor` checks every setting)")
+        })?;
+    }
     let own = |var: &str| settings::SETTINGS.iter().any(|s| s.var == var);
     for var in fm::settings::unknown_in_env().iter().filter(|v| !own(v)) {
         eprintln!("fmrun: {}", fm::settings::unknown_warning(var));
