@@ -26,15 +26,23 @@ DESTDIR="$stage" scripts/install.sh /usr
 strip --strip-unneeded "$stage"/usr/bin/{fmrun,fm-info,fm-grm,fm-bench} "$stage"/usr/lib/libfm_c.so \
     "$stage"/usr/lib/fm/mpi/libmpich.so.12
 strip --strip-debug "$stage"/usr/lib/libfm_c.a
-# The copyright file's licence text: the MIT licence in full, and the
+# The packages' copyright file (DEP-5): the MIT licence in full, and the
 # Apache License 2.0 by Debian's copy of it (/usr/share/common-licenses).
 {
-    echo "fm is licensed under the MIT licence or the Apache License 2.0, at your option."
+    echo "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
+    echo "Upstream-Name: fm"
     echo
-    cat LICENSE-MIT
+    echo "Files: *"
+    echo "Copyright: 2026, the fm developers"
+    echo "License: MIT or Apache-2.0"
     echo
-    echo "On Debian systems the Apache License 2.0 is in /usr/share/common-licenses/Apache-2.0."
-} >"$stage/LICENSES"
+    echo "License: MIT"
+    sed -e 's/^$/./' -e 's/^/ /' LICENSE-MIT
+    echo
+    echo "License: Apache-2.0"
+    echo " On Debian systems the full text of the Apache License 2.0 is in"
+    echo " /usr/share/common-licenses/Apache-2.0."
+} >"$stage/copyright"
 # -q: cargo-deb warns of each asset outside target/release, as all are here.
 for variant in "" mpi dev; do
     cargo deb -q -p fm-launcher --no-build --no-strip ${variant:+--variant "$variant"} -o "$OUT"
