@@ -19,6 +19,26 @@ pub fn fill(buf: &mut [u8], src: u32, dst: u32, seq: u64) {
     }
 }
 
+/// The generator of everything about message `seq` of handler `kind`
+/// from `src` to `dst` in a randomized test (its length, what its handler
+/// does), for a run's `seed`: the same on every rank, so each can check
+/// what it receives.
+pub fn message_rng(seed: u64, kind: u16, src: u32, dst: u32, seq: u64) -> Rng {
+    Rng::new(
+        seed ^ (kind as u64) << 56
+            ^ (src as u64) << 40
+            ^ (dst as u64) << 24
+            ^ seq.wrapping_mul(0x9E37_79B9),
+    )
+}
+
+/// The bytes of message `seq` of `kind` from `src` to `dst`, `len` long.
+pub fn message_bytes(len: usize, kind: u16, src: u32, dst: u32, seq: u64) -> Vec<u8> {
+    let mut b = vec![0u8; len];
+    fill(&mut b, src ^ (kind as u32) << 16, dst, seq);
+    b
+}
+
 /// A small deterministic generator for sizes and split points.
 pub struct Rng(u64);
 

@@ -97,23 +97,30 @@ fn if_bytes(iface: &str) -> u64 {
         .sum()
 }
 
+/// Two namespace hosts joined by two networks, each of host 1's two links
+/// limited to 200 Mbit/s; `None` (and SKIPPED said) where that cannot be.
+fn two_limited_links(test: &str) -> Option<Cluster> {
+    let c = Cluster::with_networks(test, 2, 2)?;
+    for root_if in &c.hosts[1].root_ifs {
+        if !rate_limit(root_if, "200mbit", "256kb") {
+            eprintln!("SKIPPED {test}: tc tbf unavailable");
+            return None;
+        }
+    }
+    Some(c)
+}
+
 /// Trunking over two rate-limited links: both links carry the stream and
 /// every message arrives intact. (What trunking gains in bandwidth is a
 /// measurement, not a test: docs/PERFORMANCE.md, "Trunking".)
 #[test]
 fn trunking_spreads_a_stream_over_both_links_and_delivers_it_intact() {
     let _one = exclusive();
-    let test = "trunking_spreads_a_stream_over_both_links_and_delivers_it_intact";
-    let Some(c) = Cluster::with_networks(test, 2, 2) else {
+    let Some(c) =
+        two_limited_links("trunking_spreads_a_stream_over_both_links_and_delivers_it_intact")
+    else {
         return;
     };
-    // Each of host 1's two links: 200 Mbit/s.
-    for root_if in &c.hosts[1].root_ifs {
-        if !rate_limit(root_if, "200mbit", "256kb") {
-            eprintln!("SKIPPED {test}: tc tbf unavailable");
-            return;
-        }
-    }
     let before: Vec<u64> = c.hosts[1].root_ifs.iter().map(|i| if_bytes(i)).collect();
     let dir = TempDir::for_segments("ns-trunk");
     let (_, e) = testprog(
@@ -165,16 +172,9 @@ fn bw_between(c: &Cluster, ifaces: &str) -> f64 {
 #[ignore = "a benchmark: run it with --ignored --nocapture"]
 fn bench_trunking_over_two_rate_limited_links() {
     let _one = exclusive();
-    let test = "bench_trunking_over_two_rate_limited_links";
-    let Some(c) = Cluster::with_networks(test, 2, 2) else {
+    let Some(c) = two_limited_links("bench_trunking_over_two_rate_limited_links") else {
         return;
     };
-    for root_if in &c.hosts[1].root_ifs {
-        if !rate_limit(root_if, "200mbit", "256kb") {
-            eprintln!("SKIPPED {test}: tc tbf unavailable");
-            return;
-        }
-    }
     // The better of two runs each: the machine is shared.
     let one = bw_between(&c, "fm0").max(bw_between(&c, "fm0"));
     let two = bw_between(&c, "fm0,fm1").max(bw_between(&c, "fm0,fm1"));

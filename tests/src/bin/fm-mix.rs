@@ -28,7 +28,7 @@
 //! show the checker fails.
 
 use fm::{Fm, FmError, Incoming};
-use fm_tests::{fill, Rng};
+use fm_tests::Rng;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -77,13 +77,7 @@ struct Plan {
 
 impl Plan {
     fn rng(&self, kind: u16, src: u32, dst: u32, seq: u64) -> Rng {
-        Rng::new(
-            self.seed
-                ^ (kind as u64) << 56
-                ^ (src as u64) << 40
-                ^ (dst as u64) << 24
-                ^ seq.wrapping_mul(0x9E37_79B9),
-        )
+        fm_tests::message_rng(self.seed, kind, src, dst, seq)
     }
 
     /// The length: skewed small, a fifth at a boundary.
@@ -117,9 +111,7 @@ impl Plan {
     }
 
     fn bytes(&self, kind: u16, src: u32, dst: u32, seq: u64) -> Vec<u8> {
-        let mut b = vec![0u8; self.len(kind, src, dst, seq)];
-        fill(&mut b, src ^ (kind as u32) << 16, dst, seq);
-        b
+        fm_tests::message_bytes(self.len(kind, src, dst, seq), kind, src, dst, seq)
     }
 
     /// Where main code's request `i` of `src` goes, and the side thread's.
