@@ -56,14 +56,14 @@ pub const HOST: Setting = Setting {
 
 pub const LOCAL_RANK: Setting = Setting {
     var: "FM_LOCAL_RANK",
-    scope: Scope::Setting,
+    scope: Scope::Job,
     default: r#"—"#,
     doc: r#"set by fmrun for the program, not read by fm: this rank's number among the ranks of its host (0 to `FM_LOCAL_SIZE` − 1), for a program that picks a device or a CPU by it. fmrun also sets the names MPI programs look for: `MPI_LOCALRANKID` and `MPI_LOCALNRANKS` (MPICH), `OMPI_COMM_WORLD_LOCAL_RANK` and `OMPI_COMM_WORLD_LOCAL_SIZE` (Open MPI), `PMI_RANK` and `PMI_SIZE`."#,
 };
 
 pub const LOCAL_SIZE: Setting = Setting {
     var: "FM_LOCAL_SIZE",
-    scope: Scope::Setting,
+    scope: Scope::Job,
     default: r#"—"#,
     doc: r#"set by fmrun for the program, not read by fm: how many ranks of the job run on this rank's host."#,
 };

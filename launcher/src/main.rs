@@ -222,7 +222,7 @@ const MAN_PAGE: fm_clidocs::Page = fm_clidocs::Page {
         (settings::RSH.var, "as --rsh"),
         (settings::HEARTBEAT_TIMEOUT.var, "as --heartbeat-timeout"),
         (fm::settings::NET.var, "as --net"),
-        ("FM_*", "every other fm setting is checked before any rank starts and reaches every rank (docs/CONFIG.md; fm-info config lists them)"),
+        ("FM_*", "every other fm setting reaches every rank; with every rank on this host, fmrun checks them before any starts (docs/CONFIG.md; fm-info config lists them)"),
     ],
     see_also: &["fm-info(1)", "fm-grm(1)", "fm-bench(1)", "fm-mpicc(1)"],
 };
