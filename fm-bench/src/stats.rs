@@ -187,13 +187,31 @@ impl Sample {
         )
     }
 
-    const CSV_HEADER: &'static str =
-        "bench,device,layer,size,iters,unit,median,min,p99,max,mb_s,mmsg_s,syscalls";
+    /// The columns; `syscalls` only for `pollcost`, the one benchmark that
+    /// counts them.
+    fn csv_header(&self) -> String {
+        let base = "bench,device,layer,size,iters,unit,median,min,p99,max,mb_s,mmsg_s";
+        match self.counts_syscalls() {
+            true => format!("{base},syscalls"),
+            false => base.to_string(),
+        }
+    }
+
+    fn counts_syscalls(&self) -> bool {
+        self.bench == "pollcost"
+    }
 
     fn csv_row(&self) -> String {
         let opt = |x: Option<f64>| x.map_or(String::new(), |v| round(v).to_string());
+        let syscalls = match self.counts_syscalls() {
+            true => format!(
+                ",{}",
+                self.syscalls.map_or(String::new(), |n| n.to_string())
+            ),
+            false => String::new(),
+        };
         format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{}{}",
             self.bench,
             self.device,
             self.layer,
@@ -206,7 +224,7 @@ impl Sample {
             round(self.s.max),
             opt(self.mb_s),
             opt(self.mmsg_s),
-            self.syscalls.map_or(String::new(), |n| n.to_string())
+            syscalls
         )
     }
 }
@@ -289,7 +307,7 @@ impl Printer {
                 }
             };
             if self.format == Format::Csv {
-                out += Sample::CSV_HEADER;
+                out += &r.csv_header();
                 out.push('\n');
             }
         }
