@@ -353,10 +353,10 @@ fn a_bad_setting_stops_the_job_before_any_rank_starts() {
     assert!(!f.stdout.contains("barriers done"), "{}", f.stdout);
 }
 
-/// A program on its own (no launcher), Rust without `init_logging` as the
-/// README's hello is, says a misspelt setting once, as a plain line.
+/// The README's hello (Rust without `init_logging`) says a misspelt
+/// setting once, as a plain line, on its own; a job of 4 says it once.
 #[test]
-fn a_program_on_its_own_says_a_misspelt_setting_once() {
+fn a_rust_program_alone_or_in_a_job_says_a_misspelt_setting_once() {
     let hello = Path::new(TESTPROG).with_file_name("examples").join("hello");
     if !hello.exists() {
         eprintln!(
@@ -377,6 +377,21 @@ fn a_program_on_its_own_says_a_misspelt_setting_once() {
         1,
         "{err}"
     );
+    // And a job of 4 of them: once (fmrun's), not once per rank.
+    let dir = TempDir::for_segments("hello-misspelt");
+    let f = finish(
+        fm_tests::fmrun(TESTPROG, &dir, &["-n", "4", "--oversubscribe"], &hello, &[])
+            .env("FM_CREDTIS", "4")
+            .spawn()
+            .expect("fmrun"),
+        Duration::from_secs(120),
+    );
+    assert!(f.status.success(), "{}", f.stderr);
+    let said = f
+        .stderr
+        .matches("FM_CREDTIS is not a setting of fm")
+        .count();
+    assert_eq!(said, 1, "{}", f.stderr);
 }
 
 /// fmrun raises its open-files limit to the hard limit: 40 ranks start
