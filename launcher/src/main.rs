@@ -451,18 +451,19 @@ fn run(cli: Cli) -> Result<u8, String> {
              (--oversubscribe says this is meant)"
         );
     }
-    // Ranks fmrun starts on this machine are bound (`--rsh local`'s too:
-    // every "host" is this machine); a remote host's are the remote
-    // shell's business.
-    let here =
-        matches!(plan.mode, Mode::Here) || (matches!(plan.mode, Mode::Hosts) && cli.rsh == "local");
-    let bind = match here {
-        true => cli.bind.unwrap_or(if n as usize <= cpus {
-            Bind::Core
-        } else {
-            Bind::None
-        }),
-        false => Bind::None,
+    // Ranks on this host are bound by default when they fit its CPUs.
+    // `--rsh local`'s "hosts" are this machine too, but share it with
+    // whatever they simulate: bound only when asked (`--bind-to core`). A
+    // remote host's ranks are the remote shell's business.
+    let fits = if n as usize <= cpus {
+        Bind::Core
+    } else {
+        Bind::None
+    };
+    let bind = match plan.mode {
+        Mode::Here => cli.bind.unwrap_or(fits),
+        Mode::Hosts if cli.rsh == "local" => cli.bind.unwrap_or(Bind::None),
+        _ => Bind::None,
     };
     // One route lookup per host, not per rank.
     let mut grm_at: HashMap<Option<&str>, String> = HashMap::new();
