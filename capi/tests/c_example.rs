@@ -128,3 +128,58 @@ fn a_wrong_byte_fails_the_c_example() {
     assert!(!o.status.success(), "{err}");
     assert!(err.contains("is wrong"), "{err}");
 }
+
+/// The README's two commands after its first (NetPIPE built against MPICH,
+/// and the C ring) run as written, but for where this build keeps its
+/// files: `target/release` becomes this test build's folders, and the ring
+/// is written to a scratch folder instead of the checkout.
+#[test]
+fn the_readme_commands_for_mpi_and_c_programs_run_as_written() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    // The backquoted command on the README's line that contains `key`.
+    let command = |key: &str| -> String {
+        let line = readme.lines().find(|l| l.contains(key)).expect(key);
+        line.split('`').nth(1).expect("a `command`").to_string()
+    };
+    let tmp = fm_tests::TempDir::new("readme-commands");
+    let (lib, bin) = (c_library_dir(), target_dir());
+    let here = |c: String| {
+        c.replace("$PWD/target/release", &lib.display().to_string())
+            .replace("-Ltarget/release", &format!("-L{}", lib.display()))
+            .replace(
+                "target/release/fmrun",
+                &bin.join("fmrun").display().to_string(),
+            )
+            .replace("-o ring", &format!("-o {}/ring", tmp.0.display()))
+            .replace("./ring", &format!("{}/ring", tmp.0.display()))
+    };
+    let ring = here(command("cc capi/examples/ring.c"));
+    let (out, _) = fm_tests::succeed(
+        Command::new("sh")
+            .args(["-c", &ring])
+            .current_dir(&root)
+            .env_remove("FM_LOG")
+            .env_remove("LD_LIBRARY_PATH"),
+    );
+    assert_eq!(
+        out.matches("big message checked").count(),
+        4,
+        "{ring}: {out}"
+    );
+    if !Path::new("/usr/bin/NPmpich2").exists() {
+        eprintln!("SKIPPED the NetPIPE command: netpipe-mpich2 is not installed");
+        return;
+    }
+    let netpipe = here(command("NPmpich2 -u 1024"));
+    let (_, err) = fm_tests::succeed(
+        Command::new("sh")
+            .args(["-c", &netpipe])
+            .current_dir(&tmp.0) // NetPIPE writes np.out where it runs
+            .env_remove("FM_LOG"),
+    );
+    assert!(
+        err.contains("1024 bytes") || err.contains("1027 bytes"),
+        "{netpipe}: {err}"
+    );
+}

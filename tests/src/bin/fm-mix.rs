@@ -357,15 +357,19 @@ fn mix(seed: u64, requests: u64, max_size: u64, side: u64) -> Result<(), String>
         (c.next == expect, c.errors.clone(), c.next.clone())
     };
     let (mut done, mut errors, mut seen) = look();
-    let mut last_change = Instant::now();
+    // A hang: 60 one-second waits in a row found nothing, and a minute has
+    // passed. Counting the waits too means a process that was merely not
+    // scheduled (a loaded machine) is not taken for a hung one.
+    let (mut last_change, mut empty_waits) = (Instant::now(), 0u32);
     while !done && errors.is_empty() {
         fm.extract_wait_timeout(usize::MAX, Duration::from_secs(1))
             .map_err(err)?;
         let before = seen;
         (done, errors, seen) = look();
-        if seen != before {
+        empty_waits = if seen != before { 0 } else { empty_waits + 1 };
+        if empty_waits == 0 {
             last_change = Instant::now();
-        } else if last_change.elapsed() > Duration::from_secs(60) {
+        } else if empty_waits >= 60 && last_change.elapsed() > Duration::from_secs(60) {
             let missing: Vec<String> = (0..KINDS)
                 .flat_map(|k| (0..n).map(move |s| (k, s)))
                 .filter(|&(k, s)| seen[k][s] != expect[k][s])
