@@ -6,11 +6,18 @@
 #   HOG=1 RUNS=50 scripts/soak-mix.sh              # with a busy loop per CPU at nice 0, fm at nice 10
 #   HOSTS=a,b FM_FAULTS=drop=0.05,dup=0.01,reorder=0.02 scripts/soak-mix.sh
 #   RANKS="8 16" REQUESTS=500 scripts/soak-mix.sh  # on a machine with that many cores
+#   BIN=dir LOGS=dir ...                           # prebuilt fmrun and fm-mix; keep logs there
+#
+# HANG: seconds without a message before fm-mix calls a run hung and says
+# what it misses (before fmrun's TIMEOUT ends it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-50} RANKS=${RANKS:-"4 8"} WAITS=${WAITS:-"spin auto"}
-REQUESTS=${REQUESTS:-300} MAX_SIZE=${MAX_SIZE:-4194304} TIMEOUT=${TIMEOUT:-120}
-cargo build -q --release --bin fmrun --bin fm-mix || exit 1
+REQUESTS=${REQUESTS:-300} MAX_SIZE=${MAX_SIZE:-4194304} TIMEOUT=${TIMEOUT:-120} HANG=${HANG:-60}
+if [ -z "${BIN:-}" ]; then
+    cargo build -q --release --bin fmrun --bin fm-mix || exit 1
+    BIN=target/release
+fi
 hogs=()
 if [ "${HOG:-0}" = 1 ]; then
     for _ in $(seq "$(nproc)"); do
@@ -21,14 +28,15 @@ fi
 trap '[ ${#hogs[@]} -gt 0 ] && kill "${hogs[@]}" 2>/dev/null' EXIT
 hosts=()
 [ -n "${HOSTS:-}" ] && hosts=(--hosts "$HOSTS" --rsh local)
-log=$(mktemp -d)
+log=${LOGS:-$(mktemp -d)}
+mkdir -p "$log"
 for n in $RANKS; do
     for wait in $WAITS; do
         pass=0 fail=0 hung=0
         for seed in $(seq "$RUNS"); do
             out="$log/n$n-$wait-$seed.txt"
-            FM_WAIT=$wait nice -n 10 target/release/fmrun -n "$n" "${hosts[@]}" --timeout "$TIMEOUT" \
-                target/release/fm-mix "$seed" "$REQUESTS" "$MAX_SIZE" >"$out" 2>&1
+            FM_WAIT=$wait nice -n 10 "$BIN/fmrun" -n "$n" "${hosts[@]}" --timeout "$TIMEOUT" \
+                "$BIN/fm-mix" "$seed" "$REQUESTS" "$MAX_SIZE" 200 "$HANG" >"$out" 2>&1
             rc=$?
             if [ $rc = 0 ] && [ "$(grep -c ': ok' "$out")" = "$n" ]; then
                 pass=$((pass + 1)); rm -f "$out"

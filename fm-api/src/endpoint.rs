@@ -753,7 +753,9 @@ impl Endpoint {
         self.stats.single_copy_pieces += 1;
         self.stats.single_copy_bytes += data.len() as u64;
         // `data` must stay untouched until the receiver has copied it.
-        let mut w = self.waiter("a single-copy piece to be read by its receiver");
+        let mut w = self
+            .waiter("a single-copy piece to be read by its receiver")
+            .reporting_stalls();
         self.release_withheld();
         while self.awaiting_fin[dest as usize] {
             if self.progress_stalled()? {
@@ -848,6 +850,26 @@ impl Endpoint {
                 w.snooze(self)?;
             }
         }
+    }
+
+    /// A wait inside the protocol has lasted `waited` (`wait.rs`): say what
+    /// this rank holds, so that a stuck job says where it is stuck.
+    #[cold]
+    pub(crate) fn report_stall(&self, what: &str, waited: std::time::Duration) {
+        tracing::warn!(
+            rank = self.rank,
+            open_message_to = ?self.open_message_dest(),
+            stashed = self.stashed,
+            stashed_bytes = self.stashed_bytes,
+            in_handler = self.in_handler,
+            pending_control = self.pending_control.len(),
+            credits = ?self.credits,
+            owed = ?self.owed,
+            device = ?self.dev.stats(),
+            "fm: rank {} has waited {:.1} s for {what}",
+            self.rank,
+            waited.as_secs_f64()
+        );
     }
 
     /// What a sender waiting for credit towards `dest` should look at.
@@ -952,7 +974,9 @@ impl Endpoint {
     /// The next packet from `src` (the rest of a message being read). Packets
     /// from others are stashed; control packets are applied. Waits.
     pub(crate) fn next_packet_from(&mut self, src: Rank) -> Result<Packet> {
-        let mut w = self.waiter("the rest of a message being read");
+        let mut w = self
+            .waiter("the rest of a message being read")
+            .reporting_stalls();
         loop {
             if let Some(p) = self.pop_stash(src) {
                 return Ok(p);

@@ -36,8 +36,11 @@ impl Endpoint {
         if let Some(e) = self.deferred_error.take() {
             return Err(e);
         }
-        if self.outbox_pending() {
-            self.send_outbox()?;
+        if let Some(o) = &self.outbox {
+            o.owned_here();
+            if o.pending() {
+                self.send_outbox()?;
+            }
         }
         self.flush_control();
         let mut bytes = 0usize;

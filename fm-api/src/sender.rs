@@ -11,6 +11,11 @@
 //! the owner's own do; an owner that does not extract sends nothing of
 //! theirs, and the outbox's bound (4 MiB) then holds the senders back.
 //!
+//! The bound never holds back the owner's own thread: a handler (or main
+//! code) sending through an `FmSender` of its own `Fm` would otherwise wait
+//! for room that only its own next `extract` makes, for ever. Its messages
+//! are queued past the bound and go out at that `extract`.
+//!
 //! The owner's fast path pays one branch on whether a sender was ever made
 //! and, once one was, one relaxed load per `extract`.
 
@@ -19,7 +24,7 @@ use crate::extract::RESERVED_HANDLERS;
 use fm_devices::doorbell::Doorbell;
 use fm_devices::Rank;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// Bytes the outbox holds at most; a sender waits for room (a message
@@ -48,6 +53,9 @@ pub(crate) struct Outbox {
     pending: AtomicUsize,
     /// The owner is gone: senders fail.
     closed: AtomicBool,
+    /// The thread that sends the outbox ([`thread_no`]): the one that last
+    /// extracted, or made a sender.
+    owner: AtomicU64,
     bell: Arc<Doorbell>,
     size: usize,
 }
@@ -59,6 +67,7 @@ impl Outbox {
             room: Condvar::new(),
             pending: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
+            owner: AtomicU64::new(thread_no()),
             bell,
             size,
         })
@@ -72,6 +81,15 @@ impl Outbox {
     #[inline(always)]
     pub(crate) fn pending(&self) -> bool {
         self.pending.load(Ordering::Relaxed) > 0
+    }
+
+    /// Owner: this thread sends the outbox (at each `extract`).
+    #[inline]
+    pub(crate) fn owned_here(&self) {
+        let me = thread_no();
+        if self.owner.load(Ordering::Relaxed) != me {
+            self.owner.store(me, Ordering::Relaxed);
+        }
     }
 
     /// Owner: the oldest queued message.
@@ -122,8 +140,8 @@ impl FmSender {
     }
 
     /// Queue a message of `data` for `handler` at `dest`; the owner sends
-    /// it at its next `extract`. Waits while the outbox is full; fails once
-    /// the `Fm` is dropped. A send that fails at the owner (an unreachable
+    /// it at its next `extract`. Waits while the outbox is full, except on
+    /// the owner's own thread (module docs); fails once the `Fm` is dropped. A send that fails at the owner (an unreachable
     /// peer) comes back from the owner's `extract`.
     pub fn send(&self, dest: Rank, handler: u16, data: &[u8]) -> Result<()> {
         let o = &self.outbox;
@@ -140,8 +158,10 @@ impl FmSender {
             ))
             .into());
         }
+        // The owner's thread never waits for room: only it makes room.
+        let may_wait = o.owner.load(Ordering::Relaxed) != thread_no();
         let mut q = o.lock();
-        while !q.messages.is_empty() && q.bytes + data.len() > OUTBOX_BYTES {
+        while may_wait && !q.messages.is_empty() && q.bytes + data.len() > OUTBOX_BYTES {
             if o.closed.load(Ordering::SeqCst) {
                 break;
             }
@@ -162,4 +182,14 @@ impl FmSender {
         o.bell.ring();
         Ok(())
     }
+}
+
+/// A number for the calling thread, unique in this process (std's
+/// `ThreadId::as_u64` is not stable).
+fn thread_no() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static NO: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    NO.with(|n| *n)
 }

@@ -29,6 +29,12 @@ const YIELD_FOR: Duration = Duration::from_millis(20);
 const NAP: Duration = Duration::from_micros(50);
 /// `block`: the default busy period (docs/PERFORMANCE.md, "Blocking waits").
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
+/// A wait inside fm's protocol (the rest of a message, a single-copy
+/// completion) normally ends within milliseconds; one that lasts this long
+/// is reported once, with what the rank holds, so that a stuck job says
+/// where it is stuck. (Waits for credit report at 1 s with their own hint;
+/// waits for the application's messages never do.)
+const STALL_REPORT_AFTER: Duration = Duration::from_secs(2);
 
 static JOB_ENDED: AtomicBool = AtomicBool::new(false);
 static JOB_END_REASON: Mutex<String> = Mutex::new(String::new());
@@ -187,6 +193,11 @@ pub(crate) struct Waiter {
     /// Each poll sends what other threads queued (an extract's wait): a
     /// queued message is something to wake for.
     sends_outbox: bool,
+    /// What is waited for; reported once the wait lasts
+    /// [`STALL_REPORT_AFTER`] (`reports`), counted from its first idle poll.
+    what: &'static str,
+    reports: bool,
+    stalled_since: Option<Instant>,
 }
 
 impl Waiter {
@@ -200,7 +211,16 @@ impl Waiter {
             deadline: limit.map(|l| (Instant::now() + l, l, what)),
             since_check: 0,
             sends_outbox: false,
+            what,
+            reports: false,
+            stalled_since: None,
         }
+    }
+
+    /// A waiter that reports a wait lasting [`STALL_REPORT_AFTER`].
+    pub(crate) fn reporting_stalls(mut self) -> Self {
+        self.reports = true;
+        self
     }
 
     /// A waiter whose polls send the outbox (`sender.rs`).
@@ -260,6 +280,13 @@ impl Waiter {
         }
         let since = *self.idle_since.get_or_insert_with(Instant::now);
         let idle = since.elapsed();
+        if self.reports {
+            let stalled = *self.stalled_since.get_or_insert(since);
+            if stalled.elapsed() >= STALL_REPORT_AFTER {
+                self.reports = false;
+                ep.report_stall(self.what, stalled.elapsed());
+            }
+        }
         let p = self.policy;
         let busy_for = if p.sleeps { p.spin_for } else { SPIN_FOR };
         if idle < busy_for && !p.oversubscribed {

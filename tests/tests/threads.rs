@@ -97,3 +97,46 @@ fn a_sender_checks_its_arguments_and_fails_once_its_fm_is_gone() {
     let e = s.send(0, DATA, b"x").unwrap_err();
     assert!(e.to_string().contains("dropped"), "{e}");
 }
+
+/// The outbox's bound holds back other threads, never the owner's own: a
+/// handler, or main code, sending through an `FmSender` of its own `Fm`
+/// past the bound waited for room that only its own next `extract` makes,
+/// for ever (on 67f5fab both calls below hang). Each message still arrives
+/// exactly once, intact.
+#[test]
+fn the_owner_sending_through_its_own_sender_past_the_bound_does_not_wait_for_itself() {
+    const BIG: usize = 3 << 20; // two are past the outbox's 4 MiB
+    let slot: Arc<std::sync::OnceLock<fm::FmSender>> = Arc::default();
+    let got: Arc<Mutex<Vec<(u8, usize)>>> = Arc::default();
+    let (s, g) = (slot.clone(), got.clone());
+    let mut fm = Fm::builder()
+        .handler(DATA, "data", move |m| {
+            let bytes = m.receive_vec()?;
+            let tag = bytes.first().copied().unwrap_or(0);
+            assert!(bytes.iter().all(|&b| b == tag), "message {tag} corrupted");
+            g.lock().unwrap().push((tag, bytes.len()));
+            if tag == 1 {
+                // From inside a handler: two big messages through the sender.
+                let sender = s.get().expect("sender made");
+                sender.send(0, DATA, &vec![2u8; BIG])?;
+                sender.send(0, DATA, &vec![3u8; BIG])?;
+            }
+            Ok(())
+        })
+        .config(Config::local(0, 1, JobKey(14)))
+        .build()
+        .expect("one-rank job");
+    fm.set_wait_timeout(Some(std::time::Duration::from_secs(60)));
+    let sender = fm.sender();
+    slot.set(sender.clone()).ok().expect("set once");
+    // From main code on the owner's thread, before any extract.
+    sender.send(0, DATA, &vec![1u8; BIG]).expect("first");
+    sender
+        .send(0, DATA, &vec![4u8; BIG])
+        .expect("second, past the bound");
+    while got.lock().unwrap().len() < 4 {
+        fm.extract_wait(usize::MAX).expect("extract");
+    }
+    let got = got.lock().unwrap().clone();
+    assert_eq!(got, vec![(1, BIG), (4, BIG), (2, BIG), (3, BIG)]);
+}

@@ -1,7 +1,7 @@
 //! The adversarial mix: every kind of traffic an FM program may make at
 //! once, with every byte, count and order checked.
 //!
-//! fm-mix SEED REQUESTS MAX_SIZE [SIDE]
+//! fm-mix SEED REQUESTS MAX_SIZE [SIDE [HANG_S]]
 //!
 //! - Main code sends REQUESTS requests (chain hop 1) to random ranks, itself
 //!   included, in storms of up to 16 without extracting, each gathered in
@@ -14,6 +14,10 @@
 //!   to 8 messages to one rank).
 //! - A second thread sends SIDE messages (default 200) to random ranks
 //!   through an [`fm::FmSender`] while main code and handlers send.
+//! - The owner's own thread sends OWN messages through its `FmSender` too:
+//!   main code after a quarter of its requests, and one handler in eight
+//!   (to the message's source). Up to MAX_SIZE each, they take the outbox
+//!   past its bound, which must not hold back the thread that empties it.
 //!
 //! Sizes run from 0 B to MAX_SIZE, skewed small, a fifth of them at a
 //! device boundary (inline, one packet, single copy). Everything about
@@ -23,7 +27,8 @@
 //! arrives exactly once, and in order per sender and kind.
 //!
 //! Prints "rank R: ok ..." on success; fails naming what went wrong, or
-//! with what it has received when nothing arrived for 60 s (a hang).
+//! with what it has received when nothing arrived for HANG_S seconds
+//! (default 60: a hang).
 //! FM_TEST_SABOTAGE=1 makes the checker expect one wrong byte, so a test can
 //! show the checker fails.
 
@@ -38,15 +43,16 @@ const HOPS: u16 = 9;
 const FAN: u16 = HOPS + 1;
 const BURST: u16 = HOPS + 2;
 const SIDE: u16 = HOPS + 3;
-const KINDS: usize = SIDE as usize;
+const OWN: u16 = HOPS + 4;
+const KINDS: usize = OWN as usize;
 
 fn main() -> ExitCode {
     fm_tests::init_tracing();
     let args: Vec<String> = std::env::args().collect();
     let arg = |i: usize, d: u64| -> u64 { args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d) };
     let r = match args.len() {
-        4 | 5 => mix(arg(1, 0), arg(2, 0), arg(3, 0), arg(4, 200)),
-        _ => Err("usage: fm-mix SEED REQUESTS MAX_SIZE [SIDE]".into()),
+        4..=6 => mix(arg(1, 0), arg(2, 0), arg(3, 0), arg(4, 200), arg(5, 60)),
+        _ => Err("usage: fm-mix SEED REQUESTS MAX_SIZE [SIDE [HANG_S]]".into()),
     };
     fm_tests::exit_with("fm-mix", r)
 }
@@ -62,6 +68,8 @@ struct Action {
     /// Send this many BURST messages to `burst_to`, before reading.
     burst: u32,
     burst_to: u32,
+    /// Send an OWN message to the source through this rank's own sender.
+    own: bool,
 }
 
 /// Everything about every message follows from these.
@@ -128,6 +136,7 @@ impl Plan {
             fan: false,
             burst: 0,
             burst_to: 0,
+            own: false,
         };
         if kind > HOPS {
             return none;
@@ -141,7 +150,13 @@ impl Plan {
                 0
             },
             burst_to: r.upto(self.size as u64 - 1) as u32,
+            own: r.upto(7) == 0,
         }
+    }
+
+    /// Whether main code follows its request `i` with an OWN message.
+    fn own_after(&self, src: u32, i: u64) -> bool {
+        self.rng(OWN, src, u32::MAX - 1, i).upto(3) == 0
     }
 
     /// How many messages of each kind each rank sends each rank:
@@ -153,6 +168,9 @@ impl Plan {
         for src in 0..self.size {
             for i in 0..requests {
                 c[0][src as usize][self.dest(1, src, i) as usize] += 1;
+                if self.own_after(src, i) {
+                    c[OWN as usize - 1][src as usize][self.dest(OWN, src, i) as usize] += 1;
+                }
             }
             for i in 0..side {
                 c[SIDE as usize - 1][src as usize][self.dest(SIDE, src, i) as usize] += 1;
@@ -170,6 +188,7 @@ impl Plan {
                     let from_b = &mut c[FAN as usize - 1][b];
                     from_b.iter_mut().for_each(|to| *to += u64::from(act.fan));
                     c[BURST as usize - 1][b][act.burst_to as usize] += act.burst as u64;
+                    c[OWN as usize - 1][b][a] += u64::from(act.own);
                 }
             }
         }
@@ -188,6 +207,8 @@ struct Checker {
     errors: Vec<String>,
     sabotage: bool,
     rng: Rng,
+    /// This rank's own sender (OWN messages), once made.
+    own: Option<fm::FmSender>,
 }
 
 impl Checker {
@@ -246,6 +267,9 @@ impl Checker {
                 self.send(m, FAN, t)?;
             }
         }
+        if act.own {
+            self.send_own(src)?;
+        }
         if got != want {
             let at = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(0);
             self.errors.push(format!(
@@ -256,6 +280,14 @@ impl Checker {
             ));
         }
         Ok(())
+    }
+
+    /// Queue the next OWN message to `dest` on this rank's own sender.
+    fn send_own(&mut self, dest: u32) -> fm::Result<()> {
+        let seq = self.sent[OWN as usize - 1][dest as usize];
+        self.sent[OWN as usize - 1][dest as usize] += 1;
+        let sender = self.own.as_ref().expect("own sender made");
+        sender.send(dest, OWN, &self.plan.bytes(OWN, self.me, dest, seq))
     }
 
     /// Send the next message of `kind` to `dest` from a handler.
@@ -272,12 +304,12 @@ fn err(e: FmError) -> String {
 
 // One loop whose checker, handlers and senders share the state they check.
 #[allow(clippy::too_many_lines)]
-fn mix(seed: u64, requests: u64, max_size: u64, side: u64) -> Result<(), String> {
+fn mix(seed: u64, requests: u64, max_size: u64, side: u64, hang_s: u64) -> Result<(), String> {
     let cfg = fm::Config::from_env().map_err(err)?;
     let cma = cfg.cma_threshold as u64;
     let slot: Arc<Mutex<Option<Checker>>> = Arc::new(Mutex::new(None));
     let mut b = Fm::builder();
-    for kind in 1..=SIDE {
+    for kind in 1..=OWN {
         let slot = slot.clone();
         b = b.handler(kind, &format!("kind {kind}"), move |m| {
             let mut c = slot.lock().unwrap();
@@ -310,6 +342,7 @@ fn mix(seed: u64, requests: u64, max_size: u64, side: u64) -> Result<(), String>
         errors: Vec::new(),
         sabotage: std::env::var("FM_TEST_SABOTAGE").is_ok_and(|v| v == "1"),
         rng: Rng::new(seed ^ me as u64),
+        own: None,
     });
     let counts = plan.counts(requests, side);
     let expect: Vec<Vec<u64>> = (0..KINDS)
@@ -317,6 +350,7 @@ fn mix(seed: u64, requests: u64, max_size: u64, side: u64) -> Result<(), String>
         .collect();
     // The side thread: messages through the sender while everything else runs.
     let sender = fm.sender();
+    slot.lock().unwrap().as_mut().expect("made").own = Some(sender.clone());
     let side_thread = std::thread::spawn(move || -> Result<(), String> {
         let mut seq = vec![0u64; n];
         for i in 0..side {
@@ -347,6 +381,11 @@ fn mix(seed: u64, requests: u64, max_size: u64, side: u64) -> Result<(), String>
                 off += n;
             }
             fm.end_message().map_err(err)?;
+            if plan.own_after(me, i) {
+                let d = plan.dest(OWN, me, i);
+                let mut c = slot.lock().unwrap();
+                c.as_mut().expect("made").send_own(d).map_err(err)?;
+            }
             i += 1;
         }
         fm.extract(usize::MAX).map_err(err)?;
@@ -357,8 +396,8 @@ fn mix(seed: u64, requests: u64, max_size: u64, side: u64) -> Result<(), String>
         (c.next == expect, c.errors.clone(), c.next.clone())
     };
     let (mut done, mut errors, mut seen) = look();
-    // A hang: 60 one-second waits in a row found nothing, and a minute has
-    // passed. Counting the waits too means a process that was merely not
+    // A hang: HANG_S one-second waits in a row found nothing, and as many
+    // seconds have passed. Counting the waits too means a process that was merely not
     // scheduled (a loaded machine) is not taken for a hung one.
     let (mut last_change, mut empty_waits) = (Instant::now(), 0u32);
     while !done && errors.is_empty() {
@@ -369,7 +408,9 @@ fn mix(seed: u64, requests: u64, max_size: u64, side: u64) -> Result<(), String>
         empty_waits = if seen != before { 0 } else { empty_waits + 1 };
         if empty_waits == 0 {
             last_change = Instant::now();
-        } else if empty_waits >= 60 && last_change.elapsed() > Duration::from_secs(60) {
+        } else if u64::from(empty_waits) >= hang_s
+            && last_change.elapsed() > Duration::from_secs(hang_s)
+        {
             let missing: Vec<String> = (0..KINDS)
                 .flat_map(|k| (0..n).map(move |s| (k, s)))
                 .filter(|&(k, s)| seen[k][s] != expect[k][s])
@@ -383,7 +424,7 @@ fn mix(seed: u64, requests: u64, max_size: u64, side: u64) -> Result<(), String>
                 })
                 .collect();
             return Err(format!(
-                "nothing arrived for 60 s (hung): missing {missing:?}; stats {:?}",
+                "nothing arrived for {hang_s} s (hung): missing {missing:?}; stats {:?}",
                 fm.stats()
             ));
         }
