@@ -38,7 +38,37 @@
 //! withholds would wait for ever), and withholds none while it waits: what
 //! arrives meanwhile is set aside beyond the bound. Send bulk data from main
 //! code, and keep what handlers send within the credit window.
+//!
+//! # Every wait ends
+//!
+//! Each wait in fm waits for something that a peer in *any* state produces,
+//! or that this rank produces while it waits:
+//!
+//! - **credit or a buffer towards D**: D takes in (and so releases) every
+//!   packet whatever it waits for — `acquire_data_slot`, `next_packet_from`
+//!   and the single-copy wait all absorb; `extract` runs handlers — and it
+//!   withholds fewer than half its window of our credits, returning them
+//!   when a handler of its own must wait;
+//! - **the stash's bound**: a rank past it outside handlers runs set-aside
+//!   handlers, which consume messages; inside a handler it withholds nothing;
+//! - **the rest of a message from S**: S is part way through that message,
+//!   waiting at most for credit or a buffer towards us, which our wait
+//!   gives (we absorb all others meanwhile);
+//! - **a single-copy piece to be read**: its receiver reads it the moment
+//!   it takes the descriptor in, handler or not, and its completion travels
+//!   in the control reserve, which no data uses;
+//! - **the barrier**: `extract_wait` runs handlers, so others' requests are
+//!   answered while it waits;
+//! - **room in the outbox** (`sender.rs`): only threads other than the
+//!   owner's wait for it, and the owner makes it at every `extract`.
+//!
+//! The decisions (what to send, owe, withhold, and what a stalled rank does)
+//! live in `accounts.rs`, with no I/O; its model (`accounts/model.rs`)
+//! drives them through every interleaving of a few ranks with multi-packet
+//! messages, the stash's bound, replies longer than a window and the
+//! outbox, and finds no state where no rank can move.
 
+use crate::accounts::{Accounts, Standing, WhileWaiting};
 use crate::error::{ErrorKind, Result};
 use crate::path_choice::{PathChoice, Way};
 use crate::sender::{FmSender, Outbox};
@@ -168,22 +198,12 @@ pub struct Endpoint {
     size: usize,
     /// Payload bytes per packet towards each destination (device MTU − header).
     room: Vec<usize>,
-    /// Credits we hold towards each destination.
-    credits: Vec<u32>,
-    /// The most credits we may hold towards each destination.
-    window: Vec<u32>,
-    /// Credits we owe each source (packets of theirs we consumed).
-    owed: Vec<u32>,
-    /// Credits withheld per source for set-aside messages (stash at its bound).
-    withheld: Vec<u32>,
-    /// Return credits to a source once this many are owed.
-    return_at: Vec<u32>,
+    /// Credits, what is owed and withheld, the stash's bytes: the rules'
+    /// state (`accounts.rs`).
+    acct: Accounts,
     /// Packets set aside per source, oldest first.
     stash: Vec<VecDeque<SetAside>>,
     stashed: usize,
-    /// Bytes of the copies in `stash`, and their bound (`FM_STASH_BYTES`).
-    stashed_bytes: usize,
-    stash_limit: usize,
     /// Single-copy pieces of ours a destination has not finished reading.
     awaiting_fin: Vec<bool>,
     /// Control packets that found no slot yet: (dest, kind).
@@ -241,30 +261,21 @@ impl Endpoint {
         let size = dev.size();
         let rank = dev.rank();
         let mut room = Vec::with_capacity(size);
-        let mut credits = Vec::with_capacity(size);
-        let mut return_at = Vec::with_capacity(size);
+        let mut windows = Vec::with_capacity(size);
         for r in 0..size as Rank {
             let mtu = dev.info_for(r).map_or(0, |i| i.mtu);
             let window = dev.window(r);
-            let window = max_credits.map_or(window, |c| window.min(c));
             room.push(mtu.saturating_sub(HEADER));
-            credits.push(window);
-            return_at.push(window.div_ceil(2).max(1));
+            windows.push(max_credits.map_or(window, |c| window.min(c)));
         }
         Endpoint {
             dev,
             rank,
             size,
             room,
-            owed: vec![0; size],
-            withheld: vec![0; size],
-            window: credits.clone(),
-            credits,
-            return_at,
+            acct: Accounts::new(windows, c.stash_bytes),
             stash: (0..size).map(|_| VecDeque::new()).collect(),
             stashed: 0,
-            stashed_bytes: 0,
-            stash_limit: c.stash_bytes,
             awaiting_fin: vec![false; size],
             pending_control: Vec::new(),
             out: None,
@@ -324,7 +335,7 @@ impl Endpoint {
     /// # Ok::<(), fm::FmError>(())
     /// ```
     pub fn credits(&self, dest: Rank) -> u32 {
-        self.credits.get(dest as usize).copied().unwrap_or(0)
+        self.acct.credits.get(dest as usize).copied().unwrap_or(0)
     }
 
     /// The largest message payload that travels to `dest` in one packet
@@ -426,7 +437,7 @@ impl Endpoint {
         if let Some(o) = &self.out {
             return Err(ErrorKind::MessageOpen { dest: o.dest }.into());
         }
-        while self.stash_full() && !self.in_handler && self.run_one_stashed()? {}
+        while self.acct.runs_set_aside_before_sending(self.standing()) && self.run_one_stashed()? {}
         if len > u32::MAX as usize {
             return Err(ErrorKind::TooLong {
                 len,
@@ -496,7 +507,7 @@ impl Endpoint {
         let packets = data.len().div_ceil(self.room[dest as usize].max(1)).max(1);
         if self.out.is_none()
             && !self.dev.is_null_route(dest)
-            && packets > self.credits[dest as usize] as usize
+            && packets > self.acct.credits[dest as usize] as usize
         {
             return Err(ErrorKind::WouldBlock { dest }.into());
         }
@@ -531,7 +542,7 @@ impl Endpoint {
         if !o.first_sent {
             if let Some((slot, _)) = o.slot.take() {
                 self.dev.raw_abort(slot);
-                self.credits[dest as usize] += 1;
+                self.acct.credits[dest as usize] += 1;
             }
             self.out = None;
             return Ok(());
@@ -658,18 +669,18 @@ impl Endpoint {
         let d = dest as usize;
         if d < self.size
             && self.out.is_none()
-            && !self.stash_full()
+            && !self.acct.stash_full()
             && data.len() <= self.room[d]
             && data.len() < self.cma_threshold
-            && self.credits[d] > 0
+            && self.acct.credits[d] > 0
         {
             if let Ok(slot) = self.dev.raw_send_buffer(dest, HEADER + data.len()) {
-                self.credits[d] -= 1;
+                self.acct.credits[d] -= 1;
                 let h = Header {
                     kind: Kind::Data,
                     flags: FIRST | LAST,
                     handler,
-                    credits: std::mem::take(&mut self.owed[d]),
+                    credits: self.acct.take_owed(d),
                     msg_len: data.len() as u32,
                 };
                 // SAFETY: the slot has room for the header and the data.
@@ -702,7 +713,7 @@ impl Endpoint {
             kind: Kind::Data,
             flags,
             handler: o.handler,
-            credits: std::mem::take(&mut self.owed[o.dest as usize]),
+            credits: self.acct.take_owed(o.dest as usize),
             msg_len: o.declared as u32,
         };
         // SAFETY: every slot has at least HEADER bytes.
@@ -721,7 +732,7 @@ impl Endpoint {
                 // An empty slot: give it back with its credit.
                 let (slot, _) = o.slot.take().expect("slot");
                 self.dev.raw_abort(slot);
-                self.credits[dest as usize] += 1;
+                self.acct.credits[dest as usize] += 1;
             }
             None => {}
         }
@@ -740,7 +751,7 @@ impl Endpoint {
             kind: Kind::Remote,
             flags,
             handler: o.handler,
-            credits: std::mem::take(&mut self.owed[dest as usize]),
+            credits: self.acct.take_owed(dest as usize),
             msg_len: o.declared as u32,
         };
         // SAFETY: the slot holds HEADER + REMOTE_PAYLOAD bytes.
@@ -771,12 +782,12 @@ impl Endpoint {
     fn try_data_slot(&mut self, dest: Rank, len: usize) -> Result<RawSend> {
         let d = dest as usize;
         // The null route has no credits: its device gives the clear error.
-        if self.credits[d] == 0 && !self.dev.is_null_route(dest) {
+        if self.acct.credits[d] == 0 && !self.dev.is_null_route(dest) {
             return Err(ErrorKind::WouldBlock { dest }.into());
         }
         match self.dev.raw_send_buffer(dest, len) {
             Ok(slot) => {
-                self.credits[d] -= 1;
+                self.acct.credits[d] -= 1;
                 Ok(slot)
             }
             Err(DeviceError::NoBuffer { .. }) => Err(ErrorKind::WouldBlock { dest }.into()),
@@ -791,10 +802,10 @@ impl Endpoint {
         let mut stalled = false;
         let (mut since, mut warned) = (std::time::Instant::now(), false);
         loop {
-            if self.credits[d] > 0 {
+            if self.acct.credits[d] > 0 {
                 match self.dev.raw_send_buffer(dest, len) {
                     Ok(slot) => {
-                        self.credits[d] -= 1;
+                        self.acct.credits[d] -= 1;
                         return Ok(slot);
                     }
                     Err(DeviceError::NoBuffer { .. }) => {}
@@ -825,10 +836,10 @@ impl Endpoint {
                 tracing::warn!(
                     rank = self.rank,
                     waiting_for = dest,
-                    credits = self.credits[d],
-                    owed = self.owed[d],
+                    credits = self.acct.credits[d],
+                    owed = self.acct.owed[d],
                     stashed = self.stashed,
-                    stashed_bytes = self.stashed_bytes,
+                    stashed_bytes = self.acct.stashed_bytes,
                     in_handler = self.in_handler,
                     pending_control = self.pending_control.len(),
                     device = ?self.dev.stats(),
@@ -839,7 +850,10 @@ impl Endpoint {
                     self.stall_hint(dest)
                 );
             }
-            if self.stash_full() && self.may_run_handlers() && self.run_one_stashed()? {
+            let set_aside = self.stashed > 0;
+            if self.acct.while_waiting(self.standing(), set_aside) == WhileWaiting::RunSetAside
+                && self.run_one_stashed()?
+            {
                 // Consume what was set aside (module docs).
                 w.reset();
                 continue;
@@ -860,11 +874,11 @@ impl Endpoint {
             rank = self.rank,
             open_message_to = ?self.open_message_dest(),
             stashed = self.stashed,
-            stashed_bytes = self.stashed_bytes,
+            stashed_bytes = self.acct.stashed_bytes,
             in_handler = self.in_handler,
             pending_control = self.pending_control.len(),
-            credits = ?self.credits,
-            owed = ?self.owed,
+            credits = ?self.acct.credits,
+            owed = ?self.acct.owed,
             device = ?self.dev.stats(),
             "fm: rank {} has waited {:.1} s for {what}",
             self.rank,
@@ -922,7 +936,7 @@ impl Endpoint {
     fn pop_stash(&mut self, src: Rank) -> Option<Packet> {
         let SetAside { bytes, owes_credit } = self.stash[src as usize].pop_front()?;
         self.stashed -= 1;
-        self.stashed_bytes -= bytes.len();
+        self.acct.stashed_bytes -= bytes.len();
         Some(Packet::Stashed {
             src,
             bytes,
@@ -932,8 +946,9 @@ impl Endpoint {
 
     /// Set a packet of `src`'s aside: last, or first (`unread`).
     fn push_stash(&mut self, src: Rank, p: SetAside, first: bool) {
-        self.stashed_bytes += p.bytes.len();
-        self.stats.stash_peak_bytes = self.stats.stash_peak_bytes.max(self.stashed_bytes as u64);
+        self.acct.stashed_bytes += p.bytes.len();
+        let bytes = self.acct.stashed_bytes as u64;
+        self.stats.stash_peak_bytes = self.stats.stash_peak_bytes.max(bytes);
         match first {
             true => self.stash[src as usize].push_front(p),
             false => self.stash[src as usize].push_back(p),
@@ -946,7 +961,7 @@ impl Endpoint {
     /// when they wait; a handler cannot, and two handlers waiting for
     /// credits the other withholds would wait for ever.
     fn release_withheld(&mut self) {
-        if !self.in_handler || self.withheld.iter().all(|&w| w == 0) {
+        if !self.acct.returns_withheld_when_waiting(self.standing()) {
             return;
         }
         for src in 0..self.size {
@@ -958,17 +973,13 @@ impl Endpoint {
         }
     }
 
-    /// Whether the copies set aside reached their bound.
-    #[inline]
-    pub(crate) fn stash_full(&self) -> bool {
-        self.stashed_bytes >= self.stash_limit
-    }
-
-    /// Whether a send may run handlers now: outside any handler, with no
-    /// message open.
-    #[inline]
-    fn may_run_handlers(&self) -> bool {
-        !self.in_handler && self.out.is_none()
+    /// Where this rank stands, for the rules (`accounts.rs`).
+    #[inline(always)]
+    fn standing(&self) -> Standing {
+        Standing {
+            in_handler: self.in_handler,
+            message_open: self.out.is_some(),
+        }
     }
 
     /// The next packet from `src` (the rest of a message being read). Packets
@@ -1067,14 +1078,10 @@ impl Endpoint {
         // window) keep circulating: a peer part way through a message can
         // always finish it, as the credits it uses come back in batches.
         let s = src as usize;
-        let owes_credit = h.first()
-            && self.stash_full()
-            && !self.in_handler
-            && self.withheld[s] + self.return_at[s] < self.window[s];
+        let owes_credit = self.acct.withholds(s, h.first(), self.standing());
         self.stats.stashed_packets += 1;
         if owes_credit {
             self.stats.stash_withheld_credits += 1;
-            self.withheld[s] += 1;
             self.free(p);
         } else {
             self.release(p);
@@ -1123,8 +1130,7 @@ impl Endpoint {
     pub(crate) fn take_credits(&mut self, src: Rank, h: &Header) {
         if h.credits != 0 {
             let s = src as usize;
-            let c = self.credits[s].saturating_add(h.credits);
-            if c > self.window[s] {
+            if let Err(c) = self.acct.returned(s, h.credits) {
                 // More back than we ever had out: a peer that breaks the
                 // protocol. Never let it push us past the window, which is
                 // what keeps the device's rings from being overrun.
@@ -1132,11 +1138,10 @@ impl Endpoint {
                 tracing::warn!(
                     src,
                     credits = c,
-                    window = self.window[s],
+                    window = self.acct.window[s],
                     "fm: peer returned more credits than were out"
                 );
             }
-            self.credits[s] = c.min(self.window[s]);
         }
     }
 
@@ -1178,9 +1183,7 @@ impl Endpoint {
     /// is also what bounds the control packets in a peer's queue.
     #[inline]
     pub(crate) fn owe_credit(&mut self, src: Rank) {
-        let s = src as usize;
-        self.owed[s] += 1;
-        if self.owed[s] >= self.return_at[s] {
+        if self.acct.consumed(src as usize) {
             self.send_control(src, Kind::Credit);
         }
     }
@@ -1188,8 +1191,9 @@ impl Endpoint {
     /// A set-aside message whose credit was withheld was consumed.
     #[inline]
     pub(crate) fn owe_withheld(&mut self, src: Rank) {
-        self.withheld[src as usize] -= 1;
-        self.owe_credit(src);
+        if self.acct.withheld_consumed(src as usize) {
+            self.send_control(src, Kind::Credit);
+        }
     }
 
     #[inline]
@@ -1206,11 +1210,7 @@ impl Endpoint {
 
     /// Send a control packet from the reserve; if no slot is free, keep it for later.
     fn send_control(&mut self, dest: Rank, kind: Kind) {
-        let credits = if kind == Kind::Credit || self.owed[dest as usize] > 0 {
-            self.owed[dest as usize]
-        } else {
-            0
-        };
+        let credits = self.acct.owed[dest as usize];
         if kind == Kind::Credit && credits == 0 {
             return;
         }
@@ -1226,7 +1226,7 @@ impl Endpoint {
                 // SAFETY: the slot holds at least HEADER bytes.
                 h.encode(unsafe { std::slice::from_raw_parts_mut(slot.ptr, HEADER) });
                 self.dev.raw_send(slot, HEADER);
-                self.owed[dest as usize] -= credits;
+                self.acct.owed[dest as usize] -= credits;
                 if kind == Kind::Credit {
                     self.stats.credit_packets += 1;
                 }

@@ -42,6 +42,7 @@
 //! an [`FmSender`] ([`Endpoint::sender`]): their messages go out at the
 //! owner's next `extract`, each thread's in its order.
 
+mod accounts;
 mod bootstrap;
 pub mod config;
 pub mod config_file;

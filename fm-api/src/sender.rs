@@ -158,10 +158,9 @@ impl FmSender {
             ))
             .into());
         }
-        // The owner's thread never waits for room: only it makes room.
-        let may_wait = o.owner.load(Ordering::Relaxed) != thread_no();
+        let on_owner_thread = o.owner.load(Ordering::Relaxed) == thread_no();
         let mut q = o.lock();
-        while may_wait && !q.messages.is_empty() && q.bytes + data.len() > OUTBOX_BYTES {
+        while waits_for_room(on_owner_thread, q.messages.len(), q.bytes, data.len()) {
             if o.closed.load(Ordering::SeqCst) {
                 break;
             }
@@ -182,6 +181,20 @@ impl FmSender {
         o.bell.ring();
         Ok(())
     }
+}
+
+/// Whether a sender waits for room before queueing `len` bytes behind
+/// `queued` messages of `queued_bytes`: while they and it would pass the
+/// bound (a message larger than the bound waits for an empty outbox) —
+/// except on the owner's thread, since only that thread makes room.
+#[inline]
+pub(crate) fn waits_for_room(
+    on_owner_thread: bool,
+    queued: usize,
+    queued_bytes: usize,
+    len: usize,
+) -> bool {
+    !on_owner_thread && queued > 0 && queued_bytes + len > OUTBOX_BYTES
 }
 
 /// A number for the calling thread, unique in this process (std's
