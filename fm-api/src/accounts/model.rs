@@ -642,6 +642,8 @@ struct Case {
     stash: usize,
 }
 
+// A table of cases: long, and clearer whole.
+#[allow(clippy::too_many_lines)]
 fn cases() -> Vec<Case> {
     use Tag::*;
     vec![
@@ -680,6 +682,20 @@ fn cases() -> Vec<Case> {
             ],
             window: 2,
             frames: 2,
+            stash: 1,
+        },
+        Case {
+            // Four ranks: three send requests to one, which replies past
+            // its window to each while sending to the last.
+            name: "four ranks, three requesting from one",
+            plans: vec![
+                vec![send(1, 1, Request(3))],
+                vec![send(3, 2, Plain)],
+                vec![send(1, 1, Request(3))],
+                vec![send(1, 1, Request(2))],
+            ],
+            window: 2,
+            frames: 1,
             stash: 1,
         },
         Case {
