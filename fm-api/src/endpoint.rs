@@ -353,7 +353,8 @@ impl Endpoint {
 
     /// Limit every wait inside fm (for credit, for a single-copy
     /// completion, for the rest of a message being read, in `barrier` and
-    /// `extract_wait`) to `limit`; past it the call fails with
+    /// `extract_wait`, and an [`FmSender`]'s wait for room) to `limit`;
+    /// past it the call fails with
     /// [`ErrorKind::Timeout`]. `None` (the default, unless `FM_WAIT_TIMEOUT`
     /// is set) waits for ever.
     ///
@@ -368,18 +369,22 @@ impl Endpoint {
     /// ```
     pub fn set_wait_timeout(&mut self, limit: Option<std::time::Duration>) {
         self.wait_limit = limit;
+        if let Some(o) = &self.outbox {
+            o.set_limit(limit);
+        }
     }
 
     /// A handle through which other threads send on this endpoint
     /// (`sender.rs`): what they send goes out at this endpoint's next
     /// `extract`, in the order each thread sent it.
     pub fn sender(&mut self) -> FmSender {
-        let (bell, size) = (self.dev.doorbell().clone(), self.size);
-        FmSender::new(
-            self.outbox
-                .get_or_insert_with(|| Outbox::new(bell, size))
-                .clone(),
-        )
+        let (bell, size, limit) = (self.dev.doorbell().clone(), self.size, self.wait_limit);
+        let outbox = self.outbox.get_or_insert_with(|| {
+            let o = Outbox::new(bell, size);
+            o.set_limit(limit);
+            o
+        });
+        FmSender::new(outbox.clone())
     }
 
     /// Send what other threads queued, oldest first.

@@ -27,6 +27,9 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+/// A sender waiting this long for room says why it may be waiting for ever.
+const STALL_REPORT_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Bytes the outbox holds at most; a sender waits for room (a message
 /// larger than this waits for an empty outbox).
 pub const OUTBOX_BYTES: usize = 4 << 20;
@@ -56,6 +59,9 @@ pub(crate) struct Outbox {
     /// The thread that sends the outbox ([`thread_no`]): the one that last
     /// extracted, or made a sender.
     owner: AtomicU64,
+    /// The endpoint's wait limit in milliseconds (0: none), for senders
+    /// waiting for room.
+    limit_ms: AtomicU64,
     bell: Arc<Doorbell>,
     size: usize,
 }
@@ -68,6 +74,7 @@ impl Outbox {
             pending: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             owner: AtomicU64::new(thread_no()),
+            limit_ms: AtomicU64::new(0),
             bell,
             size,
         })
@@ -90,6 +97,12 @@ impl Outbox {
         if self.owner.load(Ordering::Relaxed) != me {
             self.owner.store(me, Ordering::Relaxed);
         }
+    }
+
+    /// Owner: the endpoint's wait limit, which senders waiting for room keep too.
+    pub(crate) fn set_limit(&self, limit: Option<std::time::Duration>) {
+        let ms = limit.map_or(0, |l| (l.as_millis() as u64).max(1));
+        self.limit_ms.store(ms, Ordering::Relaxed);
     }
 
     /// Owner: the oldest queued message.
@@ -160,11 +173,37 @@ impl FmSender {
         }
         let on_owner_thread = o.owner.load(Ordering::Relaxed) == thread_no();
         let mut q = o.lock();
+        let since = std::time::Instant::now();
+        let mut reported = false;
         while waits_for_room(on_owner_thread, q.messages.len(), q.bytes, data.len()) {
             if o.closed.load(Ordering::SeqCst) {
                 break;
             }
-            q = o.room.wait(q).unwrap_or_else(|p| p.into_inner());
+            let waited = since.elapsed();
+            let limit_ms = o.limit_ms.load(Ordering::Relaxed);
+            if limit_ms != 0 && waited.as_millis() >= u128::from(limit_ms) {
+                return Err(ErrorKind::Timeout {
+                    what: "room in the outbox of the thread that owns the Fm",
+                    ms: u128::from(limit_ms),
+                }
+                .into());
+            }
+            if !reported && waited >= STALL_REPORT_AFTER {
+                reported = true;
+                tracing::warn!(
+                    queued = q.messages.len(),
+                    queued_bytes = q.bytes,
+                    "fm: a thread has waited {} s to queue a message on an FmSender: the \
+                     thread that owns the Fm sends what is queued only when it extracts; is \
+                     it waiting for this thread (a join, a lock) instead?",
+                    waited.as_secs()
+                );
+            }
+            q = o
+                .room
+                .wait_timeout(q, std::time::Duration::from_millis(250))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
         if o.closed.load(Ordering::SeqCst) {
             return Err(ErrorKind::Config("the Fm of this sender was dropped".into()).into());

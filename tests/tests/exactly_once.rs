@@ -202,7 +202,8 @@ fn head_to_head_bulk_of_1_gib_keeps_memory_bounded() {
 /// The adversarial mix (fm-mix): request/reply chains 9 deep whose handlers
 /// reply before, during or after reading, replies and requests of up to
 /// 4 MiB, fan-outs and bursts from handlers, a second thread sending
-/// through an FmSender, main code sending in storms meanwhile; on 4 and 8
+/// through an FmSender and the owner through its own past the outbox's
+/// bound, main code sending in storms meanwhile; on 4 and 8
 /// ranks, spinning and in the default wait, several seeds.
 #[test]
 fn mixed_request_reply_traffic_completes_on_4_and_8_ranks() {

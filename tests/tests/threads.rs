@@ -140,3 +140,31 @@ fn the_owner_sending_through_its_own_sender_past_the_bound_does_not_wait_for_its
     let got = got.lock().unwrap().clone();
     assert_eq!(got, vec![(1, BIG), (4, BIG), (2, BIG), (3, BIG)]);
 }
+
+/// A thread that queues on an `FmSender` while the owner never extracts
+/// (here: it waits for that thread) is not left waiting silently for ever:
+/// it keeps the `Fm`'s wait limit and fails with a timeout naming the
+/// outbox.
+#[test]
+fn a_sender_whose_owner_does_not_extract_times_out_with_the_wait_limit() {
+    let mut fm = Fm::builder()
+        .config(Config::local(0, 1, JobKey(15)))
+        .build()
+        .expect("one-rank job");
+    fm.set_wait_timeout(Some(std::time::Duration::from_millis(500)));
+    let sender = fm.sender();
+    let t = std::thread::spawn(move || -> fm::Result<()> {
+        sender.send(0, DATA, &vec![1u8; 3 << 20])?;
+        sender.send(0, DATA, &vec![2u8; 3 << 20]) // past the bound: waits
+    });
+    // The owner joins the thread instead of extracting.
+    let e = t
+        .join()
+        .expect("thread")
+        .expect_err("the second send must fail");
+    assert!(
+        matches!(e.kind(), fm::ErrorKind::Timeout { .. }) && e.to_string().contains("outbox"),
+        "{e}"
+    );
+    drop(fm);
+}

@@ -432,6 +432,13 @@ fn mix(seed: u64, requests: u64, max_size: u64, side: u64, hang_s: u64) -> Resul
     if !errors.is_empty() {
         return Err(format!("{} errors, first: {}", errors.len(), errors[0]));
     }
+    // The side thread may still be queueing: keep extracting (which sends
+    // what it queued) until it is done. Joining it without extracting
+    // would leave it waiting for room in the outbox for ever.
+    while !side_thread.is_finished() {
+        fm.extract_wait_timeout(usize::MAX, Duration::from_millis(10))
+            .map_err(err)?;
+    }
     side_thread
         .join()
         .map_err(|_| "the side thread panicked".to_string())??;

@@ -1,0 +1,191 @@
+//! Communicators.
+
+use crate::*;
+use fm_mpi_macros::mpi;
+
+#[mpi]
+fn PMPI_Comm_rank(comm: Handle, rank: *mut c_int) -> c_int {
+    call("MPI_Comm_rank", comm, |m| {
+        let r = m.comm(comm)?.rank;
+        if !rank.is_null() {
+            *rank = r;
+        }
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Comm_size(comm: Handle, size: *mut c_int) -> c_int {
+    call("MPI_Comm_size", comm, |m| {
+        let s = m.comm(comm)?.size();
+        if !size.is_null() {
+            *size = s;
+        }
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) -> c_int {
+    // The attributes' copy callbacks run outside the lock; then the
+    // duplicate gets what they gave (or, if one failed, is freed again).
+    let mut new = MPI_COMM_NULL;
+    let copied = call_with_callbacks("MPI_Comm_dup", comm, |m| {
+        let out = arg(newcomm, "the new communicator")?;
+        let (epoch, parent) = m.child_of(comm)?;
+        let context = m.new_context(&parent, epoch, true)?;
+        new = m.add_comm(Comm {
+            context,
+            barriers: 0,
+            children: 0,
+            ..parent
+        })?;
+        *out = new;
+        Ok(m.attrs.copies(comm))
+    });
+    match copied {
+        Ok(values) if values.is_empty() => MPI_SUCCESS,
+        Ok(values) => call("MPI_Comm_dup", comm, |m| {
+            m.attrs.set_copied(new, values);
+            Ok(())
+        }),
+        Err(class) if new == MPI_COMM_NULL => class,
+        Err(class) => {
+            call("MPI_Comm_dup", comm, |m| {
+                m.remove_comm(new);
+                Ok(())
+            });
+            *newcomm = MPI_COMM_NULL;
+            class
+        }
+    }
+}
+
+#[mpi]
+fn PMPI_Comm_split(comm: Handle, color: c_int, key: c_int, newcomm: *mut Handle) -> c_int {
+    call("MPI_Comm_split", comm, |m| {
+        let newcomm = arg(newcomm, "the new communicator")?;
+        if color < 0 && color != MPI_UNDEFINED {
+            return err(MPI_ERR_ARG, format!("color {color} is negative"));
+        }
+        *newcomm = split(m, comm, color, key)?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Comm_split_type(
+    comm: Handle,
+    split_type: c_int,
+    key: c_int,
+    _info: Handle,
+    newcomm: *mut Handle,
+) -> c_int {
+    call("MPI_Comm_split_type", comm, |m| {
+        let newcomm = arg(newcomm, "the new communicator")?;
+        let color = match split_type {
+            MPI_UNDEFINED => MPI_UNDEFINED,
+            MPI_COMM_TYPE_SHARED => {
+                // The ranks of one host share memory: colour by the first
+                // rank of this one's host.
+                let hosts = &m.engine.fm.config().hosts;
+                let me = m.engine.fm.rank() as usize;
+                match hosts.get(me) {
+                    Some(h) => hosts.iter().position(|x| x == h).unwrap_or(me) as c_int,
+                    None => me as c_int,
+                }
+            }
+            t => {
+                return err(
+                    MPI_ERR_ARG,
+                    format!("split type {t} is not MPI_COMM_TYPE_SHARED"),
+                )
+            }
+        };
+        *newcomm = split(m, comm, color, key)?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) -> c_int {
+    call("MPI_Comm_create", comm, |m| {
+        let newcomm = arg(newcomm, "the new communicator")?;
+        let members = m.group(group)?;
+        let (epoch, parent) = m.child_of(comm)?;
+        if let Some(r) = members.iter().find(|r| !parent.ranks.contains(r)) {
+            return err(
+                MPI_ERR_GROUP,
+                format!("the group holds process {r}, which is not in the communicator"),
+            );
+        }
+        let me = m.engine.fm.rank();
+        let mine = members.iter().position(|&r| r == me);
+        let context = m.new_context(&parent, epoch, mine.is_some())?;
+        *newcomm = match mine {
+            None => MPI_COMM_NULL,
+            Some(rank) => m.add_comm(Comm {
+                context,
+                ranks: members,
+                rank: rank as c_int,
+                errhandler: parent.errhandler,
+                barriers: 0,
+                children: 0,
+            })?,
+        };
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Comm_compare(comm1: Handle, comm2: Handle, result: *mut c_int) -> c_int {
+    call("MPI_Comm_compare", comm1, |m| {
+        let result = arg(result, "the result")?;
+        let (a, b) = (m.comm(comm1)?, m.comm(comm2)?);
+        *result = if comm1 == comm2 {
+            MPI_IDENT
+        } else if a.ranks == b.ranks {
+            MPI_CONGRUENT
+        } else {
+            compare_members(&a.ranks, &b.ranks)
+        };
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Comm_group(comm: Handle, group: *mut Handle) -> c_int {
+    call("MPI_Comm_group", comm, |m| {
+        let group = arg(group, "the group")?;
+        let ranks = m.comm(comm)?.ranks.clone();
+        *group = m.add_group(ranks)?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Comm_free(comm: *mut Handle) -> c_int {
+    let h = if comm.is_null() { MPI_COMM_NULL } else { *comm };
+    let freeable = |m: &Mpi| match Mpi::index(h) {
+        Some(i) if i >= 2 && m.comms.get(i).is_some_and(Option::is_some) => Ok(i),
+        _ => err(
+            MPI_ERR_COMM,
+            format!("{h:#x} is not a communicator that can be freed"),
+        ),
+    };
+    // The attributes go first, their delete callbacks outside the lock,
+    // while the communicator is still there for them to look at.
+    let deleted = call_with_callbacks("MPI_Comm_free", MPI_COMM_WORLD, |m| {
+        freeable(m)?;
+        Ok(m.attrs.clear(h))
+    });
+    if let Err(class) = deleted {
+        return class;
+    }
+    call("MPI_Comm_free", MPI_COMM_WORLD, |m| {
+        freeable(m)?;
+        m.remove_comm(h);
+        *comm = MPI_COMM_NULL;
+        Ok(())
+    })
+}

@@ -1,0 +1,326 @@
+//! Datatypes, packing, and counts from a status.
+
+use crate::*;
+use fm_mpi_macros::mpi;
+
+#[mpi]
+fn PMPI_Type_contiguous(count: c_int, oldtype: Handle, newtype: *mut Handle) -> c_int {
+    call("MPI_Type_contiguous", MPI_COMM_WORLD, |m| {
+        let old = m.layout(oldtype)?;
+        let l = Layout::hvector(nonneg(count, "count")?, 1, old.extent as i128, &old)?;
+        *arg(newtype, "the new datatype")? = m.add_type(l)?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Type_vector(
+    count: c_int,
+    blocklength: c_int,
+    stride: c_int,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    call("MPI_Type_vector", MPI_COMM_WORLD, |m| {
+        let old = m.layout(oldtype)?;
+        let (n, b) = (
+            nonneg(count, "count")?,
+            nonneg(blocklength, "block length")?,
+        );
+        let l = Layout::hvector(n, b, stride as i128 * old.extent as i128, &old)?;
+        *arg(newtype, "the new datatype")? = m.add_type(l)?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Type_create_hvector(
+    count: c_int,
+    blocklength: c_int,
+    stride: isize,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    call("MPI_Type_create_hvector", MPI_COMM_WORLD, |m| {
+        let old = m.layout(oldtype)?;
+        let (n, b) = (
+            nonneg(count, "count")?,
+            nonneg(blocklength, "block length")?,
+        );
+        *arg(newtype, "the new datatype")? =
+            m.add_type(Layout::hvector(n, b, stride as i128, &old)?)?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Type_indexed(
+    count: c_int,
+    blocklengths: *const c_int,
+    displacements: *const c_int,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    call("MPI_Type_indexed", MPI_COMM_WORLD, |m| {
+        let old = m.layout(oldtype)?;
+        let blocks = block_list(
+            count,
+            blocklengths,
+            |i| *displacements.add(i) as i128 * old.extent as i128,
+            displacements.is_null(),
+        )?;
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old)?)?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Type_create_hindexed(
+    count: c_int,
+    blocklengths: *const c_int,
+    displacements: *const isize,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    call("MPI_Type_create_hindexed", MPI_COMM_WORLD, |m| {
+        let old = m.layout(oldtype)?;
+        let blocks = block_list(
+            count,
+            blocklengths,
+            |i| *displacements.add(i) as i128,
+            displacements.is_null(),
+        )?;
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old)?)?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Type_create_indexed_block(
+    count: c_int,
+    blocklength: c_int,
+    displacements: *const c_int,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    call("MPI_Type_create_indexed_block", MPI_COMM_WORLD, |m| {
+        let old = m.layout(oldtype)?;
+        let b = nonneg(blocklength, "block length")?;
+        let n = nonneg(count, "count")?;
+        if n > 0 && displacements.is_null() {
+            return err(MPI_ERR_ARG, "a null array of displacements");
+        }
+        let blocks: Vec<(usize, i128)> = (0..n)
+            .map(|i| (b, *displacements.add(i) as i128 * old.extent as i128))
+            .collect();
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old)?)?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Type_create_struct(
+    count: c_int,
+    blocklengths: *const c_int,
+    displacements: *const isize,
+    types: *const Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    call("MPI_Type_create_struct", MPI_COMM_WORLD, |m| {
+        let n = nonneg(count, "count")?;
+        if n > 0 && (blocklengths.is_null() || displacements.is_null() || types.is_null()) {
+            return err(
+                MPI_ERR_ARG,
+                "a null array of block lengths, displacements or types",
+            );
+        }
+        let layouts = (0..n)
+            .map(|i| m.layout(*types.add(i)))
+            .collect::<MpiResult<Vec<_>>>()?;
+        let mut blocks = Vec::with_capacity(n);
+        for (i, l) in layouts.iter().enumerate() {
+            blocks.push((
+                nonneg(*blocklengths.add(i), "block length")?,
+                *displacements.add(i) as i128,
+                &**l,
+            ));
+        }
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::structure(&blocks)?)?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Type_create_resized(
+    oldtype: Handle,
+    lb: isize,
+    extent: isize,
+    newtype: *mut Handle,
+) -> c_int {
+    call("MPI_Type_create_resized", MPI_COMM_WORLD, |m| {
+        let old = m.layout(oldtype)?;
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::resized(&old, lb, extent))?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Type_commit(datatype: *mut Handle) -> c_int {
+    call("MPI_Type_commit", MPI_COMM_WORLD, |m| {
+        let h = *arg(datatype, "the datatype")?;
+        if is_predefined_type(h) {
+            return Ok(());
+        }
+        let l = m.derived(h)?;
+        if !l.committed {
+            let committed = Layout {
+                committed: true,
+                ..(*l).clone()
+            };
+            m.types[(h & HANDLE_INDEX) as usize] = Some(Arc::new(committed));
+        }
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Type_free(datatype: *mut Handle) -> c_int {
+    call("MPI_Type_free", MPI_COMM_WORLD, |m| {
+        let datatype = arg(datatype, "the datatype")?;
+        m.derived(*datatype)?;
+        // Operations under way keep their layout (each holds a reference).
+        m.types[(*datatype & HANDLE_INDEX) as usize] = None;
+        *datatype = MPI_DATATYPE_NULL;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Type_size(datatype: Handle, size: *mut c_int) -> c_int {
+    call("MPI_Type_size", MPI_COMM_WORLD, |m| {
+        let l = m.layout(datatype)?;
+        *arg(size, "the size")? = c_int::try_from(l.size).unwrap_or(MPI_UNDEFINED);
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Type_get_extent(datatype: Handle, lb: *mut isize, extent: *mut isize) -> c_int {
+    call("MPI_Type_get_extent", MPI_COMM_WORLD, |m| {
+        let l = m.layout(datatype)?;
+        *arg(lb, "the lower bound")? = l.lb;
+        *arg(extent, "the extent")? = l.extent;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Type_get_true_extent(datatype: Handle, lb: *mut isize, extent: *mut isize) -> c_int {
+    call("MPI_Type_get_true_extent", MPI_COMM_WORLD, |m| {
+        let l = m.layout(datatype)?;
+        *arg(lb, "the lower bound")? = l.true_lb;
+        *arg(extent, "the extent")? = l.true_ub - l.true_lb;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Pack(
+    inbuf: *const c_void,
+    incount: c_int,
+    datatype: Handle,
+    outbuf: *mut c_void,
+    outsize: c_int,
+    position: *mut c_int,
+    comm: Handle,
+) -> c_int {
+    call("MPI_Pack", comm, |m| {
+        let position = arg(position, "the position")?;
+        let l = m.layout(datatype)?;
+        let n = nonneg(incount, "count")?;
+        let bytes = data_bytes(n, &l)?;
+        check_buffer(inbuf, bytes)?;
+        let at = usize::try_from(*position)
+            .ok()
+            .filter(|&p| p + bytes <= outsize.max(0) as usize)
+            .ok_or_else(|| MpiError {
+                class: MPI_ERR_TRUNCATE,
+                message: format!(
+                    "{bytes} bytes at position {} do not fit {outsize}",
+                    *position
+                ),
+            })?;
+        let mut data = Vec::with_capacity(bytes);
+        l.pack(inbuf.cast(), n, &mut data);
+        if bytes > 0 {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), outbuf.cast::<u8>().add(at), bytes);
+        }
+        *position += bytes as c_int;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Unpack(
+    inbuf: *const c_void,
+    insize: c_int,
+    position: *mut c_int,
+    outbuf: *mut c_void,
+    outcount: c_int,
+    datatype: Handle,
+    comm: Handle,
+) -> c_int {
+    call("MPI_Unpack", comm, |m| {
+        let position = arg(position, "the position")?;
+        let l = m.layout(datatype)?;
+        let n = nonneg(outcount, "count")?;
+        let bytes = data_bytes(n, &l)?;
+        check_buffer(outbuf, bytes)?;
+        let at = usize::try_from(*position)
+            .ok()
+            .filter(|&p| p + bytes <= insize.max(0) as usize)
+            .ok_or_else(|| MpiError {
+                class: MPI_ERR_TRUNCATE,
+                message: format!(
+                    "{bytes} bytes at position {} are not within {insize}",
+                    *position
+                ),
+            })?;
+        let data = slice_or_empty(inbuf.cast::<u8>().wrapping_add(at), bytes);
+        l.unpack(data, outbuf.cast(), n);
+        *position += bytes as c_int;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Pack_size(incount: c_int, datatype: Handle, comm: Handle, size: *mut c_int) -> c_int {
+    call("MPI_Pack_size", comm, |m| {
+        let l = m.layout(datatype)?;
+        let bytes = data_bytes(nonneg(incount, "count")?, &l)?;
+        *arg(size, "the size")? = c_int::try_from(bytes).map_err(|_| MpiError {
+            class: MPI_ERR_COUNT,
+            message: format!("{bytes} bytes do not fit an int"),
+        })?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Get_address(location: *const c_void, address: *mut isize) -> c_int {
+    if address.is_null() {
+        return MPI_ERR_ARG;
+    }
+    *address = location as isize;
+    MPI_SUCCESS
+}
+
+#[mpi]
+fn PMPI_Get_count(status: *const MpiStatus, datatype: Handle, count: *mut c_int) -> c_int {
+    count_in_status(status, datatype, count, false)
+}
+
+#[mpi]
+fn PMPI_Get_elements(status: *const MpiStatus, datatype: Handle, count: *mut c_int) -> c_int {
+    count_in_status(status, datatype, count, true)
+}

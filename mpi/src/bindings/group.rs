@@ -1,0 +1,123 @@
+//! Groups.
+
+use crate::*;
+use fm_mpi_macros::mpi;
+
+#[mpi]
+fn PMPI_Group_size(group: Handle, size: *mut c_int) -> c_int {
+    call("MPI_Group_size", MPI_COMM_WORLD, |m| {
+        *arg(size, "the size")? = m.group(group)?.len() as c_int;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Group_rank(group: Handle, rank: *mut c_int) -> c_int {
+    call("MPI_Group_rank", MPI_COMM_WORLD, |m| {
+        let me = m.engine.fm.rank();
+        let members = m.group(group)?;
+        *arg(rank, "the rank")? = members
+            .iter()
+            .position(|&r| r == me)
+            .map_or(MPI_UNDEFINED, |i| i as c_int);
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Group_incl(group: Handle, n: c_int, ranks: *const c_int, newgroup: *mut Handle) -> c_int {
+    call("MPI_Group_incl", MPI_COMM_WORLD, |m| {
+        let newgroup = arg(newgroup, "the new group")?;
+        let members = m.group(group)?;
+        let picked = group_ranks(&members, n, ranks)?;
+        *newgroup = m.add_group(picked.iter().map(|&i| members[i]).collect())?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Group_excl(group: Handle, n: c_int, ranks: *const c_int, newgroup: *mut Handle) -> c_int {
+    call("MPI_Group_excl", MPI_COMM_WORLD, |m| {
+        let newgroup = arg(newgroup, "the new group")?;
+        let members = m.group(group)?;
+        let left_out = group_ranks(&members, n, ranks)?;
+        let kept = (0..members.len())
+            .filter(|i| !left_out.contains(i))
+            .map(|i| members[i])
+            .collect();
+        *newgroup = m.add_group(kept)?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Group_translate_ranks(
+    group1: Handle,
+    n: c_int,
+    ranks1: *const c_int,
+    group2: Handle,
+    ranks2: *mut c_int,
+) -> c_int {
+    call("MPI_Group_translate_ranks", MPI_COMM_WORLD, |m| {
+        let (g1, g2) = (m.group(group1)?, m.group(group2)?);
+        if n < 0 || (n > 0 && (ranks1.is_null() || ranks2.is_null())) {
+            return err(
+                MPI_ERR_ARG,
+                format!("{n} ranks at {ranks1:?} and {ranks2:?}"),
+            );
+        }
+        for i in 0..n as usize {
+            let r = *ranks1.add(i);
+            *ranks2.add(i) = if r == MPI_PROC_NULL {
+                MPI_PROC_NULL
+            } else {
+                let p = usize::try_from(r)
+                    .ok()
+                    .and_then(|r| g1.get(r))
+                    .ok_or_else(|| MpiError {
+                        class: MPI_ERR_RANK,
+                        message: format!("rank {r} is not in a group of {}", g1.len()),
+                    })?;
+                g2.iter()
+                    .position(|x| x == p)
+                    .map_or(MPI_UNDEFINED, |j| j as c_int)
+            };
+        }
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Group_compare(group1: Handle, group2: Handle, result: *mut c_int) -> c_int {
+    call("MPI_Group_compare", MPI_COMM_WORLD, |m| {
+        let (a, b) = (m.group(group1)?, m.group(group2)?);
+        *arg(result, "the result")? = if a == b {
+            MPI_IDENT
+        } else {
+            compare_members(&a, &b)
+        };
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Group_free(group: *mut Handle) -> c_int {
+    call("MPI_Group_free", MPI_COMM_WORLD, |m| {
+        let group = arg(group, "the group")?;
+        match *group {
+            h if h & !HANDLE_INDEX == GROUP_DIRECT
+                && m.groups
+                    .get((h & HANDLE_INDEX) as usize)
+                    .is_some_and(Option::is_some) =>
+            {
+                m.groups[(h & HANDLE_INDEX) as usize] = None;
+                *group = MPI_GROUP_NULL;
+                Ok(())
+            }
+            h => err(
+                MPI_ERR_GROUP,
+                format!("{h:#x} is not a group that can be freed"),
+            ),
+        }
+    })
+}

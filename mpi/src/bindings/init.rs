@@ -1,0 +1,143 @@
+//! Start-up, shutdown, versions and the clock.
+
+use crate::*;
+use fm_mpi_macros::mpi;
+
+#[mpi]
+fn PMPI_Init(_argc: *mut c_int, _argv: *mut *mut *mut c_char) -> c_int {
+    init("MPI_Init")
+}
+
+#[mpi]
+fn PMPI_Init_thread(
+    _argc: *mut c_int,
+    _argv: *mut *mut *mut c_char,
+    required: c_int,
+    provided: *mut c_int,
+) -> c_int {
+    let r = init("MPI_Init_thread");
+    if !provided.is_null() {
+        *provided = required.min(MPI_THREAD_SERIALIZED);
+    }
+    r
+}
+
+#[mpi]
+fn PMPI_Initialized(flag: *mut c_int) -> c_int {
+    answer(flag, c_int::from(!matches!(*phase(), Phase::Before)))
+}
+
+#[mpi]
+fn PMPI_Finalized(flag: *mut c_int) -> c_int {
+    answer(flag, c_int::from(matches!(*phase(), Phase::Finalized)))
+}
+
+#[mpi]
+fn PMPI_Query_thread(provided: *mut c_int) -> c_int {
+    answer(provided, MPI_THREAD_SERIALIZED)
+}
+
+#[mpi]
+fn PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
+    answer(flag, 1)
+}
+
+#[mpi]
+fn PMPI_Finalize() -> c_int {
+    // First, as MPI says, the attributes on MPI_COMM_SELF are deleted (the
+    // last set first): libraries hang their clean-up there.
+    let deleted = call_with_callbacks("MPI_Finalize", MPI_COMM_SELF, |m| {
+        Ok(m.attrs.clear(MPI_COMM_SELF))
+    });
+    if let Err(class) = deleted {
+        return class;
+    }
+    let mut g = phase();
+    let Phase::Running(mpi) = &mut *g else {
+        fatal(None, "MPI_Finalize", "called without MPI_Init, or twice");
+    };
+    // Sends still open are completed (their receivers may still want
+    // them), then everyone meets, so nobody leaves while a peer needs it.
+    let r = (|| {
+        for id in mpi.engine.open_requests() {
+            mpi.engine.wait(id)?;
+        }
+        let mut world = mpi.comm(MPI_COMM_WORLD)?.clone();
+        mpi.engine.barrier(&mut world)
+    })();
+    if let Err(e) = r {
+        let rank = mpi.comms[0].as_ref().map(|c| c.rank);
+        fatal(rank, "MPI_Finalize", &e.message);
+    }
+    *g = Phase::Finalized;
+    MPI_SUCCESS
+}
+
+#[mpi]
+fn PMPI_Abort(_comm: Handle, errorcode: c_int) -> c_int {
+    let rank = match &*phase() {
+        Phase::Running(m) => m.comms[0].as_ref().map(|c| c.rank),
+        _ => None,
+    };
+    match rank {
+        Some(r) => eprintln!("fm MPI: rank {r} called MPI_Abort with error code {errorcode}"),
+        None => eprintln!("fm MPI: MPI_Abort with error code {errorcode}"),
+    }
+    std::process::exit(if errorcode == 0 { 1 } else { errorcode })
+}
+
+#[mpi]
+fn PMPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    let host = rustix_hostname();
+    put_string(&host, name, MPI_MAX_PROCESSOR_NAME, resultlen);
+    MPI_SUCCESS
+}
+
+#[mpi]
+fn PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
+    if !version.is_null() {
+        *version = MPI_VERSION;
+    }
+    if !subversion.is_null() {
+        *subversion = MPI_SUBVERSION;
+    }
+    MPI_SUCCESS
+}
+
+#[mpi]
+fn PMPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) -> c_int {
+    let v = format!(
+        "fm MPI {} (MPICH ABI, libmpich.so.12): point-to-point over fm's composite",
+        env!("CARGO_PKG_VERSION")
+    );
+    put_string(&v, version, MPI_MAX_LIBRARY_VERSION_STRING, resultlen);
+    MPI_SUCCESS
+}
+
+/// `MPI_Wtime`: seconds since `MPI_Init` (not synchronised across hosts:
+/// `MPI_WTIME_IS_GLOBAL` is false).
+#[no_mangle]
+pub extern "C" fn PMPI_Wtime() -> c_double {
+    match &*phase() {
+        Phase::Running(m) => m.t0.elapsed().as_secs_f64(),
+        _ => 0.0,
+    }
+}
+
+/// `MPI_Wtime`: calls `PMPI_Wtime`.
+#[no_mangle]
+pub extern "C" fn MPI_Wtime() -> c_double {
+    PMPI_Wtime()
+}
+
+/// `MPI_Wtick`: the resolution of `MPI_Wtime`.
+#[no_mangle]
+pub extern "C" fn PMPI_Wtick() -> c_double {
+    1e-9
+}
+
+/// `MPI_Wtick`: calls `PMPI_Wtick`.
+#[no_mangle]
+pub extern "C" fn MPI_Wtick() -> c_double {
+    PMPI_Wtick()
+}

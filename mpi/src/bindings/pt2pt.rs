@@ -1,0 +1,537 @@
+//! Point-to-point: sends, receives, probes, buffers, persistent requests.
+
+use crate::*;
+use fm_mpi_macros::mpi;
+
+#[mpi]
+fn PMPI_Send(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> c_int {
+    call("MPI_Send", comm, |m| {
+        send(m, buf, count, datatype, dest, tag, comm, false, None)
+    })
+}
+
+#[mpi]
+fn PMPI_Rsend(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> c_int {
+    call("MPI_Rsend", comm, |m| {
+        send(m, buf, count, datatype, dest, tag, comm, false, None)
+    })
+}
+
+#[mpi]
+fn PMPI_Ssend(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> c_int {
+    call("MPI_Ssend", comm, |m| {
+        send(m, buf, count, datatype, dest, tag, comm, true, None)
+    })
+}
+
+#[mpi]
+fn PMPI_Isend(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    call("MPI_Isend", comm, |m| {
+        send(
+            m,
+            buf,
+            count,
+            datatype,
+            dest,
+            tag,
+            comm,
+            false,
+            Some(request),
+        )
+    })
+}
+
+#[mpi]
+fn PMPI_Irsend(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    call("MPI_Irsend", comm, |m| {
+        send(
+            m,
+            buf,
+            count,
+            datatype,
+            dest,
+            tag,
+            comm,
+            false,
+            Some(request),
+        )
+    })
+}
+
+#[mpi]
+fn PMPI_Issend(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    call("MPI_Issend", comm, |m| {
+        send(
+            m,
+            buf,
+            count,
+            datatype,
+            dest,
+            tag,
+            comm,
+            true,
+            Some(request),
+        )
+    })
+}
+
+#[mpi]
+fn PMPI_Recv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    status: *mut MpiStatus,
+) -> c_int {
+    call("MPI_Recv", comm, |m| {
+        let id = recv(m, buf, count, datatype, source, tag, comm)?;
+        let s = m.engine.wait(id)?;
+        put_status(status, s);
+        status_result(&s)
+    })
+}
+
+#[mpi]
+fn PMPI_Irecv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    call("MPI_Irecv", comm, |m| {
+        let request = arg(request, "the request")?;
+        let id = recv(m, buf, count, datatype, source, tag, comm)?;
+        *request = request_handle(id);
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Sendrecv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    source: c_int,
+    recvtag: c_int,
+    comm: Handle,
+    status: *mut MpiStatus,
+) -> c_int {
+    call("MPI_Sendrecv", comm, |m| {
+        let r = recv(m, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
+        let mut sreq = MPI_REQUEST_NULL;
+        send(
+            m,
+            sendbuf,
+            sendcount,
+            sendtype,
+            dest,
+            sendtag,
+            comm,
+            false,
+            Some(&mut sreq),
+        )?;
+        m.engine.wait(request_id(sreq)?)?;
+        let s = m.engine.wait(r)?;
+        put_status(status, s);
+        status_result(&s)
+    })
+}
+
+#[mpi]
+fn PMPI_Sendrecv_replace(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: Handle,
+    status: *mut MpiStatus,
+) -> c_int {
+    call("MPI_Sendrecv_replace", comm, |m| {
+        let elements = m.elements(count, datatype)?;
+        check_buffer(buf, elements.bytes())?;
+        // The send starts first. A packed type's packs its elements into a
+        // message of its own at once, so the receive may unpack straight
+        // into them; plain bytes are sent from where they are, so the
+        // message comes into a buffer of its own and replaces them (at
+        // their offset) once both are done.
+        let mut sreq = MPI_REQUEST_NULL;
+        send(
+            m,
+            buf,
+            count,
+            datatype,
+            dest,
+            sendtag,
+            comm,
+            false,
+            Some(&mut sreq),
+        )?;
+        let (r, incoming) = match elements {
+            Elements::Packed { .. } => {
+                (recv(m, buf, count, datatype, source, recvtag, comm)?, None)
+            }
+            Elements::Plain { at, bytes } => {
+                let (c, source) = m.recv_from(comm, source, recvtag)?;
+                let mut v = vec![0u8; bytes];
+                // SAFETY: `v` (its heap buffer) lives until the receive
+                // is waited for, below.
+                let r = m
+                    .engine
+                    .irecv(c.context, source, recvtag, v.as_mut_ptr(), bytes)?;
+                (r, Some((at, v)))
+            }
+        };
+        m.engine.wait(request_id(sreq)?)?;
+        let s = m.engine.wait(r)?;
+        if let Some((at, v)) = incoming {
+            let n = (s.bytes() as usize).min(v.len());
+            if n > 0 {
+                // SAFETY: the caller's `count` elements, `v.len()` plain
+                // bytes from `at` (MPI's rule for the buffer).
+                std::ptr::copy_nonoverlapping(v.as_ptr(), buf.cast::<u8>().offset(at), n);
+            }
+        }
+        put_status(status, s);
+        status_result(&s)
+    })
+}
+
+#[mpi]
+fn PMPI_Improbe(
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    flag: *mut c_int,
+    message: *mut Handle,
+    status: *mut MpiStatus,
+) -> c_int {
+    call("MPI_Improbe", comm, |m| {
+        let (flag, message) = (arg(flag, "the flag")?, arg(message, "the message")?);
+        let (c, source) = m.recv_from(comm, source, tag)?;
+        if source == MPI_PROC_NULL {
+            *flag = 1;
+            *message = MPI_MESSAGE_NO_PROC;
+            put_status(status, MpiStatus::empty());
+            return Ok(());
+        }
+        match m.engine.improbe(c.context, source, tag)? {
+            Some((id, s)) => {
+                *flag = 1;
+                *message = message_handle(id);
+                put_status(status, s);
+            }
+            None => *flag = 0,
+        }
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Mprobe(
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    message: *mut Handle,
+    status: *mut MpiStatus,
+) -> c_int {
+    call("MPI_Mprobe", comm, |m| {
+        let message = arg(message, "the message")?;
+        let (c, source) = m.recv_from(comm, source, tag)?;
+        if source == MPI_PROC_NULL {
+            *message = MPI_MESSAGE_NO_PROC;
+            put_status(status, MpiStatus::empty());
+            return Ok(());
+        }
+        let (id, s) = m.engine.mprobe(c.context, source, tag)?;
+        *message = message_handle(id);
+        put_status(status, s);
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Imrecv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    message: *mut Handle,
+    request: *mut Handle,
+) -> c_int {
+    call("MPI_Imrecv", MPI_COMM_WORLD, |m| {
+        let (message, request) = (arg(message, "the message")?, arg(request, "the request")?);
+        let id = mrecv_start(m, buf, count, datatype, *message)?;
+        *message = MPI_MESSAGE_NULL;
+        *request = request_handle(id);
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Mrecv(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    message: *mut Handle,
+    status: *mut MpiStatus,
+) -> c_int {
+    call("MPI_Mrecv", MPI_COMM_WORLD, |m| {
+        let message = arg(message, "the message")?;
+        let id = mrecv_start(m, buf, count, datatype, *message)?;
+        *message = MPI_MESSAGE_NULL;
+        let s = m.engine.wait(id)?;
+        put_status(status, s);
+        status_result(&s)
+    })
+}
+
+#[mpi]
+fn PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
+    call("MPI_Buffer_attach", MPI_COMM_WORLD, |m| {
+        if m.attached.is_some() {
+            return err(
+                MPI_ERR_BUFFER,
+                "a buffer is attached already (MPI_Buffer_detach it first)",
+            );
+        }
+        if size < 0 || (buffer.is_null() && size > 0) {
+            return err(
+                MPI_ERR_BUFFER,
+                format!("a buffer of {size} bytes at {buffer:?}"),
+            );
+        }
+        m.attached = Some((buffer as usize, size as usize));
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
+    call("MPI_Buffer_detach", MPI_COMM_WORLD, |m| {
+        // Every buffered send completes first.
+        while let Some((id, data)) = m.buffered.pop() {
+            m.engine.wait(id)?;
+            drop(data);
+        }
+        let (addr, bytes) = m.attached.take().unwrap_or((0, 0));
+        if !buffer_addr.is_null() {
+            *buffer_addr.cast::<*mut c_void>() = addr as *mut c_void;
+        }
+        if !size.is_null() {
+            *size = bytes as c_int;
+        }
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Bsend(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> c_int {
+    call("MPI_Bsend", comm, |m| {
+        bsend(m, buf, count, datatype, dest, tag, comm)
+    })
+}
+
+#[mpi]
+fn PMPI_Ibsend(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    call("MPI_Ibsend", comm, |m| {
+        let request = arg(request, "the request")?;
+        bsend(m, buf, count, datatype, dest, tag, comm)?;
+        // Buffered: complete as soon as the data is copied.
+        *request = request_handle(m.engine.null_request());
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Send_init(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    call("MPI_Send_init", comm, |m| {
+        persistent(
+            m,
+            Some(false),
+            buf.cast_mut(),
+            count,
+            datatype,
+            dest,
+            tag,
+            comm,
+            request,
+        )
+    })
+}
+
+#[mpi]
+fn PMPI_Ssend_init(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    call("MPI_Ssend_init", comm, |m| {
+        persistent(
+            m,
+            Some(true),
+            buf.cast_mut(),
+            count,
+            datatype,
+            dest,
+            tag,
+            comm,
+            request,
+        )
+    })
+}
+
+#[mpi]
+fn PMPI_Rsend_init(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    call("MPI_Rsend_init", comm, |m| {
+        persistent(
+            m,
+            Some(false),
+            buf.cast_mut(),
+            count,
+            datatype,
+            dest,
+            tag,
+            comm,
+            request,
+        )
+    })
+}
+
+#[mpi]
+fn PMPI_Recv_init(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    call("MPI_Recv_init", comm, |m| {
+        persistent(m, None, buf, count, datatype, source, tag, comm, request)
+    })
+}
+
+#[mpi]
+fn PMPI_Iprobe(
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    flag: *mut c_int,
+    status: *mut MpiStatus,
+) -> c_int {
+    call("MPI_Iprobe", comm, |m| {
+        let flag = arg(flag, "the flag")?;
+        let (c, source) = m.recv_from(comm, source, tag)?;
+        match m.engine.iprobe(c.context, source, tag)? {
+            Some(s) => {
+                *flag = 1;
+                put_status(status, s);
+            }
+            None => *flag = 0,
+        }
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Probe(source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) -> c_int {
+    call("MPI_Probe", comm, |m| {
+        let (c, source) = m.recv_from(comm, source, tag)?;
+        let s = m.engine.probe(c.context, source, tag)?;
+        put_status(status, s);
+        Ok(())
+    })
+}

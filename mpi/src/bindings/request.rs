@@ -1,0 +1,241 @@
+//! Completion: wait, test, start, cancel, free.
+
+use crate::*;
+use fm_mpi_macros::mpi;
+
+#[mpi]
+fn PMPI_Wait(request: *mut Handle, status: *mut MpiStatus) -> c_int {
+    call("MPI_Wait", MPI_COMM_WORLD, |m| {
+        let request = arg(request, "the request")?;
+        let Some(id) = resolve(m, *request)? else {
+            put_status(status, MpiStatus::empty());
+            return Ok(());
+        };
+        let s = m.engine.wait(id)?;
+        retire(m, request);
+        put_status(status, s);
+        status_result(&s)
+    })
+}
+
+#[mpi]
+fn PMPI_Test(request: *mut Handle, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
+    call("MPI_Test", MPI_COMM_WORLD, |m| {
+        let request = arg(request, "the request")?;
+        let flag = arg(flag, "the flag")?;
+        let Some(id) = resolve(m, *request)? else {
+            *flag = 1;
+            put_status(status, MpiStatus::empty());
+            return Ok(());
+        };
+        m.engine.progress()?;
+        match m.engine.test(id) {
+            Some(s) => {
+                *flag = 1;
+                retire(m, request);
+                put_status(status, s);
+                status_result(&s)
+            }
+            None => {
+                *flag = 0;
+                Ok(())
+            }
+        }
+    })
+}
+
+#[mpi]
+fn PMPI_Waitall(count: c_int, requests: *mut Handle, statuses: *mut MpiStatus) -> c_int {
+    call("MPI_Waitall", MPI_COMM_WORLD, |m| {
+        let ids = request_ids(m, requests, count)?;
+        let mut truncated = false;
+        for (i, id) in ids.iter().enumerate() {
+            let s = match id {
+                None => MpiStatus::empty(),
+                Some(id) => {
+                    let s = m.engine.wait(*id)?;
+                    retire(m, &mut *requests.add(i));
+                    s
+                }
+            };
+            truncated |= s.error != MPI_SUCCESS;
+            if statuses as usize != STATUS_IGNORE && !statuses.is_null() {
+                *statuses.add(i) = s;
+            }
+        }
+        if truncated {
+            return err(MPI_ERR_IN_STATUS, "a request failed: see its status");
+        }
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Waitany(
+    count: c_int,
+    requests: *mut Handle,
+    index: *mut c_int,
+    status: *mut MpiStatus,
+) -> c_int {
+    call("MPI_Waitany", MPI_COMM_WORLD, |m| {
+        let ids = request_ids(m, requests, count)?;
+        let index = arg(index, "the index")?;
+        match m.engine.wait_any(&ids)? {
+            None => {
+                *index = MPI_UNDEFINED;
+                put_status(status, MpiStatus::empty());
+                Ok(())
+            }
+            Some((i, s)) => {
+                *index = i as c_int;
+                retire(m, &mut *requests.add(i));
+                put_status(status, s);
+                status_result(&s)
+            }
+        }
+    })
+}
+
+#[mpi]
+fn PMPI_Testall(
+    count: c_int,
+    requests: *mut Handle,
+    flag: *mut c_int,
+    statuses: *mut MpiStatus,
+) -> c_int {
+    call("MPI_Testall", MPI_COMM_WORLD, |m| {
+        let ids = request_ids(m, requests, count)?;
+        let flag = arg(flag, "the flag")?;
+        m.engine.progress()?;
+        if !ids.iter().flatten().all(|&id| m.engine.is_done(id)) {
+            *flag = 0;
+            return Ok(());
+        }
+        *flag = 1;
+        for (i, id) in ids.iter().enumerate() {
+            let s = id
+                .and_then(|id| m.engine.test(id))
+                .unwrap_or_else(MpiStatus::empty);
+            if id.is_some() {
+                retire(m, &mut *requests.add(i));
+            }
+            if statuses as usize != STATUS_IGNORE && !statuses.is_null() {
+                *statuses.add(i) = s;
+            }
+        }
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Testany(
+    count: c_int,
+    requests: *mut Handle,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut MpiStatus,
+) -> c_int {
+    call("MPI_Testany", MPI_COMM_WORLD, |m| {
+        let ids = request_ids(m, requests, count)?;
+        let (index, flag) = (arg(index, "the index")?, arg(flag, "the flag")?);
+        m.engine.progress()?;
+        if ids.iter().all(Option::is_none) {
+            *flag = 1;
+            *index = MPI_UNDEFINED;
+            put_status(status, MpiStatus::empty());
+            return Ok(());
+        }
+        for (i, id) in ids.iter().enumerate() {
+            if let Some(s) = id.and_then(|id| m.engine.test(id)) {
+                *flag = 1;
+                *index = i as c_int;
+                retire(m, &mut *requests.add(i));
+                put_status(status, s);
+                return status_result(&s);
+            }
+        }
+        *flag = 0;
+        *index = MPI_UNDEFINED;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Waitsome(
+    incount: c_int,
+    requests: *mut Handle,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MpiStatus,
+) -> c_int {
+    call("MPI_Waitsome", MPI_COMM_WORLD, |m| {
+        some(m, true, incount, requests, outcount, indices, statuses)
+    })
+}
+
+#[mpi]
+fn PMPI_Testsome(
+    incount: c_int,
+    requests: *mut Handle,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MpiStatus,
+) -> c_int {
+    call("MPI_Testsome", MPI_COMM_WORLD, |m| {
+        some(m, false, incount, requests, outcount, indices, statuses)
+    })
+}
+
+#[mpi]
+fn PMPI_Start(request: *mut Handle) -> c_int {
+    call("MPI_Start", MPI_COMM_WORLD, |m| {
+        start(m, *arg(request, "the request")?)
+    })
+}
+
+#[mpi]
+fn PMPI_Startall(count: c_int, requests: *mut Handle) -> c_int {
+    call("MPI_Startall", MPI_COMM_WORLD, |m| {
+        if count < 0 {
+            return err(MPI_ERR_COUNT, format!("count {count} is negative"));
+        }
+        if count > 0 && requests.is_null() {
+            return err(MPI_ERR_ARG, "a null array of requests");
+        }
+        (0..count as usize).try_for_each(|i| start(m, *requests.add(i)))
+    })
+}
+
+#[mpi]
+fn PMPI_Request_free(request: *mut Handle) -> c_int {
+    call("MPI_Request_free", MPI_COMM_WORLD, |m| {
+        let request = arg(request, "the request")?;
+        if let Some(id) = resolve(m, *request)? {
+            m.engine.free_request(id);
+        }
+        if *request & !HANDLE_INDEX == PERSISTENT_DIRECT {
+            m.persistent[(*request & HANDLE_INDEX) as usize] = None;
+        }
+        *request = MPI_REQUEST_NULL;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Cancel(request: *mut Handle) -> c_int {
+    call("MPI_Cancel", MPI_COMM_WORLD, |m| {
+        if let Some(id) = resolve(m, *arg(request, "the request")?)? {
+            m.engine.cancel(id);
+        }
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Test_cancelled(status: *const MpiStatus, flag: *mut c_int) -> c_int {
+    if status.is_null() || status as usize == STATUS_IGNORE || flag.is_null() {
+        return MPI_ERR_ARG;
+    }
+    *flag = c_int::from((*status).cancelled());
+    MPI_SUCCESS
+}

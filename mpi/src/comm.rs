@@ -1,0 +1,97 @@
+//! Communicator and group helpers shared by the bindings.
+
+use crate::*;
+
+/// `MPI_CONGRUENT` is for communicators; for members alone: the same in
+/// another order is `MPI_SIMILAR`, else `MPI_UNEQUAL`.
+pub(crate) fn compare_members(a: &[fm::Rank], b: &[fm::Rank]) -> c_int {
+    let (mut x, mut y) = (a.to_vec(), b.to_vec());
+    x.sort_unstable();
+    y.sort_unstable();
+    if x == y {
+        MPI_SIMILAR
+    } else {
+        MPI_UNEQUAL
+    }
+}
+
+/// `n` distinct ranks of a group of `members`, read from `ranks`.
+///
+/// # Safety
+/// `ranks` holds `n` ints.
+pub(crate) unsafe fn group_ranks(
+    members: &[fm::Rank],
+    n: c_int,
+    ranks: *const c_int,
+) -> MpiResult<Vec<usize>> {
+    if n < 0 || (n > 0 && ranks.is_null()) {
+        return err(MPI_ERR_ARG, format!("{n} ranks at {ranks:?}"));
+    }
+    let mut v = Vec::with_capacity(n as usize);
+    for i in 0..n as usize {
+        let r = *ranks.add(i);
+        match usize::try_from(r) {
+            Ok(r) if r < members.len() && !v.contains(&r) => v.push(r),
+            _ => {
+                return err(
+                    MPI_ERR_RANK,
+                    format!(
+                        "rank {r} is not a rank of a group of {}, or is named twice",
+                        members.len()
+                    ),
+                )
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// `MPI_Comm_split`: every member of `comm` says its colour and key; those
+/// of this one's colour, ordered by key then by rank in `comm`, make the
+/// new communicator (`MPI_UNDEFINED`: none, `MPI_COMM_NULL`).
+pub(crate) fn split(m: &mut Mpi, comm: Handle, color: c_int, key: c_int) -> MpiResult<Handle> {
+    let (epoch, parent) = m.child_of(comm)?;
+    // Everyone's (colour, key), over the parent's collective context.
+    let mut all = vec![(0, 0); parent.ranks.len()];
+    let me = parent.rank as usize;
+    all[me] = (color, key);
+    let mine: Vec<u8> = [color.to_le_bytes(), key.to_le_bytes()].concat();
+    let tag = split_tag(epoch);
+    let others = || (0..parent.ranks.len()).filter(|&r| r != me);
+    let sends = (others())
+        .map(|r| context::start_send(&mut m.engine, &parent, r, tag, &mine))
+        .collect::<MpiResult<Vec<u32>>>()?;
+    for r in others() {
+        let b = context::receive(&mut m.engine, &parent, r, tag, 8)?;
+        all[r] = (
+            c_int::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            c_int::from_le_bytes([b[4], b[5], b[6], b[7]]),
+        );
+    }
+    // `mine` lives until here, where its sends are done.
+    for id in sends {
+        m.engine.wait(id)?;
+    }
+    let context = m.new_context(&parent, epoch, color != MPI_UNDEFINED)?;
+    if color == MPI_UNDEFINED {
+        return Ok(MPI_COMM_NULL);
+    }
+    let mut chosen: Vec<(c_int, usize)> = (all.iter().enumerate())
+        .filter(|(_, (c, _))| *c == color)
+        .map(|(r, (_, k))| (*k, r))
+        .collect();
+    chosen.sort_unstable();
+    let rank = chosen
+        .iter()
+        .position(|&(_, r)| r as c_int == parent.rank)
+        .unwrap_or(0);
+    let ranks: Vec<fm::Rank> = chosen.iter().map(|&(_, r)| parent.ranks[r]).collect();
+    m.add_comm(Comm {
+        context,
+        ranks: ranks.into(),
+        rank: rank as c_int,
+        errhandler: parent.errhandler,
+        barriers: 0,
+        children: 0,
+    })
+}

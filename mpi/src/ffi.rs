@@ -1,0 +1,168 @@
+//! Reading C arguments and writing C results: null checks, counts,
+//! statuses and strings.
+
+use crate::*;
+
+/// `MPI_Get_count` (whole elements of `datatype`) and, with `basic`,
+/// `MPI_Get_elements` (its basic elements, also those of a partial
+/// element) in the bytes `status` says arrived: `MPI_UNDEFINED` when they
+/// end inside one.
+///
+/// # Safety
+/// `status` and `count` are null or valid, as MPI's caller promises.
+pub(crate) unsafe fn count_in_status(
+    status: *const MpiStatus,
+    datatype: Handle,
+    count: *mut c_int,
+    basic: bool,
+) -> c_int {
+    let whole = |bytes: u64, size: usize| match size as u64 {
+        0 => Some(0),
+        size => bytes.is_multiple_of(size).then_some(bytes / size),
+    };
+    if status.is_null() || status as usize == STATUS_IGNORE || count.is_null() {
+        return MPI_ERR_ARG;
+    }
+    let bytes = (*status).bytes();
+    let n = match builtin_type_size(datatype) {
+        Some(size) if !basic => whole(bytes, size),
+        // Basic elements (pair types count two) are the layout's to say.
+        _ => {
+            let layout = match &*phase() {
+                Phase::Running(m) => m.layout(datatype),
+                _ => err(MPI_ERR_TYPE, "no datatype before MPI_Init"),
+            };
+            match layout {
+                Ok(l) if basic => l.elements_in(bytes),
+                Ok(l) => whole(bytes, l.size),
+                Err(_) => return MPI_ERR_TYPE,
+            }
+        }
+    };
+    *count = n.map_or(MPI_UNDEFINED, |n| n.min(c_int::MAX as u64) as c_int);
+    MPI_SUCCESS
+}
+
+/// Bytes of data in `count` elements of `layout`, if they fit an address.
+pub(crate) fn data_bytes(count: usize, layout: &Layout) -> MpiResult<usize> {
+    count
+        .checked_mul(layout.size)
+        .filter(|&n| n <= isize::MAX as usize)
+        .ok_or_else(|| MpiError {
+            class: MPI_ERR_COUNT,
+            message: format!(
+                "{count} elements of {} bytes do not fit an address",
+                layout.size
+            ),
+        })
+}
+
+pub(crate) fn check_buffer(buf: *const c_void, bytes: usize) -> MpiResult<()> {
+    if buf.is_null() && bytes > 0 {
+        return err(MPI_ERR_BUFFER, "a null buffer for a non-empty message");
+    }
+    Ok(())
+}
+
+/// An argument the call writes (or reads) through: null is `MPI_ERR_ARG`,
+/// not a crash.
+///
+/// # Safety
+/// `p` is null or points at a `T` that lives through the call.
+pub(crate) unsafe fn arg<'a, T>(p: *mut T, what: &str) -> MpiResult<&'a mut T> {
+    p.as_mut().ok_or_else(|| MpiError {
+        class: MPI_ERR_ARG,
+        message: format!("a null pointer for {what}"),
+    })
+}
+
+/// A call that only answers `v` through `out` (any time, even before
+/// `MPI_Init`): `MPI_ERR_ARG` for a null `out`.
+///
+/// # Safety
+/// `out` is null or points at an int.
+pub(crate) unsafe fn answer(out: *mut c_int, v: c_int) -> c_int {
+    match out.as_mut() {
+        Some(o) => {
+            *o = v;
+            MPI_SUCCESS
+        }
+        None => MPI_ERR_ARG,
+    }
+}
+
+/// Write `s` to a status the caller gave, unless it is `MPI_STATUS_IGNORE`.
+///
+/// # Safety
+/// `out` is null, `MPI_STATUS_IGNORE`, or points at an `MPI_Status`.
+pub(crate) unsafe fn put_status(out: *mut MpiStatus, s: MpiStatus) {
+    if !out.is_null() && out as usize != STATUS_IGNORE {
+        *out = s;
+    }
+}
+
+/// The receive's truncation, reported as the call's error.
+pub(crate) fn status_result(s: &MpiStatus) -> MpiResult<()> {
+    if s.error == MPI_ERR_TRUNCATE {
+        return err(
+            MPI_ERR_TRUNCATE,
+            format!(
+                "message truncated: the receive buffer held {} bytes of a longer message from rank {} (tag {})",
+                s.bytes(),
+                s.source,
+                s.tag
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Copy `s` into the C string buffer `out` of at most `max` bytes (with its
+/// NUL), and its length to `len`.
+///
+/// # Safety
+/// `out` holds `max` bytes; `len` is null or points at an int.
+pub(crate) unsafe fn put_string(s: &str, out: *mut c_char, max: usize, len: *mut c_int) {
+    let n = s.len().min(max.saturating_sub(1));
+    if !out.is_null() {
+        std::ptr::copy_nonoverlapping(s.as_ptr(), out.cast::<u8>(), n);
+        *out.add(n) = 0;
+    }
+    if !len.is_null() {
+        *len = n as c_int;
+    }
+}
+
+/// A count or length that must not be negative.
+pub(crate) fn nonneg(v: c_int, what: &str) -> MpiResult<usize> {
+    usize::try_from(v).map_err(|_| MpiError {
+        class: if what == "count" {
+            MPI_ERR_COUNT
+        } else {
+            MPI_ERR_ARG
+        },
+        message: format!("{what} {v} is negative"),
+    })
+}
+
+/// `count` blocks: lengths from `lengths`, byte offsets from `offset(i)`.
+///
+/// # Safety
+/// `lengths` holds `count` ints, and `offset` reads `count` entries.
+pub(crate) unsafe fn block_list(
+    count: c_int,
+    lengths: *const c_int,
+    offset: impl Fn(usize) -> i128,
+    offsets_null: bool,
+) -> MpiResult<Vec<(usize, i128)>> {
+    let n = nonneg(count, "count")?;
+    if n > 0 && (lengths.is_null() || offsets_null) {
+        return err(
+            MPI_ERR_ARG,
+            "a null array of block lengths or displacements",
+        );
+    }
+    (0..n)
+        .map(|i| Ok((nonneg(*lengths.add(i), "block length")?, offset(i))))
+        .collect()
+}

@@ -1,0 +1,275 @@
+//! Point-to-point operations the bindings share: send modes, buffered
+//! and persistent sends, receives.
+
+use crate::*;
+
+/// Every kind of send: checked, started, and waited for unless `request`
+/// takes it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn send(
+    m: &mut Mpi,
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    sync: bool,
+    request: Option<*mut Handle>,
+) -> MpiResult<()> {
+    let c = m.p2p(comm, dest, false, tag)?;
+    // A blocking standard send of a short message of a predefined type
+    // goes straight to the engine, past the general steps below.
+    if let (None, false, Some(size), Ok(n)) = (
+        request,
+        sync,
+        builtin_type_size(datatype),
+        usize::try_from(count),
+    ) {
+        if n * size <= engine::SHORT {
+            check_buffer(buf, n * size)?;
+            // SAFETY: the caller's buffer of `n * size` bytes (MPI's rule).
+            return unsafe { m.engine.send(c, tag, buf.cast(), n * size) };
+        }
+    }
+    let (at, bytes) = match m.elements(count, datatype)? {
+        Elements::Plain { at, bytes } => (at, bytes),
+        Elements::Packed { layout, bytes } => {
+            check_buffer(buf, bytes)?;
+            let mut data = Vec::with_capacity(bytes);
+            // SAFETY: the caller's `count` elements (MPI's rule).
+            unsafe { layout.pack(buf.cast(), count as usize, &mut data) };
+            let id = m.engine.isend_owned(c, tag, data, sync)?;
+            return match request {
+                // SAFETY: the caller's request handle.
+                Some(r) => unsafe {
+                    *arg(r, "the request")? = request_handle(id);
+                    Ok(())
+                },
+                None => m.engine.wait(id).map(drop),
+            };
+        }
+    };
+    check_buffer(buf, bytes)?;
+    let buf = buf.cast::<u8>().wrapping_offset(at).cast::<c_void>();
+    // SAFETY (all three): the caller's buffer of `bytes` bytes and request
+    // handle (MPI's rule).
+    match request {
+        None if !sync => unsafe { m.engine.send(c, tag, buf.cast(), bytes) },
+        None => {
+            let id = unsafe { m.engine.isend(c, tag, buf.cast(), bytes, sync)? };
+            m.engine.wait(id).map(drop)
+        }
+        Some(r) => unsafe {
+            let r = arg(r, "the request")?;
+            *r = request_handle(m.engine.isend(c, tag, buf.cast(), bytes, sync)?);
+            Ok(())
+        },
+    }
+}
+
+/// `MPI_BSEND_OVERHEAD` in MPICH's header: what each buffered message is
+/// counted to take of the attached buffer beyond its data.
+pub(crate) const BSEND_OVERHEAD: usize = 96;
+
+/// A buffered send: the data is copied, the send started from the copy,
+/// and the call returns. The copies in flight, each with
+/// [`BSEND_OVERHEAD`], must fit the attached buffer's size.
+pub(crate) fn bsend(
+    m: &mut Mpi,
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> MpiResult<()> {
+    let c = m.p2p(comm, dest, false, tag)?;
+    let elements = m.elements(count, datatype)?;
+    let bytes = elements.bytes();
+    check_buffer(buf, bytes)?;
+    // Forget the copies whose sends are done.
+    let engine = &mut m.engine;
+    m.buffered.retain(|(id, _)| engine.test(*id).is_none());
+    let in_use: usize = m
+        .buffered
+        .iter()
+        .map(|(_, d)| d.len() + BSEND_OVERHEAD)
+        .sum();
+    let room = m.attached.map_or(0, |(_, size)| size);
+    if in_use + bytes + BSEND_OVERHEAD > room {
+        return err(
+            MPI_ERR_BUFFER,
+            format!(
+                "the attached buffer ({room} bytes, {in_use} in use) cannot hold {bytes} more bytes and MPI_BSEND_OVERHEAD ({BSEND_OVERHEAD})"
+            ),
+        );
+    }
+    let copy = match elements {
+        // SAFETY: the caller's buffer of `bytes` bytes (checked above).
+        Elements::Plain { at, .. } => {
+            unsafe { slice_or_empty(buf.cast::<u8>().offset(at), bytes) }.to_vec()
+        }
+        Elements::Packed { layout, .. } => {
+            let mut data = Vec::with_capacity(bytes);
+            // SAFETY: the caller's `count` elements.
+            unsafe { layout.pack(buf.cast(), count as usize, &mut data) };
+            data
+        }
+    };
+    // SAFETY: the copy lives in `buffered` until the send completes.
+    let id = unsafe { m.engine.isend(c, tag, copy.as_ptr(), bytes, false)? };
+    m.buffered.push((id, copy));
+    Ok(())
+}
+
+/// Make a persistent request (`send`: `Some(sync)`, or `None` for a
+/// receive), checked now as the operation it starts will be.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn persistent(
+    m: &mut Mpi,
+    send: Option<bool>,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    peer: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> MpiResult<()> {
+    // SAFETY: the caller's request handle (null is refused).
+    let request = unsafe { arg(request, "the request")? };
+    m.p2p(comm, peer, send.is_none(), tag)?;
+    check_buffer(buf, m.elements(count, datatype)?.bytes())?;
+    let p = Persistent {
+        send,
+        buf,
+        count,
+        datatype,
+        peer,
+        tag,
+        comm,
+        active: None,
+    };
+    let i = match m.persistent.iter().position(Option::is_none) {
+        Some(i) => {
+            m.persistent[i] = Some(p);
+            i
+        }
+        None => {
+            m.persistent.push(Some(p));
+            m.persistent.len() - 1
+        }
+    };
+    if i > HANDLE_INDEX as usize {
+        m.persistent[i] = None;
+        return err(MPI_ERR_OTHER, "too many persistent requests");
+    }
+    *request = PERSISTENT_DIRECT | i as Handle;
+    Ok(())
+}
+
+/// `MPI_Start`: begin the operation of persistent request `h`.
+pub(crate) fn start(m: &mut Mpi, h: Handle) -> MpiResult<()> {
+    let p = match m.persistent.get((h & HANDLE_INDEX) as usize) {
+        Some(Some(p)) if h & !HANDLE_INDEX == PERSISTENT_DIRECT => p,
+        _ => {
+            return err(
+                MPI_ERR_REQUEST,
+                format!("{h:#x} is not a persistent request"),
+            )
+        }
+    };
+    if p.active.is_some() {
+        return err(MPI_ERR_REQUEST, "the persistent request is already active");
+    }
+    let (sync, buf, count, datatype, peer, tag, comm) =
+        (p.send, p.buf, p.count, p.datatype, p.peer, p.tag, p.comm);
+    let id = match sync {
+        Some(sync) => {
+            let mut r = MPI_REQUEST_NULL;
+            send(m, buf, count, datatype, peer, tag, comm, sync, Some(&mut r))?;
+            request_id(r)?
+        }
+        None => recv(m, buf, count, datatype, peer, tag, comm)?,
+    };
+    if let Some(Some(p)) = m.persistent.get_mut((h & HANDLE_INDEX) as usize) {
+        p.active = Some(id);
+    }
+    Ok(())
+}
+
+/// Start receiving the message of a matched probe (`MPI_MESSAGE_NO_PROC`:
+/// an empty receive, complete at once).
+pub(crate) fn mrecv_start(
+    m: &mut Mpi,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    message: Handle,
+) -> MpiResult<u32> {
+    let elements = m.elements(count, datatype)?;
+    check_buffer(buf, elements.bytes())?;
+    let id = match message_id(message)? {
+        None => return Ok(m.engine.null_request()),
+        Some(id) if m.engine.is_message(id) => id,
+        Some(_) => {
+            return err(
+                MPI_ERR_REQUEST,
+                format!("{message:#x} was received already"),
+            )
+        }
+    };
+    // SAFETY (both): the caller's buffer of `count` elements (MPI's rule).
+    match elements {
+        Elements::Plain { at, bytes } => unsafe {
+            m.engine
+                .imrecv(id, buf.cast::<u8>().wrapping_offset(at), bytes)
+        },
+        Elements::Packed { layout, .. } => unsafe {
+            let unpack = Unpack {
+                layout,
+                buf: buf.cast(),
+                count: count as usize,
+            };
+            m.engine.imrecv_unpacked(id, unpack)
+        },
+    }
+}
+
+pub(crate) fn recv(
+    m: &mut Mpi,
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+) -> MpiResult<u32> {
+    let (c, source) = m.recv_from(comm, source, tag)?;
+    match m.elements(count, datatype)? {
+        Elements::Plain { at, bytes } => {
+            check_buffer(buf, bytes)?;
+            // SAFETY: the caller's buffer of `bytes` bytes (MPI's rule).
+            unsafe {
+                m.engine.irecv(
+                    c.context,
+                    source,
+                    tag,
+                    buf.cast::<u8>().wrapping_offset(at),
+                    bytes,
+                )
+            }
+        }
+        Elements::Packed { layout, bytes } => {
+            check_buffer(buf, bytes)?;
+            let unpack = Unpack {
+                layout,
+                buf: buf.cast(),
+                count: count as usize,
+            };
+            // SAFETY: the caller's `count` elements (MPI's rule).
+            unsafe { m.engine.irecv_unpacked(c.context, source, tag, unpack) }
+        }
+    }
+}

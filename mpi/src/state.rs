@@ -1,0 +1,435 @@
+//! What MPI holds between calls, how every call reaches it (`call`: the
+//! library's lock, then the communicator's error handler), and start-up.
+
+use crate::*;
+
+/// Everything MPI holds between calls.
+pub(crate) struct Mpi {
+    pub(crate) engine: Engine,
+    /// Communicators by index: 0 is `MPI_COMM_WORLD`, 1 `MPI_COMM_SELF`,
+    /// the rest made at run time (handle `COMM_DIRECT | index`).
+    pub(crate) comms: Vec<Option<Comm>>,
+    /// Derived datatypes by index (handle `TYPE_INDIRECT | index`).
+    pub(crate) types: Vec<Option<Arc<Layout>>>,
+    /// Groups made at run time by index (handle `GROUP_DIRECT | index`).
+    pub(crate) groups: Vec<Option<std::sync::Arc<[fm::Rank]>>>,
+    /// Persistent requests by index (handle `PERSISTENT_DIRECT | index`).
+    pub(crate) persistent: Vec<Option<Persistent>>,
+    /// The buffer `MPI_Buffer_attach` gave (address, bytes), if any.
+    pub(crate) attached: Option<(usize, usize)>,
+    /// Buffered sends on their way: the engine's request and a copy of the
+    /// data, kept until the send completes.
+    pub(crate) buffered: Vec<(u32, Vec<u8>)>,
+    /// Keyvals and the attributes set under them.
+    pub(crate) attrs: Attributes,
+    /// The context ids this process's communicators use.
+    pub(crate) contexts: ContextIds,
+    /// `MPI_UNIVERSE_SIZE`'s value: the job's size.
+    pub(crate) universe: c_int,
+    /// The source a receive or probe from -1 means: `MPI_PROC_NULL`, or
+    /// `MPI_ANY_SOURCE` for binaries that assume Open MPI's numbering
+    /// (`FM_MPI_SOURCE_MINUS_ONE`).
+    pub(crate) minus_one: c_int,
+    pub(crate) t0: Instant,
+}
+
+/// A persistent request: its arguments, and the operation `MPI_Start`
+/// began, while it runs.
+pub(crate) struct Persistent {
+    /// `Some(sync)` for a send, `None` for a receive.
+    pub(crate) send: Option<bool>,
+    pub(crate) buf: *mut c_void,
+    pub(crate) count: c_int,
+    pub(crate) datatype: Handle,
+    pub(crate) peer: c_int,
+    pub(crate) tag: c_int,
+    pub(crate) comm: Handle,
+    pub(crate) active: Option<u32>,
+}
+
+// SAFETY: `buf` is the caller's buffer, used only under the library's
+// lock while the request runs (MPI's rule for persistent requests).
+unsafe impl Send for Persistent {}
+
+pub(crate) enum Phase {
+    Before,
+    Running(Box<Mpi>),
+    Finalized,
+}
+
+pub(crate) static MPI: Mutex<Phase> = Mutex::new(Phase::Before);
+
+pub(crate) fn phase() -> std::sync::MutexGuard<'static, Phase> {
+    MPI.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Run `f` on the running MPI, reporting an error as `func` to the error
+/// handler of `comm` (or of `MPI_COMM_WORLD`).
+pub(crate) fn call(func: &str, comm: Handle, f: impl FnOnce(&mut Mpi) -> MpiResult<()>) -> c_int {
+    let mut g = phase();
+    let Phase::Running(mpi) = &mut *g else {
+        let why = match &*g {
+            Phase::Before => "called before MPI_Init",
+            _ => "called after MPI_Finalize",
+        };
+        fatal(None, func, why);
+    };
+    match f(mpi) {
+        Ok(()) => MPI_SUCCESS,
+        Err(e) => {
+            let handler = mpi
+                .comm(comm)
+                .or_else(|_| mpi.comm(MPI_COMM_WORLD))
+                .map(|c| c.errhandler)
+                .unwrap_or(MPI_ERRORS_ARE_FATAL);
+            if handler == MPI_ERRORS_RETURN {
+                e.class
+            } else {
+                let rank = mpi.comms[0].as_ref().map(|c| c.rank);
+                fatal(rank, func, &e.message)
+            }
+        }
+    }
+}
+
+/// `MPI_ERRORS_ARE_FATAL`: say who failed where and why, and end the job
+/// (fmrun stops the other ranks when one exits with a failure).
+pub(crate) fn fatal(rank: Option<c_int>, func: &str, why: &str) -> ! {
+    match rank {
+        Some(r) => eprintln!("fm MPI: rank {r}: {func}: {why}"),
+        None => eprintln!("fm MPI: {func}: {why}"),
+    }
+    std::process::exit(1)
+}
+
+/// [`call`] `f`, then the attribute callbacks it returned, outside the
+/// library's lock (they are the caller's code, and may call MPI): the
+/// values copy callbacks gave, by keyval. An error of `f` or of a callback
+/// is `func`'s, reported through `comm`'s error handler; its class comes
+/// back as the error.
+pub(crate) fn call_with_callbacks(
+    func: &str,
+    comm: Handle,
+    f: impl FnOnce(&mut Mpi) -> MpiResult<Vec<Callback>>,
+) -> Result<Vec<(c_int, usize)>, c_int> {
+    let mut callbacks = Vec::new();
+    let r = call(func, comm, |m| {
+        callbacks = f(m)?;
+        Ok(())
+    });
+    if r != MPI_SUCCESS {
+        return Err(r);
+    }
+    let mut copied = Vec::new();
+    for cb in callbacks {
+        // SAFETY: the caller's callbacks, called as MPI says.
+        match unsafe { cb.run() } {
+            Ok(Some(v)) => copied.push((cb.keyval(), v)),
+            Ok(None) => {}
+            Err(e) => return Err(call(func, comm, |_| Err(e))),
+        }
+    }
+    Ok(copied)
+}
+
+impl Mpi {
+    /// A communicator is being made from `comm`: the number of this child
+    /// (every member counts them the same), and a copy of `comm`.
+    pub(crate) fn child_of(&mut self, comm: Handle) -> MpiResult<(u32, Comm)> {
+        let parent = self.comm_mut(comm)?;
+        parent.children += 1;
+        Ok((parent.children, parent.clone()))
+    }
+
+    /// Agree with the other members of `parent` on the context of its child
+    /// number `epoch` ([`ContextIds::agree`]).
+    pub(crate) fn new_context(&mut self, parent: &Comm, epoch: u32, join: bool) -> MpiResult<u32> {
+        self.contexts.agree(&mut self.engine, parent, epoch, join)
+    }
+
+    /// Communicator `h` is gone, and its context id free again.
+    pub(crate) fn remove_comm(&mut self, h: Handle) {
+        let c = Self::index(h).and_then(|i| self.comms.get_mut(i)?.take());
+        if let Some(c) = c {
+            self.contexts.release(c.context);
+        }
+    }
+
+    /// A communicator made at run time: its handle.
+    pub(crate) fn add_comm(&mut self, c: Comm) -> MpiResult<Handle> {
+        if self.comms.len() > HANDLE_INDEX as usize {
+            return err(MPI_ERR_OTHER, "too many communicators");
+        }
+        self.comms.push(Some(c));
+        Ok(COMM_DIRECT | (self.comms.len() - 1) as Handle)
+    }
+
+    /// A group made at run time: its handle.
+    pub(crate) fn add_group(&mut self, members: std::sync::Arc<[fm::Rank]>) -> MpiResult<Handle> {
+        let i = match self.groups.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                self.groups.push(None);
+                self.groups.len() - 1
+            }
+        };
+        if i > HANDLE_INDEX as usize {
+            return err(MPI_ERR_OTHER, "too many groups");
+        }
+        self.groups[i] = Some(members);
+        Ok(GROUP_DIRECT | i as Handle)
+    }
+
+    /// A group's members (FM ranks, in group order).
+    pub(crate) fn group(&self, h: Handle) -> MpiResult<std::sync::Arc<[fm::Rank]>> {
+        match h {
+            MPI_GROUP_EMPTY => Ok(Vec::new().into()),
+            h if h & !HANDLE_INDEX == GROUP_DIRECT => self
+                .groups
+                .get((h & HANDLE_INDEX) as usize)
+                .and_then(Clone::clone)
+                .ok_or_else(|| MpiError {
+                    class: MPI_ERR_GROUP,
+                    message: format!("{h:#x} is not a group"),
+                }),
+            h => err(MPI_ERR_GROUP, format!("{h:#x} is not a group")),
+        }
+    }
+
+    pub(crate) fn index(handle: Handle) -> Option<usize> {
+        match handle {
+            MPI_COMM_WORLD => Some(0),
+            MPI_COMM_SELF => Some(1),
+            h if h & !HANDLE_INDEX == COMM_DIRECT => Some((h & HANDLE_INDEX) as usize),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn comm(&self, handle: Handle) -> MpiResult<&Comm> {
+        Self::index(handle)
+            .and_then(|i| self.comms.get(i)?.as_ref())
+            .ok_or_else(|| MpiError {
+                class: MPI_ERR_COMM,
+                message: format!("{handle:#x} is not a communicator"),
+            })
+    }
+
+    pub(crate) fn comm_mut(&mut self, handle: Handle) -> MpiResult<&mut Comm> {
+        Self::index(handle)
+            .and_then(|i| self.comms.get_mut(i)?.as_mut())
+            .ok_or_else(|| MpiError {
+                class: MPI_ERR_COMM,
+                message: format!("{handle:#x} is not a communicator"),
+            })
+    }
+
+    /// Where a receive or probe from `source` with `tag` on communicator
+    /// `handle` listens, all checked, and the source it means.
+    pub(crate) fn recv_from(
+        &self,
+        handle: Handle,
+        source: c_int,
+        tag: c_int,
+    ) -> MpiResult<(Route, c_int)> {
+        let source = if source == MPI_PROC_NULL {
+            self.minus_one
+        } else {
+            source
+        };
+        Ok((self.p2p(handle, source, true, tag)?, source))
+    }
+
+    /// Where a call naming `rank` (a destination, or with `any` a source,
+    /// which may be `MPI_ANY_SOURCE`) and `tag` on communicator `handle`
+    /// goes, all checked.
+    #[inline(always)]
+    pub(crate) fn p2p(
+        &self,
+        handle: Handle,
+        rank: c_int,
+        any: bool,
+        tag: c_int,
+    ) -> MpiResult<Route> {
+        let c = self.comm(handle)?;
+        let ok_rank = (0..c.size()).contains(&rank)
+            || rank == MPI_PROC_NULL
+            || (any && rank == MPI_ANY_SOURCE);
+        if !ok_rank {
+            return err(
+                MPI_ERR_RANK,
+                format!(
+                    "rank {rank} is not in a communicator of {} processes",
+                    c.size()
+                ),
+            );
+        }
+        if !((0..=TAG_UB).contains(&tag) || (any && tag == MPI_ANY_TAG)) {
+            return err(MPI_ERR_TAG, format!("tag {tag} is outside 0..={TAG_UB}"));
+        }
+        Ok(Route {
+            context: c.context,
+            me: c.rank,
+            to: (!any && rank != MPI_PROC_NULL).then(|| c.ranks[rank as usize]),
+        })
+    }
+}
+
+/// Bytes of `count` elements of `datatype`.
+/// How `count` elements of a datatype travel.
+pub(crate) enum Elements {
+    /// As `bytes` plain bytes from the buffer's address plus `at`.
+    Plain { at: isize, bytes: usize },
+    /// Packed into a message and unpacked from one by their layout.
+    Packed { layout: Arc<Layout>, bytes: usize },
+}
+
+impl Elements {
+    pub(crate) fn bytes(&self) -> usize {
+        match self {
+            Elements::Plain { bytes, .. } | Elements::Packed { bytes, .. } => *bytes,
+        }
+    }
+}
+
+impl Mpi {
+    /// How `count` elements of `datatype` travel; a derived type must be
+    /// committed.
+    pub(crate) fn elements(&self, count: c_int, datatype: Handle) -> MpiResult<Elements> {
+        if count < 0 {
+            return err(MPI_ERR_COUNT, format!("count {count} is negative"));
+        }
+        if let Some(size) = builtin_type_size(datatype) {
+            return Ok(Elements::Plain {
+                at: 0,
+                bytes: count as usize * size,
+            });
+        }
+        let layout = self.layout(datatype)?;
+        if !layout.committed {
+            return err(
+                MPI_ERR_TYPE,
+                format!("datatype {datatype:#x} is not committed (MPI_Type_commit)"),
+            );
+        }
+        let bytes = data_bytes(count as usize, &layout)?;
+        Ok(match layout.contiguous_at() {
+            Some(at) => Elements::Plain { at, bytes },
+            None => Elements::Packed { layout, bytes },
+        })
+    }
+
+    /// A derived datatype's layout.
+    pub(crate) fn derived(&self, h: Handle) -> MpiResult<Arc<Layout>> {
+        (h & !HANDLE_INDEX == TYPE_INDIRECT)
+            .then(|| {
+                self.types
+                    .get((h & HANDLE_INDEX) as usize)
+                    .and_then(Clone::clone)
+            })
+            .flatten()
+            .ok_or_else(|| MpiError {
+                class: MPI_ERR_TYPE,
+                message: format!("{h:#x} is not a datatype"),
+            })
+    }
+
+    /// Any datatype's layout (for building others).
+    pub(crate) fn layout(&self, h: Handle) -> MpiResult<Arc<Layout>> {
+        if let Some((first, int_at)) = pair_type(h) {
+            return Ok(Arc::new(Layout::pair(first, int_at)));
+        }
+        match builtin_type_size(h) {
+            Some(size) => Ok(Arc::new(Layout::basic(size))),
+            None => self.derived(h),
+        }
+    }
+
+    /// A datatype made at run time: its handle.
+    pub(crate) fn add_type(&mut self, l: Layout) -> MpiResult<Handle> {
+        let i = match self.types.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                self.types.push(None);
+                self.types.len() - 1
+            }
+        };
+        if i > HANDLE_INDEX as usize {
+            return err(MPI_ERR_OTHER, "too many datatypes");
+        }
+        self.types[i] = Some(Arc::new(l));
+        Ok(TYPE_INDIRECT | i as Handle)
+    }
+}
+
+pub(crate) fn init(func: &str) -> c_int {
+    let mut g = phase();
+    if !matches!(*g, Phase::Before) {
+        fatal(None, func, "MPI is already initialized (or finalized)");
+    }
+    let minus_one = match fm::settings::env_only::<MinusOne>(&fm::settings::MPI_SOURCE_MINUS_ONE) {
+        Ok(v) => v.map_or(MPI_PROC_NULL, |v| v.0),
+        Err(e) => fatal(None, func, &e.to_string()),
+    };
+    let engine = match Engine::start() {
+        Ok(e) => e,
+        Err(e) => fatal(None, func, &e.message),
+    };
+    let me = engine.fm.rank();
+    let size = engine.fm.size();
+    let world = Comm {
+        context: 0,
+        ranks: (0..size as fm::Rank).collect::<Vec<_>>().into(),
+        rank: me as c_int,
+        errhandler: MPI_ERRORS_ARE_FATAL,
+        barriers: 0,
+        children: 0,
+    };
+    let own = Comm {
+        context: 1,
+        ranks: vec![me].into(),
+        rank: 0,
+        errhandler: MPI_ERRORS_ARE_FATAL,
+        barriers: 0,
+        children: 0,
+    };
+    *g = Phase::Running(Box::new(Mpi {
+        engine,
+        comms: vec![Some(world), Some(own)],
+        types: Vec::new(),
+        groups: Vec::new(),
+        persistent: Vec::new(),
+        attached: None,
+        buffered: Vec::new(),
+        attrs: Attributes::default(),
+        contexts: ContextIds::default(),
+        universe: size as c_int,
+        minus_one,
+        t0: Instant::now(),
+    }));
+    MPI_SUCCESS
+}
+
+/// A value of `FM_MPI_SOURCE_MINUS_ONE`: the source -1 stands for.
+pub(crate) struct MinusOne(pub(crate) c_int);
+
+impl std::str::FromStr for MinusOne {
+    type Err = String;
+    fn from_str(s: &str) -> Result<MinusOne, String> {
+        match s.trim() {
+            "proc-null" => Ok(MinusOne(MPI_PROC_NULL)),
+            "any-source" => Ok(MinusOne(MPI_ANY_SOURCE)),
+            _ => Err("expected proc-null or any-source".into()),
+        }
+    }
+}
+
+pub(crate) fn rustix_hostname() -> String {
+    let mut b = [0u8; 256];
+    // SAFETY: a buffer of its own length.
+    let r = unsafe { libc::gethostname(b.as_mut_ptr().cast(), b.len()) };
+    if r != 0 {
+        return "localhost".into();
+    }
+    let n = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..n]).into_owned()
+}
