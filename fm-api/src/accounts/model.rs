@@ -642,6 +642,18 @@ struct Case {
     stash: usize,
 }
 
+impl Case {
+    /// The model of this case's plans and bounds, under `rule` for the outbox.
+    fn model(&self, rule: OutboxRule) -> Model {
+        Model {
+            plans: self.plans.clone(),
+            window: self.window,
+            frames: self.frames,
+            outbox_rule: rule,
+        }
+    }
+}
+
 // A table of cases: long, and clearer whole.
 #[allow(clippy::too_many_lines)]
 fn cases() -> Vec<Case> {
@@ -747,12 +759,7 @@ const STATES: usize = 2_000_000;
 #[test]
 fn no_interleaving_of_the_production_rules_deadlocks() {
     for c in cases() {
-        let m = Model {
-            plans: c.plans,
-            window: c.window,
-            frames: c.frames,
-            outbox_rule: waits_for_room,
-        };
+        let m = c.model(waits_for_room);
         match m.search(c.stash, STATES) {
             Found::NoCycle { states } => println!("{}: {states} states, no cycle", c.name),
             other => panic!("{}: {other:?}", c.name),
@@ -765,12 +772,7 @@ fn no_interleaving_of_the_production_rules_deadlocks() {
 #[test]
 fn the_model_finds_the_owner_waiting_for_its_own_outbox_on_67f5fab_rules() {
     let c = cases().pop().expect("the outbox case");
-    let m = Model {
-        plans: c.plans,
-        window: c.window,
-        frames: c.frames,
-        outbox_rule: outbox_rule_67f5fab,
-    };
+    let m = c.model(outbox_rule_67f5fab);
     match m.search(c.stash, STATES) {
         Found::Deadlock(state) => {
             println!("{state}");
@@ -785,12 +787,7 @@ fn the_model_finds_the_owner_waiting_for_its_own_outbox_on_67f5fab_rules() {
 #[test]
 fn the_model_finds_a_cycle_when_credits_are_never_returned() {
     let c = cases().remove(0);
-    let m = Model {
-        plans: c.plans,
-        window: c.window,
-        frames: c.frames,
-        outbox_rule: waits_for_room,
-    };
+    let m = c.model(waits_for_room);
     let mut start = m.initial(c.stash);
     for r in &mut start.ranks {
         // Returns due only past anything a window can owe.
