@@ -25,6 +25,7 @@ pub mod attr;
 pub mod context;
 pub mod datatype;
 pub mod engine;
+pub mod error;
 
 mod bindings;
 mod comm;

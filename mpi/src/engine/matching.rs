@@ -1,0 +1,428 @@
+//! Tag matching: posted receives, unexpected messages, requests, and
+//! what handlers leave for the progress loop to send.
+
+use super::*;
+
+/// A message that arrived before its receive was posted.
+pub(crate) struct Unexpected {
+    pub(crate) env: Envelope,
+    /// The FM rank it came from (where answers go).
+    pub(crate) from: Rank,
+    pub(crate) body: Body,
+}
+
+pub(crate) enum Body {
+    /// The whole message, copied aside.
+    Eager(Vec<u8>),
+    /// Only its announcement: the data waits at the sender.
+    Rendezvous { len: u64 },
+}
+
+impl Unexpected {
+    pub(crate) fn len(&self) -> u64 {
+        match &self.body {
+            Body::Eager(d) => d.len() as u64,
+            Body::Rendezvous { len } => *len,
+        }
+    }
+}
+
+/// A posted receive waiting for its message.
+pub(crate) struct Posted {
+    pub(crate) req: u32,
+    pub(crate) context: u32,
+    pub(crate) source: c_int,
+    pub(crate) tag: c_int,
+}
+
+/// What a request is for.
+pub(crate) enum Op {
+    Send {
+        data: *const u8,
+        len: usize,
+    },
+    Recv {
+        buf: *mut u8,
+        cap: usize,
+    },
+    /// Already complete when made (to or from `MPI_PROC_NULL`).
+    Null,
+}
+
+pub(crate) struct Request {
+    pub(crate) op: Op,
+    pub(crate) done: bool,
+    pub(crate) status: MpiStatus,
+    /// `MPI_Request_free` was called: forget it once done.
+    pub(crate) freed: bool,
+    /// What the request holds for the caller until it is gone.
+    pub(crate) kept: Option<Kept>,
+    /// Its data was copied aside by a blocking send ([`Engine::send`]):
+    /// the bytes go back to `set_aside_room` when it is gone.
+    pub(crate) set_aside: bool,
+}
+
+impl Request {
+    pub(crate) fn new(op: Op, done: bool, kept: Option<Kept>) -> Request {
+        Request {
+            op,
+            done,
+            status: MpiStatus::empty(),
+            freed: false,
+            kept,
+            set_aside: false,
+        }
+    }
+}
+
+/// Data a request holds for a caller whose elements are not plain bytes:
+/// the packed copy of a derived type's elements being sent (the send
+/// reads it), or the buffer a message is received into, unpacked into the
+/// caller's elements when the receive completes.
+pub struct Kept {
+    pub data: Vec<u8>,
+    pub unpack: Option<Unpack>,
+}
+
+impl Kept {
+    /// A buffer to receive the packed bytes of `unpack`'s elements into,
+    /// kept by the request and unpacked when it completes.
+    pub(crate) fn to_unpack(unpack: Unpack) -> (*mut u8, usize, Kept) {
+        let mut data = vec![0u8; unpack.count * unpack.layout.size];
+        let (buf, cap) = (data.as_mut_ptr(), data.len());
+        (
+            buf,
+            cap,
+            Kept {
+                data,
+                unpack: Some(unpack),
+            },
+        )
+    }
+}
+
+/// Where a received message's bytes go: `count` elements of `layout` at `buf`.
+pub struct Unpack {
+    pub layout: Arc<Layout>,
+    pub buf: *mut u8,
+    pub count: usize,
+}
+
+/// Something to send in answer, outside any handler.
+pub(crate) enum Action {
+    ClearToSend {
+        to: Rank,
+        sender_req: u32,
+        recv_req: u32,
+    },
+    Data {
+        req: u32,
+        to: Rank,
+        recv_req: u32,
+    },
+    Ack {
+        to: Rank,
+        sender_req: u32,
+    },
+}
+
+/// What handlers and calls share: never borrowed across a send or an
+/// extract (handlers borrow it inside those).
+#[derive(Default)]
+pub(crate) struct Matching {
+    pub(crate) requests: Vec<Option<Request>>,
+    pub(crate) free: Vec<u32>,
+    pub(crate) posted: VecDeque<Posted>,
+    pub(crate) unexpected: VecDeque<Unexpected>,
+    pub(crate) actions: Vec<Action>,
+    /// Barrier messages arrived, by (context, epoch, round).
+    pub(crate) barrier: HashMap<(u32, u32, u32), u32>,
+    /// Messages a matched probe took, by number, until received.
+    pub(crate) taken: Vec<Option<Unexpected>>,
+    /// Requests to send in `unexpected`: some sender waits for this
+    /// process to post a receive.
+    pub(crate) unexpected_rendezvous: usize,
+    /// Bytes blocking sends may still copy aside ([`Engine::send`]).
+    pub(crate) set_aside_room: usize,
+}
+
+/// The matching state of the process. Every access is made by the thread
+/// holding the library's lock (`MPI` in lib.rs): the calls hold it, and
+/// handlers run only inside the FM calls those make, on the same thread.
+/// So a `RefCell` serves, without a lock on the message path (a mutex
+/// here cost two lock round trips per message); its flag still turns a
+/// nested borrow, which would be a bug, into a panic.
+#[derive(Default)]
+pub(crate) struct Shared(pub(crate) RefCell<Matching>);
+
+// SAFETY: as above, one thread at a time, under the library's lock; the
+// raw pointers in requests are the caller's buffers, used only while the
+// request is live.
+unsafe impl Send for Shared {}
+// SAFETY: as above.
+unsafe impl Sync for Shared {}
+
+impl Matching {
+    pub(crate) fn add(&mut self, r: Request) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.requests[i as usize] = Some(r);
+                i
+            }
+            None => {
+                self.requests.push(Some(r));
+                self.requests.len() as u32 - 1
+            }
+        }
+    }
+
+    pub(crate) fn get(&mut self, id: u32) -> Option<&mut Request> {
+        self.requests.get_mut(id as usize).and_then(Option::as_mut)
+    }
+
+    /// Forget request `id`: dropped where it is, not moved out first
+    /// (copying a just-written request stalls the load on the stores).
+    pub(crate) fn remove(&mut self, id: u32) {
+        let Some(slot) = self.requests.get_mut(id as usize) else {
+            return;
+        };
+        let Some(r) = slot else {
+            return;
+        };
+        if r.set_aside {
+            self.set_aside_room += r.kept.as_ref().map_or(0, |k| k.data.len());
+        }
+        *slot = None;
+        self.free.push(id);
+    }
+
+    /// Keep a message no receive was posted for.
+    pub(crate) fn keep_unexpected(&mut self, u: Unexpected) {
+        if matches!(u.body, Body::Rendezvous { .. }) {
+            self.unexpected_rendezvous += 1;
+        }
+        self.unexpected.push_back(u);
+    }
+
+    /// The first kept message matching, taken off the queue.
+    pub(crate) fn take_unexpected(
+        &mut self,
+        context: u32,
+        source: c_int,
+        tag: c_int,
+    ) -> Option<Unexpected> {
+        let i = (self.unexpected.iter()).position(|u| u.env.matches(context, source, tag))?;
+        let u = self.unexpected.remove(i)?;
+        if matches!(u.body, Body::Rendezvous { .. }) {
+            self.unexpected_rendezvous -= 1;
+        }
+        Some(u)
+    }
+
+    /// Copy blocking send `id`'s data aside, so that the send can return
+    /// before its receive is posted, if another sender waits for this
+    /// process to receive (so the receiver of `id` may be waiting for this
+    /// process in turn) and the limit allows. The request is then freed: it
+    /// ends on its own once the data has gone.
+    pub(crate) fn set_aside(&mut self, id: u32) -> bool {
+        if self.unexpected_rendezvous == 0 {
+            return false;
+        }
+        let room = self.set_aside_room;
+        let Some(r) = self.get(id) else {
+            return false;
+        };
+        let Op::Send { data, len } = r.op else {
+            return false;
+        };
+        if len > room || r.kept.is_some() {
+            return false;
+        }
+        // SAFETY: the blocking send's caller holds `len` bytes at `data`
+        // until the send returns, which is after this copy.
+        let copy = unsafe { std::slice::from_raw_parts(data, len) }.to_vec();
+        r.op = Op::Send {
+            data: copy.as_ptr(),
+            len,
+        };
+        r.kept = Some(Kept {
+            data: copy,
+            unpack: None,
+        });
+        r.set_aside = true;
+        r.freed = true;
+        self.set_aside_room -= len;
+        tracing::debug!(len, "mpi: a blocking send's data set aside");
+        true
+    }
+
+    /// A request reached its end: it is done, and gone if it was freed.
+    pub(crate) fn complete(&mut self, id: u32, status: MpiStatus) {
+        let freed = match self.get(id) {
+            Some(r) => {
+                r.done = true;
+                r.status = status;
+                if let Some(Kept {
+                    data,
+                    unpack: Some(u),
+                }) = &r.kept
+                {
+                    let n = (status.bytes() as usize).min(data.len());
+                    // SAFETY: the caller's elements, live until the request
+                    // completes (now), as irecv's caller promised.
+                    unsafe { u.layout.unpack(&data[..n], u.buf, u.count) };
+                }
+                r.freed
+            }
+            None => return,
+        };
+        if freed {
+            self.remove(id);
+        }
+    }
+
+    /// The first posted receive `env` matches, taken off the queue.
+    pub(crate) fn take_posted(&mut self, env: &Envelope) -> Option<u32> {
+        let i = (self.posted.iter()).position(|p| env.matches(p.context, p.source, p.tag))?;
+        // Most messages match the oldest receive: taking it from the front
+        // is cheaper than `remove`, and this is every message's path.
+        let p = if i == 0 {
+            self.posted.pop_front()
+        } else {
+            self.posted.remove(i)
+        };
+        p.map(|p| p.req)
+    }
+
+    /// A rendezvous matched receive `req`: ask the sender for the data, and
+    /// keep the envelope's source and tag for the status when it comes.
+    pub(crate) fn clear_to_send(&mut self, to: Rank, env: &Envelope, req: u32) {
+        if let Some(r) = self.get(req) {
+            r.status = MpiStatus::new(env.source, env.tag, 0, MPI_SUCCESS);
+        }
+        self.actions.push(Action::ClearToSend {
+            to,
+            sender_req: env.sender_req,
+            recv_req: req,
+        });
+    }
+
+    /// Receive `u`, which arrived before receive `req` was posted: an eager
+    /// message is copied from where it was kept (and acknowledged if
+    /// synchronous), a rendezvous one asked for.
+    pub(crate) fn receive_unexpected(&mut self, req: u32, u: Unexpected) {
+        let env = u.env;
+        match u.body {
+            Body::Eager(data) => {
+                let Some((buf, cap)) = self.recv_buffer(req) else {
+                    return;
+                };
+                let n = data.len().min(cap);
+                let error = if data.len() > cap {
+                    MPI_ERR_TRUNCATE
+                } else {
+                    MPI_SUCCESS
+                };
+                if n > 0 {
+                    // SAFETY: the receive's buffer holds `cap` bytes while
+                    // its request is live (the caller's promise to irecv).
+                    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
+                }
+                self.complete(req, MpiStatus::new(env.source, env.tag, n, error));
+                if env.flags & SYNC != 0 {
+                    self.actions.push(Action::Ack {
+                        to: u.from,
+                        sender_req: env.sender_req,
+                    });
+                }
+            }
+            Body::Rendezvous { .. } => self.clear_to_send(u.from, &env, req),
+        }
+    }
+
+    /// The status of the first unexpected message matching, if any.
+    pub(crate) fn peek(&self, context: u32, source: c_int, tag: c_int) -> Option<MpiStatus> {
+        let u = (self.unexpected.iter()).find(|u| u.env.matches(context, source, tag))?;
+        Some(MpiStatus::new(
+            u.env.source,
+            u.env.tag,
+            u.len() as usize,
+            MPI_SUCCESS,
+        ))
+    }
+
+    /// The first unexpected message matching, taken out of matching and
+    /// kept for a matched receive under the number returned.
+    pub(crate) fn take(
+        &mut self,
+        context: u32,
+        source: c_int,
+        tag: c_int,
+    ) -> Option<(u32, MpiStatus)> {
+        let status = self.peek(context, source, tag)?;
+        let u = self.take_unexpected(context, source, tag)?;
+        let id = match self.taken.iter().position(Option::is_none) {
+            Some(i) => {
+                self.taken[i] = Some(u);
+                i
+            }
+            None => {
+                self.taken.push(Some(u));
+                self.taken.len() - 1
+            }
+        };
+        Some((id as u32, status))
+    }
+
+    /// A barrier message for `key` arrived: count it taken.
+    pub(crate) fn arrived(&mut self, key: (u32, u32, u32)) -> bool {
+        let Some(c) = self.barrier.get_mut(&key) else {
+            return false;
+        };
+        *c -= 1;
+        if *c == 0 {
+            self.barrier.remove(&key);
+        }
+        true
+    }
+
+    /// The posted receive's buffer and capacity.
+    pub(crate) fn recv_buffer(&mut self, id: u32) -> Option<(*mut u8, usize)> {
+        match self.get(id)?.op {
+            Op::Recv { buf, cap } => Some((buf, cap)),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) fn lock(m: &Shared) -> RefMut<'_, Matching> {
+    m.0.borrow_mut()
+}
+
+/// Receive the rest of message `m` into the receive `req` (as much as fits)
+/// and complete it; the status says truncated if it did not all fit.
+pub(crate) fn deliver(
+    sh: &mut Matching,
+    req: u32,
+    m: &mut Incoming<'_>,
+    env: &Envelope,
+) -> fm::Result<()> {
+    let Some((buf, cap)) = sh.recv_buffer(req) else {
+        return Ok(());
+    };
+    let len = m.remaining();
+    let n = len.min(cap);
+    if n > 0 {
+        // SAFETY: the receive's buffer holds `cap` bytes and lives until
+        // the request completes (MPI's rule for the caller).
+        let dst = unsafe { std::slice::from_raw_parts_mut(buf, n) };
+        m.receive(dst)?;
+    }
+    let error = if len > cap {
+        MPI_ERR_TRUNCATE
+    } else {
+        MPI_SUCCESS
+    };
+    sh.complete(req, MpiStatus::new(env.source, env.tag, n, error));
+    Ok(())
+}
