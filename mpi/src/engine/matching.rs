@@ -426,3 +426,163 @@ pub(crate) fn deliver(
     sh.complete(req, MpiStatus::new(env.source, env.tag, n, error));
     Ok(())
 }
+
+/// Matching on its own, without Fm: MPI's rules for which receive a
+/// message goes to and which message a receive or probe takes.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(context: u32, source: c_int, tag: c_int) -> Envelope {
+        Envelope {
+            context,
+            source,
+            tag,
+            flags: 0,
+            sender_req: 0,
+        }
+    }
+
+    fn post(m: &mut Matching, context: u32, source: c_int, tag: c_int) -> u32 {
+        let req = m.add(Request::new(Op::Null, false, None));
+        m.posted.push_back(Posted {
+            req,
+            context,
+            source,
+            tag,
+        });
+        req
+    }
+
+    fn arrive(m: &mut Matching, context: u32, source: c_int, tag: c_int, byte: u8) {
+        m.keep_unexpected(Unexpected {
+            env: env(context, source, tag),
+            from: source as Rank,
+            body: Body::Eager(vec![byte]),
+        });
+    }
+
+    fn first_byte(u: &Unexpected) -> u8 {
+        match &u.body {
+            Body::Eager(d) => d[0],
+            Body::Rendezvous { .. } => 0,
+        }
+    }
+
+    /// A message goes to the oldest posted receive it matches; wildcards
+    /// match any source or tag, never another communicator's context.
+    #[test]
+    fn a_message_matches_the_oldest_posted_receive_that_accepts_it() {
+        let mut m = Matching::default();
+        let other_context = post(&mut m, 9, MPI_ANY_SOURCE, MPI_ANY_TAG);
+        let tag5 = post(&mut m, 1, MPI_ANY_SOURCE, 5);
+        let from2 = post(&mut m, 1, 2, MPI_ANY_TAG);
+        let any = post(&mut m, 1, MPI_ANY_SOURCE, MPI_ANY_TAG);
+        assert_eq!(m.take_posted(&env(1, 2, 7)), Some(from2));
+        assert_eq!(m.take_posted(&env(1, 3, 5)), Some(tag5));
+        assert_eq!(m.take_posted(&env(1, 3, 5)), Some(any));
+        assert_eq!(
+            m.take_posted(&env(1, 3, 5)),
+            None,
+            "the receives are used up"
+        );
+        assert_eq!(m.take_posted(&env(9, 0, 0)), Some(other_context));
+    }
+
+    /// Non-overtaking: of the kept messages a receive matches, it takes the
+    /// first that arrived; a probe sees that same one and leaves it.
+    #[test]
+    fn a_receive_takes_the_first_matching_message_that_arrived() {
+        let mut m = Matching::default();
+        arrive(&mut m, 1, 0, 4, 1);
+        arrive(&mut m, 1, 1, 4, 2);
+        arrive(&mut m, 1, 0, 4, 3);
+        arrive(&mut m, 2, 0, 4, 4);
+        let probed = m.peek(1, 0, MPI_ANY_TAG).expect("probe");
+        assert_eq!((probed.source, probed.tag, probed.bytes()), (0, 4, 1));
+        let u = m.take_unexpected(1, 0, 4).expect("first from 0");
+        assert_eq!(first_byte(&u), 1);
+        let u = m
+            .take_unexpected(1, MPI_ANY_SOURCE, 4)
+            .expect("next of any");
+        assert_eq!(first_byte(&u), 2);
+        let u = m.take_unexpected(1, 0, MPI_ANY_TAG).expect("second from 0");
+        assert_eq!(first_byte(&u), 3);
+        assert!(m.take_unexpected(1, MPI_ANY_SOURCE, MPI_ANY_TAG).is_none());
+        let u = m
+            .take_unexpected(2, MPI_ANY_SOURCE, MPI_ANY_TAG)
+            .expect("context 2");
+        assert_eq!(first_byte(&u), 4);
+    }
+
+    /// A matched probe takes its message out of matching: a later receive
+    /// cannot get it, and its number is reused once it is received.
+    #[test]
+    fn a_matched_probe_takes_its_message_out_of_matching() {
+        let mut m = Matching::default();
+        arrive(&mut m, 1, 0, 4, 1);
+        arrive(&mut m, 1, 0, 4, 2);
+        let (id, status) = m.take(1, 0, 4).expect("mprobe");
+        assert_eq!(status.bytes(), 1);
+        let u = m.take_unexpected(1, 0, 4).expect("the other");
+        assert_eq!(first_byte(&u), 2);
+        let kept = m.taken[id as usize].take().expect("kept for mrecv");
+        assert_eq!(first_byte(&kept), 1);
+        arrive(&mut m, 1, 0, 4, 3);
+        assert_eq!(m.take(1, 0, 4).map(|(i, _)| i), Some(id), "number reused");
+    }
+
+    /// Request numbers are reused after removal, and a removed request is
+    /// gone; a freed request disappears when it completes.
+    #[test]
+    fn requests_are_numbered_reused_and_forgotten_when_freed() {
+        let mut m = Matching::default();
+        let a = m.add(Request::new(Op::Null, false, None));
+        let b = m.add(Request::new(Op::Null, false, None));
+        assert_ne!(a, b);
+        m.remove(a);
+        assert!(m.get(a).is_none());
+        assert_eq!(m.add(Request::new(Op::Null, false, None)), a);
+        m.get(b).expect("b").freed = true;
+        m.complete(b, MpiStatus::empty());
+        assert!(m.get(b).is_none(), "a freed request is gone once done");
+        m.complete(a, MpiStatus::new(3, 9, 0, MPI_SUCCESS));
+        let r = m.get(a).expect("a stays until waited for");
+        assert!(r.done);
+        assert_eq!((r.status.source, r.status.tag), (3, 9));
+    }
+
+    /// A blocking send's data is copied aside only when some sender waits
+    /// for this process to receive, and only within the limit; the room
+    /// comes back when the request is gone.
+    #[test]
+    fn a_blocking_send_is_set_aside_only_when_a_rendezvous_waits_and_it_fits() {
+        let data = [7u8; 100];
+        let mut m = Matching {
+            set_aside_room: 150,
+            ..Matching::default()
+        };
+        let send = |m: &mut Matching| {
+            let op = Op::Send {
+                data: data.as_ptr(),
+                len: data.len(),
+            };
+            m.add(Request::new(op, false, None))
+        };
+        let a = send(&mut m);
+        assert!(!m.set_aside(a), "nobody waits for this process");
+        m.keep_unexpected(Unexpected {
+            env: env(1, 0, 0),
+            from: 0,
+            body: Body::Rendezvous { len: 1 << 20 },
+        });
+        assert!(m.set_aside(a));
+        assert_eq!(m.set_aside_room, 50);
+        let b = send(&mut m);
+        assert!(!m.set_aside(b), "past the limit");
+        m.complete(a, MpiStatus::empty());
+        assert_eq!(m.set_aside_room, 150, "the room comes back");
+        assert!(m.take_unexpected(1, 0, 0).is_some());
+        assert!(!m.set_aside(b), "no rendezvous waits any more");
+    }
+}

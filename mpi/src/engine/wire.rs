@@ -108,3 +108,35 @@ impl Envelope {
 pub(crate) fn u32_at(b: &[u8], i: usize) -> u32 {
     u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An envelope reads back as written, in its short and its long form
+    /// (negative tags and sources survive).
+    #[test]
+    fn an_envelope_reads_back_as_written() {
+        let e = Envelope {
+            context: 0xdead_beef,
+            source: -3,
+            tag: i32::MAX,
+            flags: SYNC,
+            sender_req: 77,
+        };
+        let mut long = [0u8; SYNC_ENVELOPE];
+        e.write(&mut long);
+        let r = Envelope::read(&long, SYNC);
+        assert_eq!(
+            (r.context, r.source, r.tag, r.flags, r.sender_req),
+            (0xdead_beef, -3, i32::MAX, SYNC, 77)
+        );
+        let mut short = [0u8; ENVELOPE];
+        e.write(&mut short);
+        let r = Envelope::read(&short, 0);
+        assert_eq!(
+            (r.context, r.source, r.tag, r.sender_req),
+            (0xdead_beef, -3, i32::MAX, 0)
+        );
+    }
+}
