@@ -17,7 +17,8 @@
 //! are queued past the bound and go out at that `extract`.
 //!
 //! The owner's fast path pays one branch on whether a sender was ever made
-//! and, once one was, one relaxed load per `extract`.
+//! and, once one was, a thread-local read and two relaxed loads per
+//! `extract` (who owns it, and whether anything is queued).
 
 use crate::error::{ErrorKind, Result};
 use crate::extract::RESERVED_HANDLERS;
@@ -154,8 +155,10 @@ impl FmSender {
 
     /// Queue a message of `data` for `handler` at `dest`; the owner sends
     /// it at its next `extract`. Waits while the outbox is full, except on
-    /// the owner's own thread (module docs); fails once the `Fm` is dropped. A send that fails at the owner (an unreachable
-    /// peer) comes back from the owner's `extract`.
+    /// the owner's own thread (module docs), and at most the `Fm`'s wait
+    /// limit ([`Endpoint::set_wait_timeout`](crate::Endpoint::set_wait_timeout));
+    /// fails once the `Fm` is dropped. A send that fails at the owner (an
+    /// unreachable peer) comes back from the owner's `extract`.
     pub fn send(&self, dest: Rank, handler: u16, data: &[u8]) -> Result<()> {
         let o = &self.outbox;
         if dest as usize >= o.size {
