@@ -126,8 +126,15 @@ impl MpiStatus {
         }
     }
 
-    /// The status of a receive from `MPI_PROC_NULL`, or of nothing.
+    /// The *empty* status (MPI-4.0 §3.7.3): of `MPI_REQUEST_NULL` and of
+    /// an inactive persistent request.
     pub fn empty() -> MpiStatus {
+        MpiStatus::new(MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS)
+    }
+
+    /// The status of a receive or probe from `MPI_PROC_NULL` (§3.11), and
+    /// what a completed send reports.
+    pub fn proc_null() -> MpiStatus {
         MpiStatus::new(MPI_PROC_NULL, MPI_ANY_TAG, 0, MPI_SUCCESS)
     }
 

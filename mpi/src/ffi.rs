@@ -97,7 +97,12 @@ pub(crate) unsafe fn answer(out: *mut c_int, v: c_int) -> c_int {
 /// `out` is null, `MPI_STATUS_IGNORE`, or points at an `MPI_Status`.
 pub(crate) unsafe fn put_status(out: *mut MpiStatus, s: MpiStatus) {
     if !out.is_null() && out as usize != STATUS_IGNORE {
-        *out = s;
+        // A call that completes one operation never writes MPI_ERROR
+        // (MPI-4.0 §3.2.5; MPICH keeps it too): its error is its return.
+        *out = MpiStatus {
+            error: (*out).error,
+            ..s
+        };
     }
 }
 

@@ -164,8 +164,12 @@ impl Mpi {
         Ok(COMM_DIRECT | (self.comms.len() - 1) as Handle)
     }
 
-    /// A group made at run time: its handle.
+    /// A group made at run time: its handle (`MPI_GROUP_EMPTY` for one
+    /// without members, as MPICH gives).
     pub(crate) fn add_group(&mut self, members: std::sync::Arc<[fm::Rank]>) -> MpiResult<Handle> {
+        if members.is_empty() {
+            return Ok(MPI_GROUP_EMPTY);
+        }
         let i = match self.groups.iter().position(Option::is_none) {
             Some(i) => i,
             None => {

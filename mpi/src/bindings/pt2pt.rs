@@ -269,7 +269,7 @@ fn PMPI_Improbe(
         if source == MPI_PROC_NULL {
             *flag = 1;
             *message = MPI_MESSAGE_NO_PROC;
-            put_status(status, MpiStatus::empty());
+            put_status(status, MpiStatus::proc_null());
             return Ok(());
         }
         match m.engine.improbe(c.context, source, tag)? {
@@ -297,7 +297,7 @@ fn PMPI_Mprobe(
         let (c, source) = m.recv_from(comm, source, tag)?;
         if source == MPI_PROC_NULL {
             *message = MPI_MESSAGE_NO_PROC;
-            put_status(status, MpiStatus::empty());
+            put_status(status, MpiStatus::proc_null());
             return Ok(());
         }
         let (id, s) = m.engine.mprobe(c.context, source, tag)?;

@@ -98,7 +98,7 @@ pub(crate) fn on_data(shared: &Shared, m: &mut Incoming<'_>) -> fm::Result<()> {
 pub(crate) fn on_ack(shared: &Shared, m: &mut Incoming<'_>) -> fm::Result<()> {
     let mut b = [0u8; 4];
     if m.receive(&mut b)? == 4 {
-        lock(shared).complete(u32_at(&b, 0), MpiStatus::empty());
+        lock(shared).complete(u32_at(&b, 0), MpiStatus::proc_null());
     }
     Ok(())
 }

@@ -67,7 +67,7 @@ impl Request {
         Request {
             op,
             done,
-            status: MpiStatus::empty(),
+            status: MpiStatus::proc_null(),
             freed: false,
             kept,
             set_aside: false,
@@ -544,7 +544,7 @@ mod tests {
         assert!(m.get(a).is_none());
         assert_eq!(m.add(Request::new(Op::Null, false, None)), a);
         m.get(b).expect("b").freed = true;
-        m.complete(b, MpiStatus::empty());
+        m.complete(b, MpiStatus::proc_null());
         assert!(m.get(b).is_none(), "a freed request is gone once done");
         m.complete(a, MpiStatus::new(3, 9, 0, MPI_SUCCESS));
         let r = m.get(a).expect("a stays until waited for");
@@ -580,7 +580,7 @@ mod tests {
         assert_eq!(m.set_aside_room, 50);
         let b = send(&mut m);
         assert!(!m.set_aside(b), "past the limit");
-        m.complete(a, MpiStatus::empty());
+        m.complete(a, MpiStatus::proc_null());
         assert_eq!(m.set_aside_room, 150, "the room comes back");
         assert!(m.take_unexpected(1, 0, 0).is_some());
         assert!(!m.set_aside(b), "no rendezvous waits any more");

@@ -169,7 +169,7 @@ impl Engine {
                         self.fm.send_piece(&recv_req.to_le_bytes())?;
                         self.fm.send_piece(bytes)?;
                         self.fm.end_message()?;
-                        self.matching().complete(req, MpiStatus::empty());
+                        self.matching().complete(req, MpiStatus::proc_null());
                     }
                 }
             }
@@ -267,7 +267,7 @@ impl Engine {
         if len <= self.eager_limit {
             self.send_eager(to, &env, slice_or_empty(data, len))?;
             if !sync {
-                self.matching().complete(req, MpiStatus::empty());
+                self.matching().complete(req, MpiStatus::proc_null());
             }
         } else {
             let mut head = [0u8; RTS_LEN];
@@ -587,7 +587,7 @@ impl Engine {
         let mut sh = self.matching();
         if let Some(i) = sh.posted.iter().position(|p| p.req == id) {
             sh.posted.remove(i);
-            let mut s = MpiStatus::empty();
+            let mut s = MpiStatus::proc_null();
             s.count_hi_and_cancelled |= 1;
             sh.complete(id, s);
         }
@@ -601,7 +601,7 @@ impl Engine {
         tag: c_int,
     ) -> MpiResult<Option<MpiStatus>> {
         if source == MPI_PROC_NULL {
-            return Ok(Some(MpiStatus::empty()));
+            return Ok(Some(MpiStatus::proc_null()));
         }
         self.progress()?;
         Ok(self.matching().peek(context, source, tag))
@@ -609,7 +609,7 @@ impl Engine {
 
     pub fn probe(&mut self, context: u32, source: c_int, tag: c_int) -> MpiResult<MpiStatus> {
         if source == MPI_PROC_NULL {
-            return Ok(MpiStatus::empty());
+            return Ok(MpiStatus::proc_null());
         }
         self.progress_until(|e| e.matching().peek(context, source, tag))
     }

@@ -1,0 +1,150 @@
+/* What MPI's statuses and empty objects must look like, checked against
+ * the standard's words (MPI-4.0 §3.7.3, §3.7.5, §3.9 and §7.3.1) and
+ * MPICH's behaviour; compiled with MPICH's mpicc, run on fm's library.
+ * Exits 1 at the first failure, printing what it saw. Any number of ranks.
+ *
+ *   - An inactive persistent request, and MPI_REQUEST_NULL, complete at
+ *     once with an *empty* status: source MPI_ANY_SOURCE, tag MPI_ANY_TAG,
+ *     count 0 (pt2pt/inactivereq).
+ *   - A receive or probe from MPI_PROC_NULL: source MPI_PROC_NULL, tag
+ *     MPI_ANY_TAG, count 0.
+ *   - Functions that complete one operation never write MPI_ERROR
+ *     (pt2pt/mprobe).
+ *   - A group constructor whose result has no members gives
+ *     MPI_GROUP_EMPTY (group/grouptest).
+ *
+ *   status [inactive|proc-null|groups]   one part, or (no argument) all
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(cond, ...)                                   \
+    do {                                                   \
+        if (!(cond)) {                                     \
+            printf("FAILED %s:%d: ", __FILE__, __LINE__);  \
+            printf(__VA_ARGS__);                           \
+            printf("\n");                                  \
+            fflush(stdout);                                \
+            exit(1);                                       \
+        }                                                  \
+    } while (0)
+
+/* A value no call may write into MPI_ERROR. */
+#define UNTOUCHED 12345
+
+static void dirty(MPI_Status *s)
+{
+    s->MPI_SOURCE = 10;
+    s->MPI_TAG = 10;
+    s->MPI_ERROR = UNTOUCHED;
+}
+
+static void expect(MPI_Status *s, int source, const char *what)
+{
+    int count = -1;
+    MPI_Get_count(s, MPI_INT, &count);
+    CHECK(s->MPI_SOURCE == source && s->MPI_TAG == MPI_ANY_TAG && count == 0,
+          "%s: source %d tag %d count %d, expected source %d tag %d count 0",
+          what, s->MPI_SOURCE, s->MPI_TAG, count, source, MPI_ANY_TAG);
+    CHECK(s->MPI_ERROR == UNTOUCHED, "%s: MPI_ERROR written (%d)", what, s->MPI_ERROR);
+}
+
+static int rank;
+
+/* Inactive persistent requests, send and receive, and MPI_REQUEST_NULL. */
+static void inactive(void)
+{
+    int buf[4] = { 0 }, flag = 0;
+    MPI_Request r;
+    MPI_Status s;
+
+    MPI_Send_init(buf, 4, MPI_INT, rank, 1, MPI_COMM_WORLD, &r);
+    dirty(&s);
+    MPI_Test(&r, &flag, &s);
+    CHECK(flag, "MPI_Test of an inactive send request: flag false");
+    expect(&s, MPI_ANY_SOURCE, "MPI_Test, inactive send");
+    dirty(&s);
+    MPI_Wait(&r, &s);
+    expect(&s, MPI_ANY_SOURCE, "MPI_Wait, inactive send");
+    CHECK(r != MPI_REQUEST_NULL, "an inactive persistent request was freed by MPI_Wait");
+    MPI_Request_free(&r);
+
+    MPI_Recv_init(buf, 4, MPI_INT, rank, 1, MPI_COMM_WORLD, &r);
+    dirty(&s);
+    MPI_Wait(&r, &s);
+    expect(&s, MPI_ANY_SOURCE, "MPI_Wait, inactive receive");
+    MPI_Request_free(&r);
+
+    r = MPI_REQUEST_NULL;
+    dirty(&s);
+    MPI_Wait(&r, &s);
+    expect(&s, MPI_ANY_SOURCE, "MPI_Wait, MPI_REQUEST_NULL");
+}
+
+/* From MPI_PROC_NULL, and a real message: MPI_ERROR stays the caller's. */
+static void proc_null(void)
+{
+    int buf[4] = { 0 };
+    MPI_Request r;
+    MPI_Status s;
+    MPI_Message msg;
+
+    dirty(&s);
+    MPI_Recv(buf, 4, MPI_INT, MPI_PROC_NULL, 1, MPI_COMM_WORLD, &s);
+    expect(&s, MPI_PROC_NULL, "MPI_Recv from MPI_PROC_NULL");
+    dirty(&s);
+    MPI_Probe(MPI_PROC_NULL, 1, MPI_COMM_WORLD, &s);
+    expect(&s, MPI_PROC_NULL, "MPI_Probe of MPI_PROC_NULL");
+    dirty(&s);
+    MPI_Mprobe(MPI_PROC_NULL, 1, MPI_COMM_WORLD, &msg, &s);
+    CHECK(msg == MPI_MESSAGE_NO_PROC, "MPI_Mprobe of MPI_PROC_NULL: message %#x", msg);
+    expect(&s, MPI_PROC_NULL, "MPI_Mprobe of MPI_PROC_NULL");
+    dirty(&s);
+    MPI_Mrecv(buf, 4, MPI_INT, &msg, &s);
+    expect(&s, MPI_PROC_NULL, "MPI_Mrecv of MPI_MESSAGE_NO_PROC");
+
+    MPI_Isend(buf, 2, MPI_INT, rank, 3, MPI_COMM_WORLD, &r);
+    dirty(&s);
+    MPI_Recv(buf + 2, 2, MPI_INT, rank, 3, MPI_COMM_WORLD, &s);
+    CHECK(s.MPI_SOURCE == rank && s.MPI_TAG == 3 && s.MPI_ERROR == UNTOUCHED,
+          "MPI_Recv: source %d tag %d error %d", s.MPI_SOURCE, s.MPI_TAG, s.MPI_ERROR);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+}
+
+/* Constructors whose groups have no members. */
+static void groups(void)
+{
+    int size, *all;
+    MPI_Group world, g;
+
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, 0, NULL, &g);
+    CHECK(g == MPI_GROUP_EMPTY, "MPI_Group_incl of no rank: %#x, not MPI_GROUP_EMPTY", g);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    all = malloc(size * sizeof(int));
+    for (int i = 0; i < size; i++)
+        all[i] = i;
+    MPI_Group_excl(world, size, all, &g);
+    CHECK(g == MPI_GROUP_EMPTY, "MPI_Group_excl of every rank: %#x, not MPI_GROUP_EMPTY", g);
+    free(all);
+    MPI_Group_free(&world);
+}
+
+int main(int argc, char **argv)
+{
+    const char *part = argc > 1 ? argv[1] : "";
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (!*part || !strcmp(part, "inactive"))
+        inactive();
+    if (!*part || !strcmp(part, "proc-null"))
+        proc_null();
+    if (!*part || !strcmp(part, "groups"))
+        groups();
+    MPI_Finalize();
+    printf("status: all checks passed\n");
+    return 0;
+}
