@@ -27,19 +27,10 @@
 #include <signal.h>
 #include <stddef.h>
 #include <limits.h>
+#include "check.h"
 
 static int rank, size, sabotage, is_fm;
 
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            printf("rank %d: FAILED %s:%d: ", rank, __FILE__, __LINE__);  \
-            printf(__VA_ARGS__);                                           \
-            printf("\n");                                                  \
-            fflush(stdout);                                                \
-            exit(1);                                                       \
-        }                                                                  \
-    } while (0)
 
 static unsigned char pattern(int seed, long i) { return (unsigned char)(seed * 131 + i * 7 + (i >> 8)); }
 

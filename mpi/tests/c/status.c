@@ -19,17 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "check.h"
 
-#define CHECK(cond, ...)                                   \
-    do {                                                   \
-        if (!(cond)) {                                     \
-            printf("FAILED %s:%d: ", __FILE__, __LINE__);  \
-            printf(__VA_ARGS__);                           \
-            printf("\n");                                  \
-            fflush(stdout);                                \
-            exit(1);                                       \
-        }                                                  \
-    } while (0)
+static int rank;
 
 /* A value no call may write into MPI_ERROR. */
 #define UNTOUCHED 12345
@@ -50,8 +42,6 @@ static void expect(MPI_Status *s, int source, const char *what)
           what, s->MPI_SOURCE, s->MPI_TAG, count, source, MPI_ANY_TAG);
     CHECK(s->MPI_ERROR == UNTOUCHED, "%s: MPI_ERROR written (%d)", what, s->MPI_ERROR);
 }
-
-static int rank;
 
 /* Inactive persistent requests, send and receive, and MPI_REQUEST_NULL. */
 static void inactive(void)
