@@ -176,13 +176,14 @@ impl FmSender {
         }
         let on_owner_thread = o.owner.load(Ordering::Relaxed) == thread_no();
         let mut q = o.lock();
-        let since = std::time::Instant::now();
+        // The clock is read only once a send has to wait.
+        let mut since = None;
         let mut reported = false;
         while waits_for_room(on_owner_thread, q.messages.len(), q.bytes, data.len()) {
             if o.closed.load(Ordering::SeqCst) {
                 break;
             }
-            let waited = since.elapsed();
+            let waited = since.get_or_insert_with(std::time::Instant::now).elapsed();
             let limit_ms = o.limit_ms.load(Ordering::Relaxed);
             if limit_ms != 0 && waited.as_millis() >= u128::from(limit_ms) {
                 return Err(ErrorKind::Timeout {

@@ -143,7 +143,11 @@ impl Model {
 
     /// Breadth-first over every state reachable from the start.
     fn search(&self, stash_packets: usize, limit: usize) -> Found {
-        let start = self.initial(stash_packets);
+        self.search_from(self.initial(stash_packets), limit)
+    }
+
+    /// Breadth-first over every state reachable from `start`.
+    fn search_from(&self, start: State, limit: usize) -> Found {
         let mut seen = HashSet::from([start.clone()]);
         let mut todo = VecDeque::from([start]);
         while let Some(s) = todo.pop_front() {
@@ -793,20 +797,8 @@ fn the_model_finds_a_cycle_when_credits_are_never_returned() {
         // Returns due only past anything a window can owe.
         r.acct.return_at = vec![u32::MAX; r.acct.return_at.len()];
     }
-    let mut seen = HashSet::from([start.clone()]);
-    let mut todo = VecDeque::from([start]);
-    let mut deadlock = false;
-    while let Some(s) = todo.pop_front() {
-        let next = m.successors(&s).expect("no broken rule");
-        if next.is_empty() && !Model::finished(&s) {
-            deadlock = true;
-            break;
-        }
-        for t in next {
-            if seen.insert(t.clone()) {
-                todo.push_back(t);
-            }
-        }
-    }
-    assert!(deadlock, "a model that never returns credits must deadlock");
+    assert!(
+        matches!(m.search_from(start, STATES), Found::Deadlock(_)),
+        "a model that never returns credits must deadlock"
+    );
 }
