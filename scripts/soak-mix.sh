@@ -7,12 +7,13 @@
 #   HOSTS=a,b FM_FAULTS=drop=0.05,dup=0.01,reorder=0.02 scripts/soak-mix.sh
 #   RANKS="8 16" REQUESTS=500 scripts/soak-mix.sh  # on a machine with that many cores
 #   BIN=dir LOGS=dir ...                           # prebuilt fmrun and fm-mix; keep logs there
+#   FIRST_SEED=11 RUNS=40 ...                      # seeds 11..50, to extend an earlier soak
 #
 # HANG: seconds without a message before fm-mix calls a run hung and says
 # what it misses (before fmrun's TIMEOUT ends it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-RUNS=${RUNS:-50} RANKS=${RANKS:-"4 8"} WAITS=${WAITS:-"spin auto"}
+RUNS=${RUNS:-50} FIRST_SEED=${FIRST_SEED:-1} RANKS=${RANKS:-"4 8"} WAITS=${WAITS:-"spin auto"}
 REQUESTS=${REQUESTS:-300} MAX_SIZE=${MAX_SIZE:-4194304} TIMEOUT=${TIMEOUT:-120} HANG=${HANG:-60}
 if [ -z "${BIN:-}" ]; then
     cargo build -q --release --bin fmrun --bin fm-mix || exit 1
@@ -33,7 +34,7 @@ mkdir -p "$log"
 for n in $RANKS; do
     for wait in $WAITS; do
         pass=0 fail=0 hung=0
-        for seed in $(seq "$RUNS"); do
+        for seed in $(seq "$FIRST_SEED" $((FIRST_SEED + RUNS - 1))); do
             out="$log/n$n-$wait-$seed.txt"
             FM_WAIT=$wait nice -n 10 "$BIN/fmrun" -n "$n" "${hosts[@]}" --timeout "$TIMEOUT" \
                 "$BIN/fm-mix" "$seed" "$REQUESTS" "$MAX_SIZE" 200 "$HANG" >"$out" 2>&1
@@ -46,6 +47,6 @@ for n in $RANKS; do
                 fail=$((fail + 1))
             fi
         done
-        echo "ranks $n, FM_WAIT=$wait${HOSTS:+, hosts $HOSTS}${FM_FAULTS:+, FM_FAULTS=$FM_FAULTS}: $pass passed, $fail failed, $hung hung (logs of the others in $log)"
+        echo "ranks $n, FM_WAIT=$wait, seeds $FIRST_SEED..$((FIRST_SEED + RUNS - 1))${HOSTS:+, hosts $HOSTS}${FM_FAULTS:+, FM_FAULTS=$FM_FAULTS}: $pass passed, $fail failed, $hung hung (logs of the others in $log)"
     done
 done

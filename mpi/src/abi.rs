@@ -19,7 +19,9 @@ pub const MPI_ERR_TYPE: c_int = 3;
 pub const MPI_ERR_TAG: c_int = 4;
 pub const MPI_ERR_COMM: c_int = 5;
 pub const MPI_ERR_RANK: c_int = 6;
+pub const MPI_ERR_ROOT: c_int = 7;
 pub const MPI_ERR_GROUP: c_int = 8;
+pub const MPI_ERR_OP: c_int = 9;
 pub const MPI_ERR_ARG: c_int = 12;
 pub const MPI_ERR_UNKNOWN: c_int = 13;
 pub const MPI_ERR_TRUNCATE: c_int = 14;
@@ -63,6 +65,15 @@ pub const MPI_DATATYPE_NULL: Handle = 0x0c00_0000;
 pub const TYPE_INDIRECT: Handle = 0xcc00_0000_u32 as Handle;
 pub const MPI_ERRORS_ARE_FATAL: Handle = 0x5400_0000;
 pub const MPI_ERRORS_RETURN: Handle = 0x5400_0001;
+
+pub const MPI_OP_NULL: Handle = 0x1800_0000;
+pub const MPI_MAX: Handle = 0x5800_0001;
+pub const MPI_SUM: Handle = 0x5800_0003;
+/// An operation made at run time: direct kind, object type 6.
+pub const OP_DIRECT: Handle = 0x9800_0000_u32 as Handle;
+
+/// `MPI_IN_PLACE`: the address -1.
+pub const IN_PLACE: usize = usize::MAX;
 
 pub const MPI_ANY_SOURCE: c_int = -2;
 pub const MPI_ANY_TAG: c_int = -1;
@@ -197,6 +208,8 @@ pub fn class_text(class: c_int) -> &'static str {
         MPI_ERR_TAG => "invalid tag",
         MPI_ERR_COMM => "invalid communicator",
         MPI_ERR_RANK => "invalid rank",
+        MPI_ERR_ROOT => "invalid root",
+        MPI_ERR_OP => "invalid reduce operation",
         MPI_ERR_ARG => "invalid argument",
         MPI_ERR_TRUNCATE => "message truncated",
         MPI_ERR_OTHER => "other error",

@@ -91,7 +91,7 @@ pub(crate) fn split(m: &mut Mpi, comm: Handle, color: c_int, key: c_int) -> MpiR
         ranks: ranks.into(),
         rank: rank as c_int,
         errhandler: parent.errhandler,
-        barriers: 0,
+        collectives: 0,
         children: 0,
     })
 }

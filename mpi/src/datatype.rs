@@ -60,6 +60,9 @@ pub struct Layout {
     /// rounded up to it (MPI 3.1 §4.1's epsilon), so that an array of a
     /// struct type steps as the C struct's array does.
     pub align: usize,
+    /// The one predefined datatype all its data is made of, if there is
+    /// one: what the predefined reduction operations work on.
+    pub base: Option<i32>,
 }
 
 impl Layout {
@@ -87,6 +90,15 @@ impl Layout {
             } else {
                 1
             },
+            base: None,
+        }
+    }
+
+    /// Predefined datatype `handle`, of this layout.
+    pub fn of_predefined(self, handle: i32) -> Layout {
+        Layout {
+            base: Some(handle),
+            ..self
         }
     }
 
@@ -147,7 +159,10 @@ impl Layout {
             elements: Vec::new(),
             committed: false,
             align: 1,
+            base: None,
         };
+        // The base all copies with data share (`None` inside: they differ).
+        let mut base: Option<Option<i32>> = None;
         let (mut lb, mut ub) = (i128::MAX, i128::MIN);
         let (mut true_lb, mut true_ub) = (i128::MAX, i128::MIN);
         let mut steps = 0u64;
@@ -156,6 +171,13 @@ impl Layout {
                 continue;
             }
             l.align = l.align.max(old.align);
+            if old.size > 0 {
+                base = match base {
+                    None => Some(old.base),
+                    Some(b) if b == old.base => Some(b),
+                    Some(_) => Some(None),
+                };
+            }
             let ext = old.extent as i128;
             let last = at + (reps as i128 - 1) * ext;
             let (lo, hi) = (at.min(last), at.max(last));
@@ -198,6 +220,7 @@ impl Layout {
                 ..Layout::basic(0)
             });
         }
+        l.base = base.flatten();
         let align = l.align as i128;
         let extent = (ub - lb + align - 1).div_euclid(align) * align;
         let fits = |v: i128| isize::try_from(v).map_err(|_| Refused::Bounds);

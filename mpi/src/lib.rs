@@ -12,6 +12,9 @@
 //! reaches the library through `PMPI_x`. Calls are serialized by one lock
 //! (`MPI_THREAD_SERIALIZED` is what `MPI_Init_thread` provides).
 //!
+//! Collectives ([`coll`]) run as schedules of sends, receives and local
+//! steps over the same engine, advanced by every call's progress.
+//!
 //! Errors go to the communicator's error handler: `MPI_ERRORS_ARE_FATAL`
 //! (the default) prints the rank, the function and the reason, and ends
 //! the whole job; `MPI_ERRORS_RETURN` returns the error class. docs/MPI.md
@@ -22,12 +25,14 @@
 
 pub mod abi;
 pub mod attr;
+pub mod coll;
 pub mod context;
 pub mod datatype;
 pub mod engine;
 pub mod error;
 
 mod bindings;
+mod collective;
 mod comm;
 mod ffi;
 mod p2p;

@@ -22,6 +22,8 @@ pub(crate) struct Mpi {
     pub(crate) buffered: Vec<(u32, Vec<u8>)>,
     /// Keyvals and the attributes set under them.
     pub(crate) attrs: Attributes,
+    /// Operations made by `MPI_Op_create` by index (handle `OP_DIRECT | index`).
+    pub(crate) ops: Vec<Option<coll::op::UserOp>>,
     /// The context ids this process's communicators use.
     pub(crate) contexts: ContextIds,
     /// `MPI_UNIVERSE_SIZE`'s value: the job's size.
@@ -340,10 +342,10 @@ impl Mpi {
     /// Any datatype's layout (for building others).
     pub(crate) fn layout(&self, h: Handle) -> MpiResult<Arc<Layout>> {
         if let Some((first, int_at)) = pair_type(h) {
-            return Ok(Arc::new(Layout::pair(first, int_at)));
+            return Ok(Arc::new(Layout::pair(first, int_at).of_predefined(h)));
         }
         match builtin_type_size(h) {
-            Some(size) => Ok(Arc::new(Layout::basic(size))),
+            Some(size) => Ok(Arc::new(Layout::basic(size).of_predefined(h))),
             None => self.derived(h),
         }
     }
@@ -385,7 +387,7 @@ pub(crate) fn init(func: &str) -> c_int {
         ranks: (0..size as fm::Rank).collect::<Vec<_>>().into(),
         rank: me as c_int,
         errhandler: MPI_ERRORS_ARE_FATAL,
-        barriers: 0,
+        collectives: 0,
         children: 0,
     };
     let own = Comm {
@@ -393,7 +395,7 @@ pub(crate) fn init(func: &str) -> c_int {
         ranks: vec![me].into(),
         rank: 0,
         errhandler: MPI_ERRORS_ARE_FATAL,
-        barriers: 0,
+        collectives: 0,
         children: 0,
     };
     *g = Phase::Running(Box::new(Mpi {
@@ -405,6 +407,7 @@ pub(crate) fn init(func: &str) -> c_int {
         attached: None,
         buffered: Vec::new(),
         attrs: Attributes::default(),
+        ops: Vec::new(),
         contexts: ContextIds::default(),
         universe: size as c_int,
         minus_one,

@@ -7,71 +7,13 @@
 //! They need `mpich`, `libmpich-dev` and `netpipe-mpich2` (`.ci/run`
 //! installs them) and say SKIPPED without.
 
-use fm_tests::{fmrun, TempDir};
+mod common;
+
+use common::*;
+use fm_tests::TempDir;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 const NETPIPE: &str = "/usr/bin/NPmpich2";
-
-/// `mpicc.mpich`, if installed.
-fn mpicc() -> Option<PathBuf> {
-    ["/usr/bin/mpicc.mpich"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
-
-/// tests/c/p2p.c compiled with MPICH's compiler wrapper into `dir`.
-fn p2p(dir: &TempDir) -> Option<PathBuf> {
-    mpich_built(dir, "p2p")
-}
-
-/// tests/c/NAME.c compiled with MPICH's compiler wrapper into `dir`.
-fn mpich_built(dir: &TempDir, name: &str) -> Option<PathBuf> {
-    let Some(cc) = mpicc() else {
-        eprintln!("SKIPPED: no mpicc.mpich (apt-get install mpich libmpich-dev)");
-        return None;
-    };
-    let exe = dir.0.join(name);
-    fm_tests::succeed(
-        std::process::Command::new(cc)
-            .args(["-O1", "-Wall", "-Werror", "-Wno-stringop-overflow", "-o"])
-            .arg(&exe)
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"))),
-    );
-    Some(exe)
-}
-
-/// `fmrun --timeout 120s FMRUN_ARGS PROGRAM ARGS` with `env`: the fmrun of
-/// this build (target/PROFILE, beside this test's deps/).
-fn run(
-    dir: &TempDir,
-    fmrun_args: &[&str],
-    program: &Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-) -> Output {
-    let exe = std::env::current_exe().expect("the test's path");
-    let profile = exe.parent().and_then(Path::parent).expect("target/PROFILE");
-    let beside = profile.join("mpich_programs");
-    let mut all = vec!["--timeout", "120s"];
-    all.extend_from_slice(fmrun_args);
-    let mut c = fmrun(&beside.to_string_lossy(), dir, &all, program, args);
-    // NetPIPE writes np.out where it runs.
-    c.current_dir(&dir.0);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("fmrun")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// Statuses and empty objects as the standard and MPICH have them
 /// (tests/c/status.c; each of its parts failed before its fix): the empty

@@ -1,39 +1,580 @@
-//! Collectives.
+//! Collectives on intracommunicators, blocking and non-blocking: each
+//! pair shares one function that decodes the arguments and builds the
+//! member's plan (`coll`); `Mpi::collective` runs or starts it.
 
+use crate::coll::{self, Elements};
+use crate::collective::*;
 use crate::*;
 use fm_mpi_macros::mpi;
 
-#[mpi]
-fn PMPI_Barrier(comm: Handle) -> c_int {
-    call("MPI_Barrier", comm, |m| {
-        let mut c = m.comm(comm)?.clone();
-        m.engine.barrier(&mut c)?;
-        *m.comm_mut(comm)? = c;
-        Ok(())
+/// `PMPI_X` (blocking) and `PMPI_Ix` (non-blocking, with a request
+/// after the same arguments), both calling `$inner(m, args…, request)`.
+macro_rules! collective {
+    ($($pname:ident / $piname:ident => $inner:ident($($a:ident: $t:ty),*) on $comm:ident;)*) => {$(
+        #[mpi]
+        fn $pname($($a: $t),*) -> c_int {
+            call(&stringify!($pname)[1..], $comm, |m| $inner(m, $($a,)* None))
+        }
+
+        #[mpi]
+        fn $piname($($a: $t,)* request: *mut Handle) -> c_int {
+            call(&stringify!($piname)[1..], $comm, |m| $inner(m, $($a,)* Some(request)))
+        }
+    )*};
+}
+
+type Req = Option<*mut Handle>;
+
+collective! {
+    PMPI_Barrier / PMPI_Ibarrier => barrier(comm: Handle) on comm;
+    PMPI_Bcast / PMPI_Ibcast => bcast(
+        buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle
+    ) on comm;
+    PMPI_Reduce / PMPI_Ireduce => reduce(
+        sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle,
+        op: Handle, root: c_int, comm: Handle
+    ) on comm;
+    PMPI_Allreduce / PMPI_Iallreduce => allreduce(
+        sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle,
+        op: Handle, comm: Handle
+    ) on comm;
+    PMPI_Gather / PMPI_Igather => gather(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
+        recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle
+    ) on comm;
+    PMPI_Gatherv / PMPI_Igatherv => gatherv(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
+        recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int,
+        recvtype: Handle, root: c_int, comm: Handle
+    ) on comm;
+    PMPI_Scatter / PMPI_Iscatter => scatter(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
+        recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle
+    ) on comm;
+    PMPI_Scatterv / PMPI_Iscatterv => scatterv(
+        sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int,
+        sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle,
+        root: c_int, comm: Handle
+    ) on comm;
+    PMPI_Allgather / PMPI_Iallgather => allgather(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
+        recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle
+    ) on comm;
+    PMPI_Allgatherv / PMPI_Iallgatherv => allgatherv(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
+        recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int,
+        recvtype: Handle, comm: Handle
+    ) on comm;
+    PMPI_Alltoall / PMPI_Ialltoall => alltoall(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
+        recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle
+    ) on comm;
+    PMPI_Alltoallv / PMPI_Ialltoallv => alltoallv(
+        sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
+        sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int,
+        rdispls: *const c_int, recvtype: Handle, comm: Handle
+    ) on comm;
+    PMPI_Alltoallw / PMPI_Ialltoallw => alltoallw(
+        sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
+        sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int,
+        rdispls: *const c_int, recvtypes: *const Handle, comm: Handle
+    ) on comm;
+    PMPI_Reduce_scatter / PMPI_Ireduce_scatter => reduce_scatter(
+        sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
+        datatype: Handle, op: Handle, comm: Handle
+    ) on comm;
+    PMPI_Reduce_scatter_block / PMPI_Ireduce_scatter_block => reduce_scatter_block(
+        sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int,
+        datatype: Handle, op: Handle, comm: Handle
+    ) on comm;
+    PMPI_Scan / PMPI_Iscan => scan(
+        sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle,
+        op: Handle, comm: Handle
+    ) on comm;
+    PMPI_Exscan / PMPI_Iexscan => exscan(
+        sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle,
+        op: Handle, comm: Handle
+    ) on comm;
+}
+
+fn barrier(m: &mut Mpi, comm: Handle, request: Req) -> MpiResult<()> {
+    m.collective(comm, request, |c| Ok(coll::barrier(c)))
+}
+
+unsafe fn bcast(
+    m: &mut Mpi,
+    buffer: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    root: c_int,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let data = m.elements_at(buffer, count, datatype)?;
+    m.collective(comm, request, |c| {
+        Ok(coll::bcast(c, &data, coll::root(c, root)?))
     })
 }
 
-not_yet! {
-    MPI_Bcast / PMPI_Bcast,
-    MPI_Reduce / PMPI_Reduce,
-    MPI_Allreduce / PMPI_Allreduce,
-    MPI_Gather / PMPI_Gather,
-    MPI_Gatherv / PMPI_Gatherv,
-    MPI_Scatter / PMPI_Scatter,
-    MPI_Scatterv / PMPI_Scatterv,
-    MPI_Allgather / PMPI_Allgather,
-    MPI_Allgatherv / PMPI_Allgatherv,
-    MPI_Alltoall / PMPI_Alltoall,
-    MPI_Alltoallv / PMPI_Alltoallv,
-    MPI_Alltoallw / PMPI_Alltoallw,
-    MPI_Reduce_scatter / PMPI_Reduce_scatter,
-    MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block,
-    MPI_Scan / PMPI_Scan,
-    MPI_Exscan / PMPI_Exscan,
-    MPI_Ibarrier / PMPI_Ibarrier,
-    MPI_Ibcast / PMPI_Ibcast,
-    MPI_Ireduce / PMPI_Ireduce,
-    MPI_Iallreduce / PMPI_Iallreduce,
-    MPI_Op_create / PMPI_Op_create,
-    MPI_Op_free / PMPI_Op_free,
+/// The input of a reduction: `None` for `MPI_IN_PLACE`.
+unsafe fn input(
+    m: &Mpi,
+    sendbuf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+) -> MpiResult<Option<Elements>> {
+    if coll::in_place(sendbuf) {
+        return Ok(None);
+    }
+    m.elements_at(sendbuf, count, datatype).map(Some)
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn reduce(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    root: c_int,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let reduction = m.reduction(op, datatype)?;
+    let me_root = {
+        let c = m.comm(comm)?;
+        coll::root(c, root)? == c.rank as usize
+    };
+    let send = input(m, sendbuf, count, datatype)?;
+    if send.is_none() && !me_root {
+        return err(MPI_ERR_BUFFER, "MPI_IN_PLACE is for the root only");
+    }
+    // The output matters at the root only (elsewhere it may be null).
+    let recv = match me_root {
+        true => m.elements_at(recvbuf, count, datatype)?,
+        false => m
+            .elements_at(std::ptr::null(), 0, datatype)?
+            .at(0, nonneg(count, "count")?),
+    };
+    m.collective(comm, request, |c| {
+        Ok(coll::reduce(
+            c,
+            send.as_ref(),
+            &recv,
+            reduction,
+            coll::root(c, root)?,
+        ))
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn allreduce(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let reduction = m.reduction(op, datatype)?;
+    let send = input(m, sendbuf, count, datatype)?;
+    let recv = m.elements_at(recvbuf, count, datatype)?;
+    m.collective(comm, request, |c| {
+        Ok(coll::allreduce(c, send.as_ref(), &recv, reduction))
+    })
+}
+
+fn size_of(m: &Mpi, comm: Handle) -> MpiResult<(usize, usize)> {
+    let c = m.comm(comm)?;
+    Ok((c.ranks.len(), c.rank as usize))
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn gather(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    root: c_int,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let (n, me) = size_of(m, comm)?;
+    let r = coll::root(m.comm(comm)?, root)?;
+    let recv = match me == r {
+        true => uniform(&m.elements_at(recvbuf, recvcount, recvtype)?, n),
+        false => Vec::new(),
+    };
+    gathered(m, sendbuf, sendcount, sendtype, recv, root, comm, request)
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn gatherv(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    displs: *const c_int,
+    recvtype: Handle,
+    root: c_int,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let (n, me) = size_of(m, comm)?;
+    let r = coll::root(m.comm(comm)?, root)?;
+    let recv = match me == r {
+        true => per_member(m, recvbuf, recvcounts, displs, recvtype, n)?,
+        false => Vec::new(),
+    };
+    gathered(m, sendbuf, sendcount, sendtype, recv, root, comm, request)
+}
+
+/// Gather(v)'s common part: this member's input, and the run.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gathered(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recv: Vec<Elements>,
+    root: c_int,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let send = match coll::in_place(sendbuf) && !recv.is_empty() {
+        true => None,
+        false => Some(m.elements_at(sendbuf, sendcount, sendtype)?),
+    };
+    m.collective(comm, request, |c| {
+        Ok(coll::gather(c, send.as_ref(), &recv, coll::root(c, root)?))
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn scatter(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    root: c_int,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let (n, me) = size_of(m, comm)?;
+    let r = coll::root(m.comm(comm)?, root)?;
+    let send = match me == r {
+        true => uniform(&m.elements_at(sendbuf, sendcount, sendtype)?, n),
+        false => Vec::new(),
+    };
+    scattered(m, send, recvbuf, recvcount, recvtype, root, comm, request)
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn scatterv(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    displs: *const c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    root: c_int,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let (n, me) = size_of(m, comm)?;
+    let r = coll::root(m.comm(comm)?, root)?;
+    let send = match me == r {
+        true => per_member(m, sendbuf, sendcounts, displs, sendtype, n)?,
+        false => Vec::new(),
+    };
+    scattered(m, send, recvbuf, recvcount, recvtype, root, comm, request)
+}
+
+/// Scatter(v)'s common part: this member's output, and the run.
+#[allow(clippy::too_many_arguments)]
+unsafe fn scattered(
+    m: &mut Mpi,
+    send: Vec<Elements>,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    root: c_int,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let recv = match coll::in_place(recvbuf) && !send.is_empty() {
+        true => None,
+        false => Some(m.elements_at(recvbuf, recvcount, recvtype)?),
+    };
+    m.collective(comm, request, |c| {
+        Ok(coll::scatter(c, &send, recv.as_ref(), coll::root(c, root)?))
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn allgather(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let (n, _) = size_of(m, comm)?;
+    let recv = uniform(&m.elements_at(recvbuf, recvcount, recvtype)?, n);
+    allgathered(m, sendbuf, sendcount, sendtype, recv, comm, request)
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn allgatherv(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    displs: *const c_int,
+    recvtype: Handle,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let (n, _) = size_of(m, comm)?;
+    let recv = per_member(m, recvbuf, recvcounts, displs, recvtype, n)?;
+    allgathered(m, sendbuf, sendcount, sendtype, recv, comm, request)
+}
+
+unsafe fn allgathered(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recv: Vec<Elements>,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let send = match coll::in_place(sendbuf) {
+        true => None,
+        false => Some(m.elements_at(sendbuf, sendcount, sendtype)?),
+    };
+    m.collective(comm, request, |c| {
+        Ok(coll::allgather(c, send.as_ref(), &recv))
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn alltoall(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let (n, _) = size_of(m, comm)?;
+    let recv = uniform(&m.elements_at(recvbuf, recvcount, recvtype)?, n);
+    let send = match coll::in_place(sendbuf) {
+        true => recv.clone(),
+        false => uniform(&m.elements_at(sendbuf, sendcount, sendtype)?, n),
+    };
+    m.collective(comm, request, |c| Ok(coll::alltoall(c, &send, &recv)))
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn alltoallv(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtype: Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtype: Handle,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let (n, _) = size_of(m, comm)?;
+    let recv = per_member(m, recvbuf, recvcounts, rdispls, recvtype, n)?;
+    let send = match coll::in_place(sendbuf) {
+        true => recv.clone(),
+        false => per_member(m, sendbuf, sendcounts, sdispls, sendtype, n)?,
+    };
+    m.collective(comm, request, |c| Ok(coll::alltoall(c, &send, &recv)))
+}
+
+/// Elements for each member with its own datatype and a displacement in
+/// bytes (`MPI_Alltoallw`).
+unsafe fn per_member_w(
+    m: &Mpi,
+    buf: *const c_void,
+    counts: *const c_int,
+    displs: *const c_int,
+    types: *const Handle,
+    n: usize,
+) -> MpiResult<Vec<Elements>> {
+    let counts = ints(counts, n, "counts")?;
+    let displs = ints(displs, n, "displacements")?;
+    let types = ints(types, n, "datatypes")?;
+    (0..n)
+        .map(|i| {
+            let e = m.elements_at(buf, counts[i], types[i])?;
+            Ok(e.at_byte(displs[i] as isize, e.count))
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn alltoallw(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtypes: *const Handle,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtypes: *const Handle,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let (n, _) = size_of(m, comm)?;
+    let recv = per_member_w(m, recvbuf, recvcounts, rdispls, recvtypes, n)?;
+    let send = match coll::in_place(sendbuf) {
+        true => recv.clone(),
+        false => per_member_w(m, sendbuf, sendcounts, sdispls, sendtypes, n)?,
+    };
+    m.collective(comm, request, |c| Ok(coll::alltoall(c, &send, &recv)))
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn reduce_scatter(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    datatype: Handle,
+    op: Handle,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let (n, _) = size_of(m, comm)?;
+    let counts = ints(recvcounts, n, "counts")?
+        .iter()
+        .map(|&c| nonneg(c, "count"))
+        .collect::<MpiResult<Vec<usize>>>()?;
+    scattered_reduction(m, sendbuf, recvbuf, counts, datatype, op, comm, request)
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn reduce_scatter_block(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    datatype: Handle,
+    op: Handle,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let (n, _) = size_of(m, comm)?;
+    let counts = vec![nonneg(recvcount, "count")?; n];
+    scattered_reduction(m, sendbuf, recvbuf, counts, datatype, op, comm, request)
+}
+
+/// Reduce_scatter(_block)'s common part.
+#[allow(clippy::too_many_arguments)]
+unsafe fn scattered_reduction(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    counts: Vec<usize>,
+    datatype: Handle,
+    op: Handle,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    let reduction = m.reduction(op, datatype)?;
+    let me = size_of(m, comm)?.1;
+    let total: usize = counts.iter().sum();
+    let total = c_int::try_from(total)
+        .or_else(|_| err(MPI_ERR_COUNT, format!("{total} elements in all")))?;
+    let recv = m.elements_at(recvbuf, counts[me] as c_int, datatype)?;
+    let input = match coll::in_place(sendbuf) {
+        true => m.elements_at(recvbuf, total, datatype)?,
+        false => m.elements_at(sendbuf, total, datatype)?,
+    };
+    m.collective(comm, request, |c| {
+        Ok(coll::reduce_scatter(c, &input, &recv, &counts, reduction))
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn scan(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    scanned(
+        m, sendbuf, recvbuf, count, datatype, op, comm, request, false,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn exscan(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    comm: Handle,
+    request: Req,
+) -> MpiResult<()> {
+    scanned(
+        m, sendbuf, recvbuf, count, datatype, op, comm, request, true,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn scanned(
+    m: &mut Mpi,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    op: Handle,
+    comm: Handle,
+    request: Req,
+    exclusive: bool,
+) -> MpiResult<()> {
+    let reduction = m.reduction(op, datatype)?;
+    let send = input(m, sendbuf, count, datatype)?;
+    let recv = m.elements_at(recvbuf, count, datatype)?;
+    m.collective(comm, request, |c| {
+        Ok(coll::scan(c, send.as_ref(), &recv, reduction, exclusive))
+    })
 }

@@ -36,7 +36,7 @@ fn PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) -> c_int {
         let context = m.new_context(&parent, epoch, true)?;
         new = m.add_comm(Comm {
             context,
-            barriers: 0,
+            collectives: 0,
             children: 0,
             ..parent
         })?;
@@ -129,7 +129,7 @@ fn PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) -> c_int 
                 ranks: members,
                 rank: rank as c_int,
                 errhandler: parent.errhandler,
-                barriers: 0,
+                collectives: 0,
                 children: 0,
             })?,
         };

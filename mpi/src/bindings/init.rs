@@ -62,8 +62,7 @@ fn PMPI_Finalize() -> c_int {
         for id in mpi.engine.open_requests() {
             mpi.engine.wait(id)?;
         }
-        let mut world = mpi.comm(MPI_COMM_WORLD)?.clone();
-        mpi.engine.barrier(&mut world)
+        mpi.collective(MPI_COMM_WORLD, None, |c| Ok(coll::barrier(c)))
     })();
     if let Err(e) = r {
         let rank = mpi.comms[0].as_ref().map(|c| c.rank);

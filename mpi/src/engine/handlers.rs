@@ -102,12 +102,3 @@ pub(crate) fn on_ack(shared: &Shared, m: &mut Incoming<'_>) -> fm::Result<()> {
     }
     Ok(())
 }
-
-pub(crate) fn on_barrier(shared: &Shared, m: &mut Incoming<'_>) -> fm::Result<()> {
-    let mut b = [0u8; 12];
-    if m.receive(&mut b)? == 12 {
-        let key = (u32_at(&b, 0), u32_at(&b, 4), u32_at(&b, 8));
-        *lock(shared).barrier.entry(key).or_insert(0) += 1;
-    }
-    Ok(())
-}

@@ -47,6 +47,8 @@ pub(crate) enum Op {
     },
     /// Already complete when made (to or from `MPI_PROC_NULL`).
     Null,
+    /// A non-blocking collective, completed when its schedule ends.
+    Collective,
 }
 
 pub(crate) struct Request {
@@ -135,8 +137,6 @@ pub(crate) struct Matching {
     pub(crate) posted: VecDeque<Posted>,
     pub(crate) unexpected: VecDeque<Unexpected>,
     pub(crate) actions: Vec<Action>,
-    /// Barrier messages arrived, by (context, epoch, round).
-    pub(crate) barrier: HashMap<(u32, u32, u32), u32>,
     /// Messages a matched probe took, by number, until received.
     pub(crate) taken: Vec<Option<Unexpected>>,
     /// Requests to send in `unexpected`: some sender waits for this
@@ -372,18 +372,6 @@ impl Matching {
             }
         };
         Some((id as u32, status))
-    }
-
-    /// A barrier message for `key` arrived: count it taken.
-    pub(crate) fn arrived(&mut self, key: (u32, u32, u32)) -> bool {
-        let Some(c) = self.barrier.get_mut(&key) else {
-            return false;
-        };
-        *c -= 1;
-        if *c == 0 {
-            self.barrier.remove(&key);
-        }
-        true
     }
 
     /// The posted receive's buffer and capacity.

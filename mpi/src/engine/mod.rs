@@ -15,10 +15,11 @@
 //! protocol moving.
 
 use crate::abi::*;
+use crate::coll::Schedule;
 use crate::datatype::Layout;
 use fm::{Fm, Incoming, Rank};
 use std::cell::{RefCell, RefMut};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::os::raw::c_int;
 use std::sync::Arc;
 
@@ -52,8 +53,9 @@ pub struct Comm {
     pub ranks: Arc<[Rank]>,
     pub rank: c_int,
     pub errhandler: Handle,
-    /// Barriers entered on it (matches barrier messages to barriers).
-    pub barriers: u32,
+    /// Collectives started on it: the next one's number, which its
+    /// messages carry as their tag (`coll::schedule`).
+    pub collectives: u32,
     /// Contexts handed out to communicators made from this one: every
     /// member makes the same ones in the same order.
     pub children: u32,
@@ -72,6 +74,8 @@ pub struct Engine {
     pub eager_limit: usize,
     /// Where a small eager message is gathered before it is sent.
     scratch: Vec<u8>,
+    /// Non-blocking collectives under way, by their request.
+    collectives: Vec<(u32, Schedule)>,
 }
 
 impl Engine {
@@ -79,8 +83,7 @@ impl Engine {
     pub fn start() -> MpiResult<Engine> {
         let shared = Arc::new(Shared::default());
         let s = |sh: &Arc<Shared>| sh.clone();
-        let (a, b, c, d, e, f, g) = (
-            s(&shared),
+        let (a, b, c, d, e, g) = (
             s(&shared),
             s(&shared),
             s(&shared),
@@ -95,7 +98,6 @@ impl Engine {
             .handler(CTS, "mpi-cts", move |m| on_cts(&c, m))
             .handler(DATA, "mpi-data", move |m| on_data(&d, m))
             .handler(ACK, "mpi-ack", move |m| on_ack(&e, m))
-            .handler(BARRIER, "mpi-barrier", move |m| on_barrier(&f, m))
             .from_env()?
             .build()?;
         let bytes = |setting, default| {
@@ -109,6 +111,7 @@ impl Engine {
             shared,
             eager_limit,
             scratch: Vec::with_capacity(4096),
+            collectives: Vec::new(),
         })
     }
 
@@ -119,7 +122,61 @@ impl Engine {
     /// Run arrived handlers and send what they asked for, without waiting.
     pub fn progress(&mut self) -> MpiResult<()> {
         self.fm.extract(usize::MAX)?;
-        self.act()
+        self.act()?;
+        if !self.collectives.is_empty() {
+            self.advance_collectives();
+        }
+        Ok(())
+    }
+
+    /// Run collective `s` to its end (a blocking collective).
+    pub fn run(&mut self, mut s: Schedule) -> MpiResult<()> {
+        if s.advance(self)? {
+            return Ok(());
+        }
+        self.progress_until(|e| match s.advance(e) {
+            Ok(false) => None,
+            done => Some(done),
+        })?
+        .map(drop)
+    }
+
+    /// Start collective `s` (a non-blocking one): its request, which
+    /// completes when the schedule ends (advanced by every progress).
+    pub fn start_collective(&mut self, s: Schedule) -> MpiResult<u32> {
+        let req = self
+            .matching()
+            .add(Request::new(Op::Collective, false, None));
+        self.collectives.push((req, s));
+        self.advance_collectives();
+        Ok(req)
+    }
+
+    /// Advance every non-blocking collective; complete those that ended
+    /// (one that failed completes with its error class in its status).
+    fn advance_collectives(&mut self) {
+        let mut running = std::mem::take(&mut self.collectives);
+        let mut i = 0;
+        while i < running.len() {
+            let status = match running[i].1.advance(self) {
+                Ok(false) => {
+                    i += 1;
+                    continue;
+                }
+                Ok(true) => MpiStatus::empty(),
+                Err(e) => {
+                    tracing::warn!("a non-blocking collective failed: {}", e.message);
+                    MpiStatus {
+                        error: e.class,
+                        ..MpiStatus::empty()
+                    }
+                }
+            };
+            let (req, _) = running.swap_remove(i);
+            self.matching().complete(req, status);
+        }
+        running.append(&mut self.collectives);
+        self.collectives = running;
     }
 
     /// Send what handlers asked for (sending may run handlers that ask for more).
@@ -612,31 +669,6 @@ impl Engine {
             return Ok(MpiStatus::proc_null());
         }
         self.progress_until(|e| e.matching().peek(context, source, tag))
-    }
-
-    /// A dissemination barrier over the communicator's members: in round k
-    /// each tells the member 2^k after it and waits to hear from the one
-    /// 2^k before it. Its messages carry the communicator's context and the
-    /// barrier's number, so barriers never mix.
-    pub fn barrier(&mut self, comm: &mut Comm) -> MpiResult<()> {
-        let n = comm.ranks.len() as c_int;
-        let epoch = comm.barriers;
-        comm.barriers += 1;
-        let mut round = 0u32;
-        let mut step = 1;
-        while step < n {
-            let to = comm.ranks[((comm.rank + step) % n) as usize];
-            let mut b = [0u8; 12];
-            b[..4].copy_from_slice(&comm.context.to_le_bytes());
-            b[4..8].copy_from_slice(&epoch.to_le_bytes());
-            b[8..].copy_from_slice(&round.to_le_bytes());
-            self.fm.send(to, BARRIER, &b)?;
-            let key = (comm.context, epoch, round);
-            self.progress_until(|e| e.matching().arrived(key).then_some(()))?;
-            round += 1;
-            step *= 2;
-        }
-        Ok(())
     }
 
     /// Every request still open, for `MPI_Finalize` to complete.

@@ -9,7 +9,7 @@ pub(crate) const RTS: u16 = 2;
 pub(crate) const CTS: u16 = 3;
 pub(crate) const DATA: u16 = 4;
 pub(crate) const ACK: u16 = 5;
-pub(crate) const BARRIER: u16 = 6;
+// 6 was a barrier of its own; barriers are collectives now (`coll`).
 pub(crate) const EAGER_SYNC: u16 = 7;
 
 /// The envelope of an eager message: context, the source's rank in the

@@ -1072,11 +1072,6 @@ static void bad_arguments(void) {
         MPI_Request big;
         CLASS_OF(MPI_Isend(&v, 5, t, rank, 0, MPI_COMM_WORLD, &big), MPI_ERR_COUNT);
         MPI_Type_free(&t);
-#ifndef FM_MPI
-        /* Built against MPICH's header: a collective fm has not got yet
-         * answers with its class (fm's own header does not declare it). */
-        CLASS_OF(MPI_Bcast(&v, 1, MPI_INT, 0, MPI_COMM_WORLD), MPI_ERR_UNSUPPORTED_OPERATION);
-#endif
     }
     {
         /* A contiguous type of INT_MAX doubles is a type (16 GiB): its size

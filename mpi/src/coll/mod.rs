@@ -1,0 +1,374 @@
+//! Collective operations on intracommunicators.
+//!
+//! Each call is checked, its input packed into buffers of its own, and
+//! written as a [`Plan`] by one of the algorithms ([`algorithms`]) chosen
+//! by size and shape ([`Choice`]); the plan becomes a [`Schedule`] that
+//! the blocking call advances until done and the non-blocking one leaves
+//! to the engine's progress, completing its request. Results are unpacked
+//! into the caller's buffers by the schedule's last steps.
+
+pub mod algorithms;
+pub mod op;
+pub mod schedule;
+
+use crate::abi::*;
+use crate::datatype::Layout;
+use crate::engine::{err, Comm, MpiResult};
+use op::Reduction;
+pub use schedule::{Plan, Schedule, Span, Target};
+use std::os::raw::c_int;
+use std::sync::Arc;
+
+/// Where the choice between algorithms falls (bytes of the whole vector
+/// or message): MPICH's rules of thumb, measured again on fm
+/// (docs/PERFORMANCE.md).
+#[derive(Clone, Copy, Debug)]
+pub struct Choice {
+    /// Broadcasts this long and longer, on 4 or more members, scatter and
+    /// allgather instead of a binomial tree.
+    pub bcast_long: usize,
+    /// Allreduces this long and longer (commutative operations, at least
+    /// an element per member) reduce-scatter and allgather (Rabenseifner)
+    /// instead of recursive doubling.
+    pub allreduce_long: usize,
+    /// Allgathers whose result is shorter than this, on a power-of-two
+    /// number of members, go by recursive doubling instead of a ring.
+    pub allgather_short: usize,
+}
+
+pub const CHOICE: Choice = Choice {
+    bcast_long: 128 * 1024,
+    allreduce_long: 8 * 1024,
+    allgather_short: 512 * 1024,
+};
+
+/// `count` elements of a datatype at `buf` (the caller's).
+#[derive(Clone, Debug)]
+pub struct Elements {
+    pub buf: *mut u8,
+    pub count: usize,
+    pub layout: Arc<Layout>,
+}
+
+impl Elements {
+    pub fn bytes(&self) -> usize {
+        self.count * self.layout.size
+    }
+
+    /// Their data, packed.
+    ///
+    /// # Safety
+    /// `buf` holds `count` elements of the layout.
+    pub unsafe fn pack(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.bytes());
+        self.layout.pack(self.buf, self.count, &mut v);
+        v
+    }
+
+    pub fn target(&self) -> Target {
+        Target {
+            buf: self.buf,
+            count: self.count,
+            layout: self.layout.clone(),
+        }
+    }
+
+    /// `count` elements from `displacement` elements on.
+    pub fn at(&self, displacement: isize, count: usize) -> Elements {
+        Elements {
+            buf: self
+                .buf
+                .wrapping_offset(displacement.wrapping_mul(self.layout.extent)),
+            count,
+            layout: self.layout.clone(),
+        }
+    }
+
+    /// `count` elements from `bytes` bytes on.
+    pub fn at_byte(&self, bytes: isize, count: usize) -> Elements {
+        Elements {
+            buf: self.buf.wrapping_offset(bytes),
+            count,
+            layout: self.layout.clone(),
+        }
+    }
+}
+
+/// Whether `buf` is `MPI_IN_PLACE`.
+pub fn in_place<T>(buf: *const T) -> bool {
+    buf as usize == IN_PLACE
+}
+
+/// The member of `comm` a rooted collective names, checked.
+pub fn root(comm: &Comm, root: c_int) -> MpiResult<usize> {
+    match usize::try_from(root) {
+        Ok(r) if r < comm.ranks.len() => Ok(r),
+        _ => err(
+            MPI_ERR_ROOT,
+            format!(
+                "root {root} is not a rank of a communicator of {}",
+                comm.ranks.len()
+            ),
+        ),
+    }
+}
+
+fn plan(comm: &Comm) -> Plan {
+    Plan::new(comm.ranks.len(), comm.rank as usize)
+}
+
+pub fn barrier(comm: &Comm) -> Plan {
+    let mut p = plan(comm);
+    algorithms::barrier(&mut p);
+    p
+}
+
+/// # Safety
+/// `data` is the caller's buffer of its elements.
+pub unsafe fn bcast(comm: &Comm, data: &Elements, root: usize) -> Plan {
+    let mut p = plan(comm);
+    let me = p.me;
+    let bytes = data.bytes();
+    let span = if me == root {
+        p.buffer(data.pack())
+    } else {
+        p.scratch(bytes)
+    };
+    if p.n >= 4 && bytes >= CHOICE.bcast_long {
+        algorithms::bcast_scatter_allgather(&mut p, root, span, data.layout.size.max(1));
+    } else {
+        algorithms::bcast_binomial(&mut p, root, span);
+    }
+    if me != root {
+        p.unpack(span, data.target());
+    }
+    p
+}
+
+/// A reduction's operand: the caller's input packed (`MPI_IN_PLACE`: the
+/// output's elements are the input).
+///
+/// # Safety
+/// The buffers are the caller's, of `count` elements each.
+unsafe fn operand(p: &mut Plan, send: Option<&Elements>, recv: &Elements) -> Span {
+    match send {
+        Some(s) => p.buffer(s.pack()),
+        None => p.buffer(recv.pack()),
+    }
+}
+
+/// `MPI_Reduce`: `send` is `None` for `MPI_IN_PLACE` at the root; `recv`
+/// matters at the root only.
+///
+/// # Safety
+/// As [`bcast`].
+pub unsafe fn reduce(
+    comm: &Comm,
+    send: Option<&Elements>,
+    recv: &Elements,
+    reduction: Reduction,
+    root: usize,
+) -> Plan {
+    let mut p = plan(comm);
+    let acc = operand(&mut p, send, recv);
+    let commutative = reduction.commutative();
+    p.reducing(reduction);
+    algorithms::reduce_binomial(&mut p, root, acc, commutative);
+    if p.me == root {
+        p.unpack(acc, recv.target());
+    }
+    p
+}
+
+/// # Safety
+/// As [`bcast`].
+pub unsafe fn allreduce(
+    comm: &Comm,
+    send: Option<&Elements>,
+    recv: &Elements,
+    reduction: Reduction,
+) -> Plan {
+    let mut p = plan(comm);
+    let acc = operand(&mut p, send, recv);
+    let unit = recv.layout.size.max(1);
+    let long = reduction.commutative()
+        && acc.len >= CHOICE.allreduce_long
+        && recv.count >= 1 << p.n.ilog2();
+    p.reducing(reduction);
+    if long {
+        algorithms::allreduce_rabenseifner(&mut p, acc, unit);
+    } else {
+        algorithms::allreduce_recursive_doubling(&mut p, acc);
+    }
+    p.unpack(acc, recv.target());
+    p
+}
+
+/// Blocks one after another in one new buffer, of the given lengths.
+fn blocks(p: &mut Plan, lens: &[usize]) -> Vec<Span> {
+    let all = p.scratch(lens.iter().sum());
+    let mut at = 0;
+    lens.iter()
+        .map(|&len| {
+            let s = all.part(at, len);
+            at += len;
+            s
+        })
+        .collect()
+}
+
+/// `MPI_Gather(v)`: at the root, `recv[i]` is where member i's elements
+/// go; `send` is `None` for `MPI_IN_PLACE` at the root.
+///
+/// # Safety
+/// As [`bcast`].
+pub unsafe fn gather(comm: &Comm, send: Option<&Elements>, recv: &[Elements], root: usize) -> Plan {
+    let mut p = plan(comm);
+    let me = p.me;
+    let mine = send.map(|s| p.buffer(s.pack()));
+    if me == root {
+        let lens: Vec<usize> = recv.iter().map(Elements::bytes).collect();
+        let b = blocks(&mut p, &lens);
+        algorithms::gather_linear(&mut p, root, mine, &b);
+        for (i, (span, to)) in b.iter().zip(recv).enumerate() {
+            if i != root || mine.is_some() {
+                p.unpack(*span, to.target());
+            }
+        }
+    } else {
+        algorithms::gather_linear(&mut p, root, mine, &[]);
+    }
+    p
+}
+
+/// `MPI_Scatter(v)`: at the root, `send[i]` is member i's elements;
+/// `recv` is `None` for `MPI_IN_PLACE` at the root.
+///
+/// # Safety
+/// As [`bcast`].
+pub unsafe fn scatter(
+    comm: &Comm,
+    send: &[Elements],
+    recv: Option<&Elements>,
+    root: usize,
+) -> Plan {
+    let mut p = plan(comm);
+    let mine = recv.map(|r| p.scratch(r.bytes()));
+    let b: Vec<Span> = if p.me == root {
+        send.iter().map(|s| p.buffer(s.pack())).collect()
+    } else {
+        Vec::new()
+    };
+    algorithms::scatter_linear(&mut p, root, &b, mine);
+    if let (Some(span), Some(r)) = (mine, recv) {
+        p.unpack(span, r.target());
+    }
+    p
+}
+
+/// `MPI_Allgather(v)`: `recv[i]` is where member i's elements go; `send`
+/// is `None` for `MPI_IN_PLACE` (this member's are in `recv[me]`).
+///
+/// # Safety
+/// As [`bcast`].
+pub unsafe fn allgather(comm: &Comm, send: Option<&Elements>, recv: &[Elements]) -> Plan {
+    let mut p = plan(comm);
+    let me = p.me;
+    let lens: Vec<usize> = recv.iter().map(Elements::bytes).collect();
+    let b = blocks(&mut p, &lens);
+    let mine = match send {
+        Some(s) => p.buffer(s.pack()),
+        None => p.buffer(recv[me].pack()),
+    };
+    p.copy(mine, b[me]);
+    let total: usize = lens.iter().sum();
+    if p.n.is_power_of_two() && total < CHOICE.allgather_short {
+        algorithms::allgather_recursive_doubling(&mut p, &b);
+    } else {
+        algorithms::allgather_ring(&mut p, &b);
+    }
+    for (i, (span, to)) in b.iter().zip(recv).enumerate() {
+        if i != me || send.is_some() {
+            p.unpack(*span, to.target());
+        }
+    }
+    p
+}
+
+/// `MPI_Alltoall(v, w)`: `send[i]` goes to member i, `recv[i]` comes
+/// from it. With `MPI_IN_PLACE` the caller passes `recv` as `send`: every
+/// block is packed before any arrives.
+///
+/// # Safety
+/// As [`bcast`].
+pub unsafe fn alltoall(comm: &Comm, send: &[Elements], recv: &[Elements]) -> Plan {
+    let mut p = plan(comm);
+    let s: Vec<Span> = send.iter().map(|e| p.buffer(e.pack())).collect();
+    let lens: Vec<usize> = recv.iter().map(Elements::bytes).collect();
+    let r = blocks(&mut p, &lens);
+    algorithms::alltoall_pairwise(&mut p, &s, &r);
+    for (span, to) in r.iter().zip(recv) {
+        p.unpack(*span, to.target());
+    }
+    p
+}
+
+/// `MPI_Reduce_scatter(_block)`: the reduction of every member's
+/// `counts.sum()` elements, member i getting `counts[i]` of them (from
+/// element `counts[..i].sum()` on). `send` is `None` for `MPI_IN_PLACE`
+/// (the input is in `recv`'s buffer, all of it).
+///
+/// # Safety
+/// As [`bcast`]; `input` is the whole input's elements.
+pub unsafe fn reduce_scatter(
+    comm: &Comm,
+    input: &Elements,
+    recv: &Elements,
+    counts: &[usize],
+    reduction: Reduction,
+) -> Plan {
+    let mut p = plan(comm);
+    let me = p.me;
+    let acc = p.buffer(input.pack());
+    let commutative = reduction.commutative();
+    p.reducing(reduction);
+    algorithms::reduce_binomial(&mut p, 0, acc, commutative);
+    let size = recv.layout.size;
+    let mut at = 0;
+    let pieces: Vec<Span> = counts
+        .iter()
+        .map(|&c| {
+            let s = acc.part(at, c * size);
+            at += c * size;
+            s
+        })
+        .collect();
+    let mine = p.scratch(counts[me] * size);
+    algorithms::scatter_linear(&mut p, 0, &pieces, Some(mine));
+    p.unpack(mine, recv.target());
+    p
+}
+
+/// `MPI_Scan` and `MPI_Exscan` (`exclusive`).
+///
+/// # Safety
+/// As [`bcast`].
+pub unsafe fn scan(
+    comm: &Comm,
+    send: Option<&Elements>,
+    recv: &Elements,
+    reduction: Reduction,
+    exclusive: bool,
+) -> Plan {
+    let mut p = plan(comm);
+    let partial = operand(&mut p, send, recv);
+    let result = p.scratch(partial.len);
+    if !exclusive {
+        p.copy(partial, result);
+    }
+    p.reducing(reduction);
+    if algorithms::scan_recursive_doubling(&mut p, partial, result, exclusive) {
+        p.unpack(result, recv.target());
+    }
+    p
+}

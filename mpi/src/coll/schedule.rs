@@ -1,0 +1,334 @@
+//! A collective as a schedule: the sends, receives and local steps one
+//! member takes, in stages, over buffers the schedule owns.
+//!
+//! A stage's sends and receives are started together and the stage ends
+//! when all of them are complete; the local steps (reduce, copy, unpack)
+//! run when reached, so an algorithm puts a [`Step::Fence`] between a
+//! receive and the step that reads what it received. Nothing in a
+//! schedule blocks: [`Schedule::advance`] starts what it can and returns,
+//! so one schedule serves the blocking call (advanced until done) and the
+//! non-blocking one (advanced by every call's progress, `Engine::progress`).
+//!
+//! Messages go on the communicator's collective context (no user receive
+//! matches them) with the collective's sequence number as the tag, so two
+//! collectives in flight on one communicator never take each other's
+//! messages, while FM's order per pair keeps the messages of one
+//! collective between two members in the order they were sent.
+
+use super::op::Reduction;
+use crate::abi::*;
+use crate::datatype::Layout;
+use crate::engine::{err, Engine, MpiResult};
+use fm::Rank;
+use std::os::raw::c_int;
+use std::sync::Arc;
+
+/// Bit 29 of a context: collective operations' messages (bit 30 is the
+/// library's own exchanges, `context.rs`).
+pub const COLLECTIVE_OPERATIONS: u32 = 0x2000_0000;
+
+/// Bytes `at..at + len` of the schedule's buffer `buf`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub buf: usize,
+    pub at: usize,
+    pub len: usize,
+}
+
+impl Span {
+    /// Bytes `at..at + len` of this span.
+    pub fn part(self, at: usize, len: usize) -> Span {
+        debug_assert!(at + len <= self.len);
+        Span {
+            buf: self.buf,
+            at: self.at + at,
+            len,
+        }
+    }
+}
+
+/// The caller's elements a result is unpacked into when it is ready.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub buf: *mut u8,
+    pub count: usize,
+    pub layout: Arc<Layout>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// Send the span to communicator rank `to`.
+    Send {
+        to: usize,
+        data: Span,
+    },
+    /// Receive exactly `into.len` bytes from communicator rank `from`.
+    Recv {
+        from: usize,
+        into: Span,
+    },
+    /// `higher = lower op higher` (`lower` holds the lower ranks'
+    /// contribution); with `into_lower`, the result then goes to `lower`
+    /// (and `higher` is left as scratch).
+    Reduce {
+        lower: Span,
+        higher: Span,
+        into_lower: bool,
+    },
+    Copy {
+        from: Span,
+        to: Span,
+    },
+    /// Unpack the span into the caller's elements.
+    Unpack {
+        from: Span,
+        to: Target,
+    },
+    /// Wait for the stage's sends and receives before going on.
+    Fence,
+}
+
+/// One member's part of one collective.
+pub struct Schedule {
+    context: u32,
+    tag: c_int,
+    me: c_int,
+    ranks: Arc<[Rank]>,
+    bufs: Vec<Vec<u8>>,
+    steps: Vec<Step>,
+    next: usize,
+    /// Sends and receives of the stage under way: the engine's request,
+    /// and for a receive the bytes it must bring.
+    open: Vec<(u32, Option<usize>)>,
+    reduction: Option<Reduction>,
+}
+
+// SAFETY: the raw pointers are the caller's buffers, which MPI says stay
+// valid until the collective completes; the schedule is used only under
+// the library's lock.
+unsafe impl Send for Schedule {}
+
+/// A schedule being written by an algorithm.
+pub struct Plan {
+    pub n: usize,
+    pub me: usize,
+    bufs: Vec<Vec<u8>>,
+    steps: Vec<Step>,
+    reduction: Option<Reduction>,
+}
+
+impl Plan {
+    pub fn new(n: usize, me: usize) -> Plan {
+        Plan {
+            n,
+            me,
+            bufs: Vec::new(),
+            steps: Vec::new(),
+            reduction: None,
+        }
+    }
+
+    /// The operation this plan's `reduce` steps combine with.
+    pub fn reducing(&mut self, r: Reduction) {
+        self.reduction = Some(r);
+    }
+
+    /// A buffer holding `data`: a span of all of it.
+    pub fn buffer(&mut self, data: Vec<u8>) -> Span {
+        let len = data.len();
+        self.bufs.push(data);
+        Span {
+            buf: self.bufs.len() - 1,
+            at: 0,
+            len,
+        }
+    }
+
+    /// A buffer of `len` bytes to receive into.
+    pub fn scratch(&mut self, len: usize) -> Span {
+        self.buffer(vec![0; len])
+    }
+
+    pub fn send(&mut self, to: usize, data: Span) {
+        self.steps.push(Step::Send { to, data });
+    }
+
+    pub fn recv(&mut self, from: usize, into: Span) {
+        self.steps.push(Step::Recv { from, into });
+    }
+
+    pub fn fence(&mut self) {
+        if !matches!(self.steps.last(), None | Some(Step::Fence)) {
+            self.steps.push(Step::Fence);
+        }
+    }
+
+    pub fn reduce(&mut self, lower: Span, higher: Span, into_lower: bool) {
+        self.steps.push(Step::Reduce {
+            lower,
+            higher,
+            into_lower,
+        });
+    }
+
+    pub fn copy(&mut self, from: Span, to: Span) {
+        if from != to && from.len > 0 {
+            self.steps.push(Step::Copy { from, to });
+        }
+    }
+
+    pub fn unpack(&mut self, from: Span, to: Target) {
+        if from.len > 0 {
+            self.steps.push(Step::Unpack { from, to });
+        }
+    }
+
+    /// The plan as a schedule on context `context` (the communicator's)
+    /// with tag `tag` (the collective's number on it).
+    pub fn schedule(self, context: u32, tag: c_int, ranks: Arc<[Rank]>) -> Schedule {
+        Schedule {
+            context: context | COLLECTIVE_OPERATIONS,
+            tag: tag & TAG_UB,
+            me: self.me as c_int,
+            ranks,
+            bufs: self.bufs,
+            steps: self.steps,
+            next: 0,
+            open: Vec::new(),
+            reduction: self.reduction,
+        }
+    }
+}
+
+impl Schedule {
+    /// Start what can be started; `true` once every step is done.
+    pub fn advance(&mut self, e: &mut Engine) -> MpiResult<bool> {
+        loop {
+            // Start the stage's sends and receives, and run its local
+            // steps, up to its fence (or the end).
+            while let Some(step) = self.steps.get(self.next).cloned() {
+                if matches!(step, Step::Fence) {
+                    break;
+                }
+                self.next += 1;
+                self.run(e, step)?;
+            }
+            while let Some(&(id, want)) = self.open.last() {
+                let Some(s) = e.test(id) else {
+                    return Ok(false);
+                };
+                self.open.pop();
+                if let Some(want) = want {
+                    if s.error != MPI_SUCCESS || s.bytes() != want as u64 {
+                        return err(
+                            if s.error != MPI_SUCCESS {
+                                s.error
+                            } else {
+                                MPI_ERR_TRUNCATE
+                            },
+                            format!(
+                                "member {} sent {} bytes where {want} were expected: do all members pass matching counts and types (and the same root)?",
+                                s.source,
+                                s.bytes()
+                            ),
+                        );
+                    }
+                }
+            }
+            if self.next == self.steps.len() {
+                return Ok(true);
+            }
+            self.next += 1; // past the fence
+        }
+    }
+
+    fn run(&mut self, e: &mut Engine, step: Step) -> MpiResult<()> {
+        match step {
+            // A fence ends a stage in `advance`: nothing to run.
+            Step::Fence => {}
+            Step::Send { to, data } => {
+                let route = crate::engine::Route {
+                    context: self.context,
+                    me: self.me,
+                    to: Some(self.ranks[to]),
+                };
+                let p = self.bufs[data.buf][data.at..].as_ptr();
+                // SAFETY: the buffer is the schedule's, never resized, and
+                // lives until the send completes (a schedule ends only
+                // when its stage's requests have; one dropped on an error
+                // leaks its buffers, `Drop`).
+                let id = unsafe { e.isend(route, self.tag, p, data.len, false)? };
+                self.open.push((id, None));
+            }
+            Step::Recv { from, into } => {
+                let p = self.bufs[into.buf][into.at..].as_mut_ptr();
+                // SAFETY: as for a send.
+                let id = unsafe { e.irecv(self.context, from as c_int, self.tag, p, into.len)? };
+                self.open.push((id, Some(into.len)));
+            }
+            Step::Reduce {
+                lower,
+                higher,
+                into_lower,
+            } => {
+                let Some(r) = &self.reduction else {
+                    return err(MPI_ERR_INTERN, "a reduction step without an operation");
+                };
+                let (a, b) = two(&mut self.bufs, lower, higher);
+                r.combine(a, b)?;
+                if into_lower {
+                    self.run(
+                        e,
+                        Step::Copy {
+                            from: higher,
+                            to: lower,
+                        },
+                    )?;
+                }
+            }
+            Step::Copy { from, to } => {
+                let (a, b) = two(&mut self.bufs, from, to);
+                b.copy_from_slice(a);
+            }
+            Step::Unpack { from, to } => {
+                let data = &self.bufs[from.buf][from.at..from.at + from.len];
+                // SAFETY: the caller's buffer holds `count` elements of
+                // the layout until the collective completes.
+                unsafe { to.layout.unpack(data, to.buf, to.count) };
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Span `a` to read and span `b` to write, which do not overlap (an
+/// algorithm never reads and writes one span in one step).
+fn two(bufs: &mut [Vec<u8>], a: Span, b: Span) -> (&[u8], &mut [u8]) {
+    let range = |s: Span| s.at..s.at + s.len;
+    if a.buf == b.buf {
+        let v = &mut bufs[a.buf];
+        if a.at < b.at {
+            let (x, y) = v.split_at_mut(b.at);
+            (&x[range(a)], &mut y[..b.len])
+        } else {
+            let (x, y) = v.split_at_mut(a.at);
+            (&y[..a.len], &mut x[range(b)])
+        }
+    } else if a.buf < b.buf {
+        let (x, y) = bufs.split_at_mut(b.buf);
+        (&x[a.buf][range(a)], &mut y[0][range(b)])
+    } else {
+        let (x, y) = bufs.split_at_mut(a.buf);
+        (&y[0][range(a)], &mut x[b.buf][range(b)])
+    }
+}
+
+impl Drop for Schedule {
+    /// A schedule ended by an error may have sends and receives still
+    /// reading or writing its buffers: those are leaked, not freed.
+    fn drop(&mut self) {
+        if !self.open.is_empty() {
+            std::mem::forget(std::mem::take(&mut self.bufs));
+        }
+    }
+}

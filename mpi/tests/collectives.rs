@@ -1,0 +1,105 @@
+//! Every collective and reduction of `tests/c/coll.c` (compiled with
+//! MPICH's `mpicc`, so every handle is MPICH's), checked against a
+//! reference each rank computes alone: on 1 to 8 ranks of one host
+//! (non-powers of two included), across two and four virtual hosts, and
+//! under packet loss. The same program under `mpiexec.mpich` checks the
+//! test itself, and its checker must fail on one wrong value.
+//!
+//! They need `mpich` and `libmpich-dev` (`.ci/run` installs them) and say
+//! SKIPPED without.
+
+mod common;
+
+use common::*;
+use fm_tests::TempDir;
+
+fn passes(
+    dir: &TempDir,
+    exe: &std::path::Path,
+    fmrun_args: &[&str],
+    seed: &str,
+    env: &[(&str, &str)],
+) {
+    let n = fmrun_args[1];
+    let o = run(dir, fmrun_args, exe, &[seed], env);
+    let t = text(&o);
+    assert!(
+        o.status.success() && t.contains(&format!("all collectives passed on {n} ranks")),
+        "{fmrun_args:?} {env:?}:\n{t}"
+    );
+}
+
+#[test]
+fn every_collective_on_one_to_eight_ranks_of_one_host() {
+    let dir = TempDir::for_segments("mpi-coll");
+    let Some(exe) = mpich_built(&dir, "coll") else {
+        return;
+    };
+    for n in ["1", "2", "3", "4", "5", "7", "8"] {
+        passes(&dir, &exe, &["-n", n, "--oversubscribe"], n, &[]);
+    }
+}
+
+#[test]
+fn collectives_across_virtual_hosts_and_under_loss() {
+    let dir = TempDir::for_segments("mpi-coll-hosts");
+    let Some(exe) = mpich_built(&dir, "coll") else {
+        return;
+    };
+    let local = ["--rsh", "local", "--oversubscribe"];
+    let two = [&["-n", "4", "--hosts", "a,b"][..], &local].concat();
+    let four = [&["-n", "8", "--hosts", "a,b,c,d"][..], &local].concat();
+    passes(&dir, &exe, &two, "3", &[]);
+    passes(&dir, &exe, &four, "4", &[]);
+    passes(
+        &dir,
+        &exe,
+        &two,
+        "5",
+        &[("FM_FAULTS", "drop=0.05,dup=0.01,reorder=0.02")],
+    );
+}
+
+#[test]
+fn the_collective_checker_fails_on_a_wrong_value() {
+    let dir = TempDir::for_segments("mpi-coll-sabotage");
+    let Some(exe) = mpich_built(&dir, "coll") else {
+        return;
+    };
+    let o = run(
+        &dir,
+        &["-n", "3", "--oversubscribe"],
+        &exe,
+        &["1", "sabotage"],
+        &[],
+    );
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains("FAILED"), "{t}");
+}
+
+/// The program's expectations are MPICH's behaviour too (less MPICH's own
+/// bugs, which the program names): run under `mpiexec.mpich`.
+#[test]
+fn the_collective_checks_hold_under_mpich() {
+    let dir = TempDir::for_segments("mpi-coll-mpich");
+    let Some(exe) = mpich_built(&dir, "coll") else {
+        return;
+    };
+    let mpiexec = std::path::Path::new("/usr/bin/mpiexec.mpich");
+    if !mpiexec.exists() {
+        eprintln!("SKIPPED: no mpiexec.mpich");
+        return;
+    }
+    for (args, ok) in [(&["4"][..], true), (&["4", "sabotage"][..], false)] {
+        let o = std::process::Command::new("timeout")
+            .args(["120", &mpiexec.to_string_lossy(), "-n", "4"])
+            .arg(&exe)
+            .args(args)
+            .env("COLL_ON_MPICH", "1")
+            .output()
+            .expect("mpiexec.mpich");
+        let t = text(&o);
+        assert_eq!(o.status.success(), ok, "mpiexec.mpich {args:?}:\n{t}");
+        assert_eq!(t.contains("all collectives passed on 4 ranks"), ok, "{t}");
+    }
+}
