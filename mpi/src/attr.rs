@@ -167,9 +167,11 @@ impl Attributes {
         Ok(k)
     }
 
-    /// `MPI_Comm_free_keyval`.
+    /// `MPI_Comm_free_keyval`. Freeing one already freed is let pass, as
+    /// MPICH lets it (attr/keyval_double_free: a copy of the handle, freed
+    /// while attributes still use the keyval); the standard leaves it open.
     pub fn free_keyval(&mut self, keyval: c_int) -> MpiResult<()> {
-        self.live_keyval(keyval)?;
+        self.keyval(keyval)?;
         self.keyvals[(keyval & KEYVAL_INDEX) as usize].freed = true;
         Ok(())
     }
@@ -332,7 +334,8 @@ mod tests {
         // Freeing the keyval keeps its values until they go.
         a.free_keyval(k).unwrap();
         assert!(a.set(5, k, p1).is_err());
-        assert!(a.free_keyval(k).is_err());
+        // A second free is let pass, as MPICH lets it.
+        assert!(a.free_keyval(k).is_ok());
         for d in a.clear(5) {
             unsafe { d.run().unwrap() };
         }

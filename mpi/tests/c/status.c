@@ -12,8 +12,11 @@
  *     (pt2pt/mprobe).
  *   - A group constructor whose result has no members gives
  *     MPI_GROUP_EMPTY (group/grouptest).
+ *   - A keyval freed twice through two copies of its handle, while an
+ *     attribute still uses it, is let pass, as MPICH lets it
+ *     (attr/keyval_double_free).
  *
- *   status [inactive|proc-null|groups]   one part, or (no argument) all
+ *   status [inactive|proc-null|groups|keyvals]   one part, or (no argument) all
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -122,6 +125,35 @@ static void groups(void)
     MPI_Group_free(&world);
 }
 
+static int deleted;
+
+static int count_deletion(MPI_Comm comm, int keyval, void *value, void *extra)
+{
+    (void)comm, (void)keyval, (void)value, (void)extra;
+    deleted++;
+    return MPI_SUCCESS;
+}
+
+/* A keyval freed twice (MPICH's attr/keyval_double_free). */
+static void keyvals(void)
+{
+    MPI_Comm duped;
+    int keyval = MPI_KEYVAL_INVALID, copy;
+
+    MPI_Comm_dup(MPI_COMM_SELF, &duped);
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, count_deletion, &keyval, NULL);
+    copy = keyval;
+    MPI_Comm_set_attr(MPI_COMM_SELF, keyval, NULL);
+    MPI_Comm_set_attr(duped, keyval, NULL);
+    MPI_Comm_free(&duped);
+    CHECK(deleted == 1, "MPI_Comm_free ran %d deletions", deleted);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    CHECK(MPI_Comm_free_keyval(&keyval) == MPI_SUCCESS, "the first free failed");
+    CHECK(keyval == MPI_KEYVAL_INVALID, "the freed keyval is %#x", keyval);
+    CHECK(MPI_Comm_free_keyval(&copy) == MPI_SUCCESS, "the second free (a copy) failed");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
 int main(int argc, char **argv)
 {
     const char *part = argc > 1 ? argv[1] : "";
@@ -134,6 +166,8 @@ int main(int argc, char **argv)
         proc_null();
     if (!*part || !strcmp(part, "groups"))
         groups();
+    if (!*part || !strcmp(part, "keyvals"))
+        keyvals();
     MPI_Finalize();
     printf("status: all checks passed\n");
     return 0;
