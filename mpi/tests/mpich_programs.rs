@@ -20,7 +20,8 @@ const NETPIPE: &str = "/usr/bin/NPmpich2";
 /// status of an inactive or null request, the status of a receive or
 /// probe from MPI_PROC_NULL, MPI_ERROR never written by a call completing
 /// one operation, MPI_GROUP_EMPTY for a group with no members, a keyval
-/// freed twice let pass as MPICH lets it.
+/// freed twice let pass as MPICH lets it, a freed Issend to oneself that
+/// does not hang MPI_Finalize.
 #[test]
 fn statuses_and_empty_groups_are_mpichs() {
     let dir = TempDir::for_segments("mpi-status");

@@ -615,6 +615,12 @@ impl Engine {
         self.progress_until(|e| ids.iter().flatten().any(|&id| e.is_done(id)).then_some(()))
     }
 
+    /// Make progress until request `id` is complete, or gone: one
+    /// `MPI_Request_free` freed is forgotten the moment it completes.
+    pub fn settle(&mut self, id: u32) -> MpiResult<()> {
+        self.progress_until(|e| (!e.is_request(id) || e.is_done(id)).then_some(()))
+    }
+
     pub fn is_done(&self, id: u32) -> bool {
         self.matching()
             .requests

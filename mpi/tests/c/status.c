@@ -15,8 +15,10 @@
  *   - A keyval freed twice through two copies of its handle, while an
  *     attribute still uses it, is let pass, as MPICH lets it
  *     (attr/keyval_double_free).
+ *   - A synchronous send to oneself, freed before its receive is posted,
+ *     still lets MPI_Finalize return (pt2pt/issendselfcancel hung there).
  *
- *   status [inactive|proc-null|groups|keyvals]   one part, or (no argument) all
+ *   status [inactive|proc-null|groups|keyvals|freed]   one part, or (no argument) all
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -154,6 +156,17 @@ static void keyvals(void)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 }
 
+/* An Issend to oneself freed before it is matched (MPICH's
+ * pt2pt/issendselfcancel, less its cancels, which change nothing here). */
+static void freed(void)
+{
+    MPI_Request req;
+    MPI_Issend(NULL, 0, MPI_BYTE, 0, 123, MPI_COMM_SELF, &req);
+    MPI_Request_free(&req);
+    MPI_Irecv(NULL, 0, MPI_BYTE, 0, 123, MPI_COMM_SELF, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+}
+
 int main(int argc, char **argv)
 {
     const char *part = argc > 1 ? argv[1] : "";
@@ -168,6 +181,8 @@ int main(int argc, char **argv)
         groups();
     if (!*part || !strcmp(part, "keyvals"))
         keyvals();
+    if (!*part || !strcmp(part, "freed"))
+        freed();
     MPI_Finalize();
     printf("status: all checks passed\n");
     return 0;
