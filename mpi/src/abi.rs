@@ -63,6 +63,10 @@ pub const MPI_DATATYPE_NULL: Handle = 0x0c00_0000;
 /// A datatype made at run time: indirect kind (the direct handles
 /// 0x8c000000.. are MPICH's pair types), object type 3.
 pub const TYPE_INDIRECT: Handle = 0xcc00_0000_u32 as Handle;
+/// MPI-1's `MPI_LB` and `MPI_UB`: markers of a struct type's bounds, not
+/// types (MPICH's header still defines them; fm's does not).
+pub const LB_MARKER: Handle = 0x4c00_0010;
+pub const UB_MARKER: Handle = 0x4c00_0011;
 pub const MPI_ERRORS_ARE_FATAL: Handle = 0x5400_0000;
 pub const MPI_ERRORS_RETURN: Handle = 0x5400_0001;
 

@@ -134,18 +134,38 @@ fn PMPI_Type_create_struct(
                 "a null array of block lengths, displacements or types",
             );
         }
-        let layouts = (0..n)
-            .map(|i| m.layout(*types.add(i)))
-            .collect::<MpiResult<Vec<_>>>()?;
-        let mut blocks = Vec::with_capacity(n);
-        for (i, l) in layouts.iter().enumerate() {
-            blocks.push((
-                nonneg(*blocklengths.add(i), "block length")?,
-                *displacements.add(i) as i128,
-                &**l,
-            ));
+        // MPI-1's bound markers set the bounds instead of holding data.
+        let (mut lbs, mut ubs, mut real) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..n {
+            let at = *displacements.add(i);
+            match *types.add(i) {
+                LB_MARKER => lbs.push(at),
+                UB_MARKER => ubs.push(at),
+                t => real.push((
+                    m.layout(t)?,
+                    nonneg(*blocklengths.add(i), "block length")?,
+                    at,
+                )),
+            }
         }
-        *arg(newtype, "the new datatype")? = m.add_type(Layout::structure(&blocks)?)?;
+        let blocks: Vec<_> = (real.iter())
+            .map(|(l, len, at)| (*len, *at as i128, &**l))
+            .collect();
+        let data = Layout::structure(&blocks)?;
+        let layout = if lbs.is_empty() && ubs.is_empty() {
+            data
+        } else {
+            // Without a marker, a bound is the data's (0 with no data).
+            let has_data = !data.blocks.is_empty();
+            let lb = (lbs.iter().copied().min()).unwrap_or(if has_data { data.lb } else { 0 });
+            let ub = (ubs.iter().copied().max()).unwrap_or(if has_data {
+                data.lb + data.extent
+            } else {
+                0
+            });
+            Layout::resized(&data, lb, ub - lb)
+        };
+        *arg(newtype, "the new datatype")? = m.add_type(layout)?;
         Ok(())
     })
 }

@@ -17,8 +17,10 @@
  *     (attr/keyval_double_free).
  *   - A synchronous send to oneself, freed before its receive is posted,
  *     still lets MPI_Finalize return (pt2pt/issendselfcancel hung there).
+ *   - MPI-1's MPI_LB and MPI_UB in a struct type set its bounds
+ *     (datatype/struct_no_real_types).
  *
- *   status [inactive|proc-null|groups|keyvals|freed]   one part, or (no argument) all
+ *   status [inactive|proc-null|groups|keyvals|freed|markers]   one part, or (no argument) all
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -167,6 +169,31 @@ static void freed(void)
     MPI_Wait(&req, MPI_STATUS_IGNORE);
 }
 
+/* MPI_LB and MPI_UB markers (MPICH's header defines them; MPI-3 removed
+ * them, MPICH still takes them). */
+static void markers(void)
+{
+    MPI_Datatype t[3] = { MPI_LB, MPI_INT, MPI_UB }, nt;
+    int len[3] = { 1, 2, 1 }, size = -1;
+    MPI_Aint at[3] = { 10, 0, 0 }, lb, extent;
+
+    /* Only an LB marker: { (LB, 10) }, no data, so ub 0, extent -10. */
+    MPI_Type_create_struct(1, len, at, t, &nt);
+    MPI_Type_size(nt, &size);
+    MPI_Type_get_extent(nt, &lb, &extent);
+    CHECK(size == 0 && lb == 10 && extent == -10, "{(LB,10)}: size %d lb %ld extent %ld", size,
+          (long)lb, (long)extent);
+    MPI_Type_free(&nt);
+    /* Two ints at 4 between an LB at -4 and a UB at 32. */
+    at[0] = -4, at[1] = 4, at[2] = 32;
+    MPI_Type_create_struct(3, len, at, t, &nt);
+    MPI_Type_size(nt, &size);
+    MPI_Type_get_extent(nt, &lb, &extent);
+    CHECK(size == 8 && lb == -4 && extent == 36, "{(LB,-4),2 ints at 4,(UB,32)}: size %d lb %ld extent %ld",
+          size, (long)lb, (long)extent);
+    MPI_Type_free(&nt);
+}
+
 int main(int argc, char **argv)
 {
     const char *part = argc > 1 ? argv[1] : "";
@@ -183,6 +210,8 @@ int main(int argc, char **argv)
         keyvals();
     if (!*part || !strcmp(part, "freed"))
         freed();
+    if (!*part || !strcmp(part, "markers"))
+        markers();
     MPI_Finalize();
     printf("status: all checks passed\n");
     return 0;
