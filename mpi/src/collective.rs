@@ -60,7 +60,7 @@ impl Mpi {
             Some(r) => Some(unsafe { arg(r, "the request")? }),
             None => None,
         };
-        let plan = build(self.comm(comm)?)?;
+        let plan = build(self.intracomm(comm, "a collective")?)?;
         let c = self.comm_mut(comm)?;
         let tag = c.collectives;
         c.collectives = c.collectives.wrapping_add(1);

@@ -93,5 +93,6 @@ pub(crate) fn split(m: &mut Mpi, comm: Handle, color: c_int, key: c_int) -> MpiR
         errhandler: parent.errhandler,
         collectives: 0,
         children: 0,
+        remote: None,
     })
 }

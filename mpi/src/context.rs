@@ -64,8 +64,19 @@ impl ContextIds {
         epoch: u32,
         join: bool,
     ) -> MpiResult<u32> {
-        let free = and_over(engine, parent, agreement_tag(epoch), self.free())?;
-        let Some(id) = lowest_set(&free) else {
+        let free = self.free_on(engine, parent, agreement_tag(epoch))?;
+        self.take_lowest(&free, join)
+    }
+
+    /// The ids free on every member of `comm`, as bits (collective over
+    /// `comm`, on its library context with `tag`).
+    pub fn free_on(&self, engine: &mut Engine, comm: &Comm, tag: c_int) -> MpiResult<Vec<u8>> {
+        and_over(engine, comm, tag, self.free())
+    }
+
+    /// The lowest id of `free` (taken when `join`).
+    pub fn take_lowest(&mut self, free: &[u8], join: bool) -> MpiResult<u32> {
+        let Some(id) = lowest_set(free) else {
             return err(
                 MPI_ERR_OTHER,
                 format!(
@@ -129,7 +140,7 @@ fn and_over(engine: &mut Engine, comm: &Comm, tag: c_int, mut mine: Vec<u8>) -> 
     Ok(mine)
 }
 
-fn and_into(mine: &mut [u8], theirs: &[u8]) {
+pub fn and_into(mine: &mut [u8], theirs: &[u8]) {
     for (a, b) in mine.iter_mut().zip(theirs) {
         *a &= b;
     }
@@ -157,9 +168,33 @@ pub fn start_send(
     unsafe { engine.isend(collective(comm, to), tag, data.as_ptr(), data.len(), false) }
 }
 
-fn send(engine: &mut Engine, comm: &Comm, to: usize, tag: c_int, data: &[u8]) -> MpiResult<()> {
+pub fn send(engine: &mut Engine, comm: &Comm, to: usize, tag: c_int, data: &[u8]) -> MpiResult<()> {
     let id = start_send(engine, comm, to, tag, data)?;
     engine.wait(id).map(drop)
+}
+
+/// Up to `max` bytes from member `from` of `comm` on its collective
+/// context, as many as came.
+pub fn receive_up_to(
+    engine: &mut Engine,
+    comm: &Comm,
+    from: usize,
+    tag: c_int,
+    max: usize,
+) -> MpiResult<Vec<u8>> {
+    let mut b = vec![0u8; max];
+    let context = comm.context | COLLECTIVE_CONTEXT;
+    // SAFETY: `b` lives until the receive is waited for, here.
+    let id = unsafe { engine.irecv(context, from as c_int, tag, b.as_mut_ptr(), max)? };
+    let s = engine.wait(id)?;
+    if s.error != MPI_SUCCESS {
+        return err(
+            MPI_ERR_INTERN,
+            format!("member {from} sent more than {max} bytes of the library's own exchange"),
+        );
+    }
+    b.truncate(s.bytes() as usize);
+    Ok(b)
 }
 
 /// `len` bytes from member `from` of `comm` on its collective context;

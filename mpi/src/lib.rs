@@ -34,6 +34,8 @@ pub mod error;
 mod bindings;
 mod collective;
 mod comm;
+mod intercomm;
+
 mod ffi;
 mod p2p;
 mod request;

@@ -138,6 +138,12 @@ impl Mpi {
     /// A communicator is being made from `comm`: the number of this child
     /// (every member counts them the same), and a copy of `comm`.
     pub(crate) fn child_of(&mut self, comm: Handle) -> MpiResult<(u32, Comm)> {
+        self.intracomm(comm, "making a communicator")?;
+        self.any_child_of(comm)
+    }
+
+    /// [`Mpi::child_of`] an intra- or intercommunicator.
+    pub(crate) fn any_child_of(&mut self, comm: Handle) -> MpiResult<(u32, Comm)> {
         let parent = self.comm_mut(comm)?;
         parent.children += 1;
         Ok((parent.children, parent.clone()))
@@ -220,6 +226,19 @@ impl Mpi {
             })
     }
 
+    /// Communicator `handle`, which must be an intracommunicator (for
+    /// what fm does not do on intercommunicators yet).
+    pub(crate) fn intracomm(&self, handle: Handle, what: &str) -> MpiResult<&Comm> {
+        let c = self.comm(handle)?;
+        if c.remote.is_some() {
+            return err(
+                MPI_ERR_COMM,
+                format!("{what} on an intercommunicator is not supported by fm's MPI yet"),
+            );
+        }
+        Ok(c)
+    }
+
     pub(crate) fn comm_mut(&mut self, handle: Handle) -> MpiResult<&mut Comm> {
         Self::index(handle)
             .and_then(|i| self.comms.get_mut(i)?.as_mut())
@@ -257,7 +276,9 @@ impl Mpi {
         tag: c_int,
     ) -> MpiResult<Route> {
         let c = self.comm(handle)?;
-        let ok_rank = (0..c.size()).contains(&rank)
+        // An intercommunicator's ranks name its remote group.
+        let peers = c.remote.as_ref().unwrap_or(&c.ranks);
+        let ok_rank = (0..peers.len() as c_int).contains(&rank)
             || rank == MPI_PROC_NULL
             || (any && rank == MPI_ANY_SOURCE);
         if !ok_rank {
@@ -265,7 +286,7 @@ impl Mpi {
                 MPI_ERR_RANK,
                 format!(
                     "rank {rank} is not in a communicator of {} processes",
-                    c.size()
+                    peers.len()
                 ),
             );
         }
@@ -275,7 +296,7 @@ impl Mpi {
         Ok(Route {
             context: c.context,
             me: c.rank,
-            to: (!any && rank != MPI_PROC_NULL).then(|| c.ranks[rank as usize]),
+            to: (!any && rank != MPI_PROC_NULL).then(|| peers[rank as usize]),
         })
     }
 }
@@ -389,6 +410,7 @@ pub(crate) fn init(func: &str) -> c_int {
         errhandler: MPI_ERRORS_ARE_FATAL,
         collectives: 0,
         children: 0,
+        remote: None,
     };
     let own = Comm {
         context: 1,
@@ -397,6 +419,7 @@ pub(crate) fn init(func: &str) -> c_int {
         errhandler: MPI_ERRORS_ARE_FATAL,
         collectives: 0,
         children: 0,
+        remote: None,
     };
     *g = Phase::Running(Box::new(Mpi {
         engine,

@@ -408,3 +408,33 @@ fn mpi_init_outside_the_job_fmrun_started_is_an_error_not_a_singleton() {
     assert_eq!(t.matches("second=1").count(), 2, "{t}");
     assert!(t.contains("MPI_Init"), "{t}");
 }
+
+/// Intercommunicators (point-to-point across, merged both ways round),
+/// `MPI_Comm_create_group`, and groups by ranges and set operations
+/// (tests/c/comms.c), on 2, 3 and 5 ranks; its checker fails on one wrong
+/// rank.
+#[test]
+fn communicators_some_members_make_are_mpichs() {
+    let dir = TempDir::for_segments("mpi-comms");
+    let Some(exe) = mpich_built(&dir, "comms") else {
+        return;
+    };
+    for n in ["2", "3", "5"] {
+        let o = run(&dir, &["-n", n, "--oversubscribe"], &exe, &[], &[]);
+        let t = text(&o);
+        assert!(
+            o.status.success()
+                && t.contains(&format!("all communicator checks passed on {n} ranks")),
+            "{n} ranks:\n{t}"
+        );
+    }
+    let o = run(
+        &dir,
+        &["-n", "3", "--oversubscribe"],
+        &exe,
+        &["sabotage"],
+        &[],
+    );
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains("FAILED"), "{t}");
+}

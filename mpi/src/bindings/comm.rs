@@ -131,6 +131,7 @@ fn PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) -> c_int 
                 errhandler: parent.errhandler,
                 collectives: 0,
                 children: 0,
+                remote: None,
             })?,
         };
         Ok(())
@@ -186,6 +187,75 @@ fn PMPI_Comm_free(comm: *mut Handle) -> c_int {
         freeable(m)?;
         m.remove_comm(h);
         *comm = MPI_COMM_NULL;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Intercomm_create(
+    local_comm: Handle,
+    local_leader: c_int,
+    peer_comm: Handle,
+    remote_leader: c_int,
+    tag: c_int,
+    newintercomm: *mut Handle,
+) -> c_int {
+    call("MPI_Intercomm_create", local_comm, |m| {
+        let out = arg(newintercomm, "the new intercommunicator")?;
+        *out = intercomm::create(m, local_comm, local_leader, peer_comm, remote_leader, tag)?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Intercomm_merge(intercomm: Handle, high: c_int, newintracomm: *mut Handle) -> c_int {
+    call("MPI_Intercomm_merge", intercomm, |m| {
+        let out = arg(newintracomm, "the new communicator")?;
+        *out = intercomm::merge(m, intercomm, high != 0)?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Comm_create_group(comm: Handle, group: Handle, tag: c_int, newcomm: *mut Handle) -> c_int {
+    call("MPI_Comm_create_group", comm, |m| {
+        let out = arg(newcomm, "the new communicator")?;
+        *out = intercomm::create_group(m, comm, group, tag)?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Comm_test_inter(comm: Handle, flag: *mut c_int) -> c_int {
+    call("MPI_Comm_test_inter", comm, |m| {
+        let inter = m.comm(comm)?.remote.is_some();
+        *arg(flag, "the flag")? = c_int::from(inter);
+        Ok(())
+    })
+}
+
+/// An intercommunicator's remote group.
+fn remote_of(m: &Mpi, comm: Handle) -> MpiResult<Arc<[fm::Rank]>> {
+    m.comm(comm)?.remote.clone().ok_or_else(|| MpiError {
+        class: MPI_ERR_COMM,
+        message: format!("{comm:#x} is not an intercommunicator"),
+    })
+}
+
+#[mpi]
+fn PMPI_Comm_remote_size(comm: Handle, size: *mut c_int) -> c_int {
+    call("MPI_Comm_remote_size", comm, |m| {
+        *arg(size, "the size")? = remote_of(m, comm)?.len() as c_int;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Comm_remote_group(comm: Handle, group: *mut Handle) -> c_int {
+    call("MPI_Comm_remote_group", comm, |m| {
+        let out = arg(group, "the group")?;
+        let remote = remote_of(m, comm)?;
+        *out = m.add_group(remote)?;
         Ok(())
     })
 }

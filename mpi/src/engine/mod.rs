@@ -52,6 +52,9 @@ pub struct Comm {
     /// Shared: a communicator is copied on every call that uses it.
     pub ranks: Arc<[Rank]>,
     pub rank: c_int,
+    /// An intercommunicator's remote group (FM ranks by rank), which
+    /// point-to-point ranks name; `ranks` is then the local group.
+    pub remote: Option<Arc<[Rank]>>,
     pub errhandler: Handle,
     /// Collectives started on it: the next one's number, which its
     /// messages carry as their tag (`coll::schedule`).

@@ -1,0 +1,225 @@
+//! Intercommunicators (`MPI_Intercomm_create`, `MPI_Intercomm_merge`) and
+//! `MPI_Comm_create_group`: communicators agreed on by some members only.
+//!
+//! Their exchanges go on a *view* of a communicator: the same members (or
+//! some, or the remote group) under the communicator's context with bit
+//! 28 set, so that they never meet the communicator's own library
+//! messages, whose sources are numbered the same.
+
+use crate::context::{and_into, receive, receive_up_to, send, start_send};
+use crate::*;
+
+/// Bit 28 of a context: a view's exchanges (bits 29 and 30: `coll`,
+/// `context`).
+const VIEW: u32 = 0x1000_0000;
+
+/// `comm`'s members `ranks`, this process being `rank` of them, on its
+/// view context.
+fn view(comm: &Comm, ranks: Arc<[fm::Rank]>, rank: c_int) -> Comm {
+    Comm {
+        context: comm.context | VIEW,
+        ranks,
+        rank,
+        remote: None,
+        ..comm.clone()
+    }
+}
+
+/// Tag `k` of the exchanges of child `epoch` of a communicator.
+fn tag(epoch: u32, k: u32) -> c_int {
+    (epoch.wrapping_mul(4).wrapping_add(k) & TAG_UB as u32) as c_int
+}
+
+fn u32_at(b: &[u8], at: usize) -> MpiResult<u32> {
+    b.get(at..at + 4)
+        .and_then(|s| s.try_into().ok())
+        .map(u32::from_le_bytes)
+        .ok_or_else(|| MpiError {
+            class: MPI_ERR_INTERN,
+            message: "a short message in the library's own exchange".into(),
+        })
+}
+
+fn ranks_bytes(ranks: &[fm::Rank]) -> Vec<u8> {
+    ranks
+        .iter()
+        .flat_map(|r| r.to_le_bytes())
+        .collect()
+}
+
+fn ranks_of(b: &[u8]) -> MpiResult<Vec<fm::Rank>> {
+    (0..b.len() / 4)
+        .map(|i| u32_at(b, 4 * i))
+        .collect()
+}
+
+/// The most bytes a list of this job's ranks and a free-id set take.
+fn most(m: &Mpi) -> usize {
+    8 + crate::context::CONTEXT_IDS / 8 + 4 * m.engine.fm.size()
+}
+
+/// `MPI_Intercomm_create`: the members of `local_comm` and those of
+/// another group, whose leaders meet on `peer_comm` with `tag`.
+pub(crate) fn create(
+    m: &mut Mpi,
+    local_comm: Handle,
+    local_leader: c_int,
+    peer_comm: Handle,
+    remote_leader: c_int,
+    user_tag: c_int,
+) -> MpiResult<Handle> {
+    let (epoch, local) = m.child_of(local_comm)?;
+    let leader = crate::coll::root(&local, local_leader)?;
+    let max = most(m);
+    // The ids free on the whole local group.
+    let lead = view(&local, local.ranks.clone(), local.rank);
+    let mut free = m.contexts.free_on(&mut m.engine, &lead, tag(epoch, 0))?;
+    let me = local.rank as usize;
+    let (id, remote) = if me == leader {
+        // Leaders swap free sets and groups over the peer communicator.
+        let peer = m.comm(peer_comm)?.clone();
+        let theirs = crate::coll::root(&peer, remote_leader).map_err(|_| MpiError {
+            class: MPI_ERR_RANK,
+            message: format!(
+                "remote leader {remote_leader} is not a rank of the peer communicator"
+            ),
+        })?;
+        if !(0..=TAG_UB).contains(&user_tag) {
+            return err(
+                MPI_ERR_TAG,
+                format!("tag {user_tag} is outside 0..={TAG_UB}"),
+            );
+        }
+        let peer_view = view(&peer, peer.ranks.clone(), peer.rank);
+        let mine = [free.clone(), ranks_bytes(&local.ranks)].concat();
+        let sent = start_send(&mut m.engine, &peer_view, theirs, user_tag, &mine)?;
+        let got = receive_up_to(&mut m.engine, &peer_view, theirs, user_tag, max)?;
+        m.engine.wait(sent)?;
+        let n = free.len();
+        and_into(&mut free, got.get(..n).unwrap_or(&[]));
+        let remote = ranks_of(&got[n.min(got.len())..])?;
+        let id = m.contexts.take_lowest(&free, false)?;
+        let answer = [id.to_le_bytes().to_vec(), ranks_bytes(&remote)].concat();
+        for r in (0..local.ranks.len()).filter(|&r| r != leader) {
+            send(&mut m.engine, &lead, r, tag(epoch, 2), &answer)?;
+        }
+        (id, remote)
+    } else {
+        let b = receive_up_to(&mut m.engine, &lead, leader, tag(epoch, 2), max)?;
+        (u32_at(&b, 0)?, ranks_of(&b[4..])?)
+    };
+    m.contexts.take_lowest(&id_bits(id), true)?;
+    m.add_comm(Comm {
+        context: id,
+        remote: Some(remote.into()),
+        collectives: 0,
+        children: 0,
+        ..local
+    })
+}
+
+/// A free set holding only `id`.
+fn id_bits(id: u32) -> Vec<u8> {
+    let mut b = vec![0u8; crate::context::CONTEXT_IDS / 8];
+    if let Some(byte) = b.get_mut(id as usize / 8) {
+        *byte = 1 << (id % 8);
+    }
+    b
+}
+
+/// `MPI_Intercomm_merge`: one intracommunicator of both groups, the
+/// group that said `high` after the other (of two that said the same,
+/// the one whose leader has the lower rank in the job first).
+pub(crate) fn merge(m: &mut Mpi, inter: Handle, high: bool) -> MpiResult<Handle> {
+    let (epoch, ic) = m.any_child_of(inter)?;
+    let Some(remote) = ic.remote.clone() else {
+        return err(
+            MPI_ERR_COMM,
+            format!("{inter:#x} is not an intercommunicator"),
+        );
+    };
+    let local = view(&ic, ic.ranks.clone(), ic.rank);
+    let mut free = m.contexts.free_on(&mut m.engine, &local, tag(epoch, 0))?;
+    let (id, first) = if ic.rank == 0 {
+        let them = view(&ic, remote.clone(), ic.rank);
+        let mine = [vec![u8::from(high)], free.clone()].concat();
+        let sent = start_send(&mut m.engine, &them, 0, tag(epoch, 1), &mine)?;
+        let got = receive(&mut m.engine, &them, 0, tag(epoch, 1), mine.len())?;
+        m.engine.wait(sent)?;
+        and_into(&mut free, &got[1..]);
+        let their_high = got[0] != 0;
+        let first = if high == their_high {
+            ic.ranks[0] < remote[0]
+        } else {
+            !high
+        };
+        let id = m.contexts.take_lowest(&free, false)?;
+        let answer = [id.to_le_bytes().to_vec(), vec![u8::from(first)]].concat();
+        for r in 1..ic.ranks.len() {
+            send(&mut m.engine, &local, r, tag(epoch, 2), &answer)?;
+        }
+        (id, first)
+    } else {
+        let b = receive(&mut m.engine, &local, 0, tag(epoch, 2), 5)?;
+        (u32_at(&b, 0)?, b[4] != 0)
+    };
+    m.contexts.take_lowest(&id_bits(id), true)?;
+    let (a, b) = if first {
+        (&ic.ranks, &remote)
+    } else {
+        (&remote, &ic.ranks)
+    };
+    let ranks: Arc<[fm::Rank]> = a.iter().chain(b.iter()).copied().collect();
+    let me = m.engine.fm.rank();
+    let rank = ranks.iter().position(|&r| r == me).unwrap_or(0) as c_int;
+    m.add_comm(Comm {
+        context: id,
+        ranks,
+        rank,
+        remote: None,
+        collectives: 0,
+        children: 0,
+        ..ic
+    })
+}
+
+/// `MPI_Comm_create_group`: the members of `group` (a subgroup of
+/// `comm`'s) make a communicator, the others taking no part; `tag` tells
+/// concurrent ones apart.
+pub(crate) fn create_group(
+    m: &mut Mpi,
+    comm: Handle,
+    group: Handle,
+    user_tag: c_int,
+) -> MpiResult<Handle> {
+    let parent = m.intracomm(comm, "MPI_Comm_create_group")?.clone();
+    let members = m.group(group)?;
+    if let Some(r) = members.iter().find(|r| !parent.ranks.contains(r)) {
+        return err(
+            MPI_ERR_GROUP,
+            format!("the group holds process {r}, which is not in the communicator"),
+        );
+    }
+    if !(0..=TAG_UB).contains(&user_tag) {
+        return err(
+            MPI_ERR_TAG,
+            format!("tag {user_tag} is outside 0..={TAG_UB}"),
+        );
+    }
+    let me = m.engine.fm.rank();
+    let Some(rank) = members.iter().position(|&r| r == me) else {
+        return Ok(MPI_COMM_NULL);
+    };
+    let v = view(&parent, members.clone(), rank as c_int);
+    let free = m.contexts.free_on(&mut m.engine, &v, user_tag)?;
+    let id = m.contexts.take_lowest(&free, true)?;
+    m.add_comm(Comm {
+        context: id,
+        ranks: members,
+        rank: rank as c_int,
+        remote: None,
+        collectives: 0,
+        children: 0,
+        ..parent
+    })
+}
