@@ -22,6 +22,7 @@ pub const MPI_ERR_RANK: c_int = 6;
 pub const MPI_ERR_ROOT: c_int = 7;
 pub const MPI_ERR_GROUP: c_int = 8;
 pub const MPI_ERR_OP: c_int = 9;
+pub const MPI_ERR_DIMS: c_int = 11;
 pub const MPI_ERR_ARG: c_int = 12;
 pub const MPI_ERR_UNKNOWN: c_int = 13;
 pub const MPI_ERR_TRUNCATE: c_int = 14;
@@ -29,6 +30,11 @@ pub const MPI_ERR_OTHER: c_int = 15;
 pub const MPI_ERR_INTERN: c_int = 16;
 pub const MPI_ERR_IN_STATUS: c_int = 17;
 pub const MPI_ERR_REQUEST: c_int = 19;
+pub const MPI_ERR_INFO: c_int = 28;
+pub const MPI_ERR_INFO_KEY: c_int = 29;
+pub const MPI_ERR_INFO_VALUE: c_int = 30;
+pub const MPI_ERR_INFO_NOKEY: c_int = 31;
+pub const MPI_ERR_NO_MEM: c_int = 34;
 pub const MPI_ERR_UNSUPPORTED_OPERATION: c_int = 44;
 pub const MPI_ERR_KEYVAL: c_int = 48;
 pub const MPI_ERR_LASTCODE: c_int = 0x3fff_ffff;
@@ -78,6 +84,14 @@ pub const OP_DIRECT: Handle = 0x9800_0000_u32 as Handle;
 
 /// `MPI_IN_PLACE`: the address -1.
 pub const IN_PLACE: usize = usize::MAX;
+
+pub const MPI_INFO_NULL: Handle = 0x1c00_0000;
+pub const MPI_INFO_ENV: Handle = 0x5c00_0001;
+/// An info object made at run time: direct kind, object type 7.
+pub const INFO_DIRECT: Handle = 0x9c00_0000_u32 as Handle;
+pub const MPI_MAX_INFO_KEY: usize = 255;
+pub const MPI_MAX_INFO_VAL: usize = 1024;
+pub const MPI_MAX_OBJECT_NAME: usize = 128;
 
 pub const MPI_ANY_SOURCE: c_int = -2;
 pub const MPI_ANY_TAG: c_int = -1;
@@ -222,6 +236,12 @@ pub fn class_text(class: c_int) -> &'static str {
         MPI_ERR_REQUEST => "invalid request",
         MPI_ERR_UNSUPPORTED_OPERATION => "operation not supported by fm's MPI yet",
         MPI_ERR_KEYVAL => "invalid keyval",
+        MPI_ERR_DIMS => "invalid dimension argument",
+        MPI_ERR_INFO => "invalid info object",
+        MPI_ERR_INFO_KEY => "invalid info key",
+        MPI_ERR_INFO_VALUE => "invalid info value",
+        MPI_ERR_INFO_NOKEY => "no such info key",
+        MPI_ERR_NO_MEM => "out of memory",
         _ => "unknown error",
     }
 }

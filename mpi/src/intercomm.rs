@@ -41,16 +41,11 @@ fn u32_at(b: &[u8], at: usize) -> MpiResult<u32> {
 }
 
 fn ranks_bytes(ranks: &[fm::Rank]) -> Vec<u8> {
-    ranks
-        .iter()
-        .flat_map(|r| r.to_le_bytes())
-        .collect()
+    ranks.iter().flat_map(|r| r.to_le_bytes()).collect()
 }
 
 fn ranks_of(b: &[u8]) -> MpiResult<Vec<fm::Rank>> {
-    (0..b.len() / 4)
-        .map(|i| u32_at(b, 4 * i))
-        .collect()
+    (0..b.len() / 4).map(|i| u32_at(b, 4 * i)).collect()
 }
 
 /// The most bytes a list of this job's ranks and a free-id set take.

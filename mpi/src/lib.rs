@@ -37,6 +37,7 @@ mod comm;
 mod intercomm;
 
 mod ffi;
+mod info;
 mod p2p;
 mod request;
 mod state;

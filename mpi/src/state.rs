@@ -24,6 +24,10 @@ pub(crate) struct Mpi {
     pub(crate) attrs: Attributes,
     /// Operations made by `MPI_Op_create` by index (handle `OP_DIRECT | index`).
     pub(crate) ops: Vec<Option<coll::op::UserOp>>,
+    /// Info objects by index (handle `INFO_DIRECT | index`).
+    pub(crate) infos: Vec<Option<info::Entries>>,
+    /// Names given to communicators and datatypes, by handle.
+    pub(crate) names: std::collections::HashMap<Handle, String>,
     /// The context ids this process's communicators use.
     pub(crate) contexts: ContextIds,
     /// `MPI_UNIVERSE_SIZE`'s value: the job's size.
@@ -158,6 +162,7 @@ impl Mpi {
     /// Communicator `h` is gone, and its context id free again.
     pub(crate) fn remove_comm(&mut self, h: Handle) {
         let c = Self::index(h).and_then(|i| self.comms.get_mut(i)?.take());
+        self.names.remove(&h);
         if let Some(c) = c {
             self.contexts.release(c.context);
         }
@@ -431,6 +436,8 @@ pub(crate) fn init(func: &str) -> c_int {
         buffered: Vec::new(),
         attrs: Attributes::default(),
         ops: Vec::new(),
+        infos: Vec::new(),
+        names: std::collections::HashMap::new(),
         contexts: ContextIds::default(),
         universe: size as c_int,
         minus_one,

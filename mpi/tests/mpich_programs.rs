@@ -411,8 +411,8 @@ fn mpi_init_outside_the_job_fmrun_started_is_an_error_not_a_singleton() {
 
 /// Intercommunicators (point-to-point across, merged both ways round),
 /// `MPI_Comm_create_group`, and groups by ranges and set operations
-/// (tests/c/comms.c), on 2, 3 and 5 ranks; its checker fails on one wrong
-/// rank.
+/// (tests/c/comms.c), on 2, 3 and 5 ranks, and under mpiexec.mpich; its
+/// checker fails on one wrong rank.
 #[test]
 fn communicators_some_members_make_are_mpichs() {
     let dir = TempDir::for_segments("mpi-comms");
@@ -437,4 +437,32 @@ fn communicators_some_members_make_are_mpichs() {
     );
     let t = text(&o);
     assert!(!o.status.success() && t.contains("FAILED"), "{t}");
+}
+
+/// Info objects, MPI_Alloc_mem, names, MPI_Type_dup and MPI_Dims_create
+/// (tests/c/info.c); its checker fails on one wrong value; the same
+/// program passes under mpiexec.mpich (less what MPICH does otherwise
+/// than the standard, which it names).
+#[test]
+fn info_objects_names_and_dims_are_the_standards() {
+    let dir = TempDir::for_segments("mpi-info");
+    let Some(exe) = mpich_built(&dir, "info") else {
+        return;
+    };
+    let o = run(&dir, &["-n", "2"], &exe, &[], &[]);
+    let t = text(&o);
+    assert!(
+        o.status.success() && t.matches("info: all checks passed").count() == 2,
+        "{t}"
+    );
+    let o = run(&dir, &["-n", "1"], &exe, &["sabotage"], &[]);
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains("FAILED"), "{t}");
+    if let Some(o) = under_mpich(&exe, 2, &[]) {
+        let t = text(&o);
+        assert!(
+            o.status.success() && t.contains("info: all checks passed"),
+            "{t}"
+        );
+    }
 }

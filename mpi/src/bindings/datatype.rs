@@ -210,6 +210,7 @@ fn PMPI_Type_free(datatype: *mut Handle) -> c_int {
         m.derived(*datatype)?;
         // Operations under way keep their layout (each holds a reference).
         m.types[(*datatype & HANDLE_INDEX) as usize] = None;
+        m.names.remove(&*datatype);
         *datatype = MPI_DATATYPE_NULL;
         Ok(())
     })

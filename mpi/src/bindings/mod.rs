@@ -4,10 +4,11 @@
 
 mod attr;
 mod coll;
-mod comm;
+pub(crate) mod comm;
 mod datatype;
 mod errhan;
 mod group;
+mod info;
 mod init;
 mod op;
 mod pt2pt;

@@ -7,7 +7,7 @@
  *
  *   coll [SEED] [sabotage]   sabotage: expect one wrong value (must fail)
  *
- * With COLL_ON_MPICH set, the cases where MPICH 4.0.2 itself is wrong
+ * With ON_MPICH set, the cases where MPICH 4.0.2 itself is wrong
  * are left out (see `mpich_bug`).
  */
 #include <complex.h>
@@ -689,7 +689,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     seed = argc > 1 ? atoi(argv[1]) : 1;
     sabotage = argc > 2 && !strcmp(argv[2], "sabotage");
-    on_mpich = getenv("COLL_ON_MPICH") != NULL;
+    on_mpich = getenv("ON_MPICH") != NULL;
     MPI_Barrier(MPI_COMM_WORLD);
     predefined_ops();
     complex_ops();

@@ -68,3 +68,24 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// `PROGRAM ARGS` on `n` ranks under MPICH's own `mpiexec.mpich` with
+/// `ON_MPICH` set (the programs leave out what MPICH gets wrong), or
+/// `None` (SKIPPED) without it.
+pub fn under_mpich(program: &Path, n: usize, args: &[&str]) -> Option<Output> {
+    let mpiexec = Path::new("/usr/bin/mpiexec.mpich");
+    if !mpiexec.exists() {
+        eprintln!("SKIPPED the run under MPICH: no mpiexec.mpich");
+        return None;
+    }
+    let out = std::process::Command::new("timeout")
+        .arg("120")
+        .arg(mpiexec)
+        .args(["-n", &n.to_string()])
+        .arg(program)
+        .args(args)
+        .env("ON_MPICH", "1")
+        .output()
+        .expect("mpiexec.mpich");
+    Some(out)
+}

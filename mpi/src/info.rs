@@ -1,0 +1,183 @@
+//! Info objects: ordered (key, value) strings a program passes as hints.
+//! fm takes no hint yet, so what a call "used" is always empty; the
+//! objects themselves behave as MPI-4.0 §10 says.
+
+use crate::*;
+use std::ffi::CStr;
+
+/// One info object's entries, in the order their keys were first set.
+pub(crate) type Entries = Vec<(String, String)>;
+
+/// A C string argument, checked.
+///
+/// # Safety
+/// `p` is null or a NUL-terminated string.
+pub(crate) unsafe fn c_str<'a>(p: *const c_char, what: &str) -> MpiResult<&'a str> {
+    if p.is_null() {
+        return err(MPI_ERR_ARG, format!("a null {what}"));
+    }
+    CStr::from_ptr(p).to_str().map_err(|_| MpiError {
+        class: MPI_ERR_ARG,
+        message: format!("the {what} is not UTF-8"),
+    })
+}
+
+/// An info key as MPI takes it: leading and trailing spaces stripped,
+/// not empty, at most `MPI_MAX_INFO_KEY` characters.
+pub(crate) fn key(k: &str) -> MpiResult<&str> {
+    let k = k.trim_matches(' ');
+    if k.is_empty() || k.len() > MPI_MAX_INFO_KEY {
+        return err(
+            MPI_ERR_INFO_KEY,
+            format!(
+                "an info key must have 1 to {MPI_MAX_INFO_KEY} characters, not {}",
+                k.len()
+            ),
+        );
+    }
+    Ok(k)
+}
+
+impl Mpi {
+    /// Info object `h`'s entries (`MPI_INFO_ENV`'s are the job's).
+    pub(crate) fn info(&self, h: Handle) -> MpiResult<Entries> {
+        match h {
+            MPI_INFO_ENV => Ok(self.info_env()),
+            h if h & !HANDLE_INDEX == INFO_DIRECT => self
+                .infos
+                .get((h & HANDLE_INDEX) as usize)
+                .and_then(Clone::clone)
+                .ok_or_else(|| MpiError {
+                    class: MPI_ERR_INFO,
+                    message: format!("{h:#x} is not an info object"),
+                }),
+            h => err(MPI_ERR_INFO, format!("{h:#x} is not an info object")),
+        }
+    }
+
+    /// Info object `h`'s entries to change (not `MPI_INFO_ENV`).
+    pub(crate) fn info_mut(&mut self, h: Handle) -> MpiResult<&mut Entries> {
+        let found = (h & !HANDLE_INDEX == INFO_DIRECT)
+            .then(|| self.infos.get_mut((h & HANDLE_INDEX) as usize))
+            .flatten()
+            .and_then(Option::as_mut);
+        found.ok_or_else(|| MpiError {
+            class: MPI_ERR_INFO,
+            message: format!("{h:#x} is not an info object this call may change"),
+        })
+    }
+
+    /// A new info object holding `entries`: its handle.
+    pub(crate) fn add_info(&mut self, entries: Entries) -> MpiResult<Handle> {
+        let i = match self.infos.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                self.infos.push(None);
+                self.infos.len() - 1
+            }
+        };
+        if i > HANDLE_INDEX as usize {
+            return err(MPI_ERR_OTHER, "too many info objects");
+        }
+        self.infos[i] = Some(entries);
+        Ok(INFO_DIRECT | i as Handle)
+    }
+
+    /// `MPI_INFO_ENV`: how the job was started, as far as fm knows it.
+    fn info_env(&self) -> Entries {
+        let mut e = vec![("maxprocs".to_string(), self.universe.to_string())];
+        e.push(("host".into(), rustix_hostname()));
+        if let Ok(d) = std::env::current_dir() {
+            e.push(("wdir".into(), d.display().to_string()));
+        }
+        let args: Vec<String> = std::env::args().collect();
+        if let Some((cmd, rest)) = args.split_first() {
+            e.push(("command".into(), cmd.clone()));
+            if !rest.is_empty() {
+                e.push(("argv".into(), rest.join(" ")));
+            }
+        }
+        e.push(("thread_level".into(), "MPI_THREAD_SERIALIZED".into()));
+        e
+    }
+}
+
+/// `MPI_Dims_create`: `nnodes` spread over the dimensions that are 0 in
+/// `dims`, as evenly as can be, larger first; the others are kept.
+pub(crate) fn dims_create(nnodes: c_int, dims: &mut [c_int]) -> MpiResult<()> {
+    if nnodes <= 0 {
+        return err(MPI_ERR_DIMS, format!("{nnodes} nodes"));
+    }
+    let mut fixed: i64 = 1;
+    for &d in dims.iter() {
+        if d < 0 {
+            return err(MPI_ERR_DIMS, format!("dimension {d} is negative"));
+        }
+        if d > 0 {
+            fixed *= i64::from(d);
+        }
+    }
+    let free: Vec<usize> = (0..dims.len()).filter(|&i| dims[i] == 0).collect();
+    if fixed == 0 || i64::from(nnodes) % fixed != 0 {
+        return err(
+            MPI_ERR_DIMS,
+            format!("{nnodes} nodes do not divide among the given dimensions (product {fixed})"),
+        );
+    }
+    let mut rest = i64::from(nnodes) / fixed;
+    if free.is_empty() {
+        return match rest {
+            1 => Ok(()),
+            _ => err(
+                MPI_ERR_DIMS,
+                format!("the dimensions hold {fixed} nodes, not {nnodes}"),
+            ),
+        };
+    }
+    // Prime factors, largest first, each onto the smallest dimension.
+    let mut primes = Vec::new();
+    let mut p = 2;
+    while p * p <= rest {
+        while rest % p == 0 {
+            primes.push(p);
+            rest /= p;
+        }
+        p += 1;
+    }
+    if rest > 1 {
+        primes.push(rest);
+    }
+    let mut sizes = vec![1i64; free.len()];
+    for f in primes.into_iter().rev() {
+        if let Some(s) = sizes.iter_mut().min() {
+            *s *= f;
+        }
+    }
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    for (i, s) in free.into_iter().zip(sizes) {
+        dims[i] = s as c_int;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dims(n: c_int, mut d: Vec<c_int>) -> MpiResult<Vec<c_int>> {
+        dims_create(n, &mut d).map(|()| d)
+    }
+
+    #[test]
+    fn dims_are_spread_evenly_larger_first() {
+        assert_eq!(dims(12, vec![0, 0]).ok(), Some(vec![4, 3]));
+        assert_eq!(dims(16, vec![0, 0, 0]).ok(), Some(vec![4, 2, 2]));
+        assert_eq!(dims(7, vec![0, 0]).ok(), Some(vec![7, 1]));
+        assert_eq!(dims(24, vec![0, 3, 0]).ok(), Some(vec![4, 3, 2]));
+        assert_eq!(dims(6, vec![2, 3]).ok(), Some(vec![2, 3]));
+        assert_eq!(dims(1, vec![0, 0]).ok(), Some(vec![1, 1]));
+        assert!(dims(10, vec![0, 3]).is_err());
+        assert!(dims(6, vec![2, 2]).is_err());
+        assert!(dims(4, vec![-1, 0]).is_err());
+    }
+}
