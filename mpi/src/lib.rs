@@ -41,6 +41,7 @@ mod info;
 mod p2p;
 mod request;
 mod state;
+mod types;
 
 use abi::*;
 use attr::{Attributes, Callback, CopyFn, DeleteFn};

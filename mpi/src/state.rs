@@ -9,8 +9,6 @@ pub(crate) struct Mpi {
     /// Communicators by index: 0 is `MPI_COMM_WORLD`, 1 `MPI_COMM_SELF`,
     /// the rest made at run time (handle `COMM_DIRECT | index`).
     pub(crate) comms: Vec<Option<Comm>>,
-    /// Derived datatypes by index (handle `TYPE_INDIRECT | index`).
-    pub(crate) types: Vec<Option<Arc<Layout>>>,
     /// Groups made at run time by index (handle `GROUP_DIRECT | index`).
     pub(crate) groups: Vec<Option<std::sync::Arc<[fm::Rank]>>>,
     /// Persistent requests by index (handle `PERSISTENT_DIRECT | index`).
@@ -69,10 +67,38 @@ pub(crate) fn phase() -> std::sync::MutexGuard<'static, Phase> {
     MPI.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+thread_local! {
+    /// This thread holds the library's lock (inside [`call`]).
+    static IN_CALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A question about datatypes alone ([`types`]), which needs not the
+/// library's lock: answered at once when this thread holds it (a
+/// reduction function the program gave, run inside a collective, asks
+/// about its datatype), else as any call. An error is then returned.
+pub(crate) fn query(func: &str, f: impl FnOnce() -> MpiResult<()>) -> c_int {
+    if IN_CALL.get() {
+        return f().map_or_else(|e| e.class, |()| MPI_SUCCESS);
+    }
+    call(func, MPI_COMM_WORLD, |_| f())
+}
+
 /// Run `f` on the running MPI, reporting an error as `func` to the error
 /// handler of `comm` (or of `MPI_COMM_WORLD`).
 pub(crate) fn call(func: &str, comm: Handle, f: impl FnOnce(&mut Mpi) -> MpiResult<()>) -> c_int {
+    if IN_CALL.get() {
+        // The lock is this thread's: waiting for it would never end.
+        fatal(
+            None,
+            func,
+            "called from inside a function the program gave MPI (a reduction operation) \
+             while fm's MPI runs it; of MPI's calls such a function may make only \
+             MPI_Type_size, MPI_Type_get_extent and MPI_Type_get_true_extent on fm so far",
+        );
+    }
     let mut g = phase();
+    IN_CALL.set(true);
+    let _out = OnReturn(|| IN_CALL.set(false));
     let Phase::Running(mpi) = &mut *g else {
         let why = match &*g {
             Phase::Before => "called before MPI_Init",
@@ -95,6 +121,15 @@ pub(crate) fn call(func: &str, comm: Handle, f: impl FnOnce(&mut Mpi) -> MpiResu
                 fatal(rank, func, &e.message)
             }
         }
+    }
+}
+
+/// Runs its function when dropped (whatever way the scope is left).
+struct OnReturn<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for OnReturn<F> {
+    fn drop(&mut self) {
+        (self.0)();
     }
 }
 
@@ -352,44 +387,17 @@ impl Mpi {
 
     /// A derived datatype's layout.
     pub(crate) fn derived(&self, h: Handle) -> MpiResult<Arc<Layout>> {
-        (h & !HANDLE_INDEX == TYPE_INDIRECT)
-            .then(|| {
-                self.types
-                    .get((h & HANDLE_INDEX) as usize)
-                    .and_then(Clone::clone)
-            })
-            .flatten()
-            .ok_or_else(|| MpiError {
-                class: MPI_ERR_TYPE,
-                message: format!("{h:#x} is not a datatype"),
-            })
+        types::derived(h)
     }
 
     /// Any datatype's layout (for building others).
     pub(crate) fn layout(&self, h: Handle) -> MpiResult<Arc<Layout>> {
-        if let Some((first, int_at)) = pair_type(h) {
-            return Ok(Arc::new(Layout::pair(first, int_at).of_predefined(h)));
-        }
-        match builtin_type_size(h) {
-            Some(size) => Ok(Arc::new(Layout::basic(size).of_predefined(h))),
-            None => self.derived(h),
-        }
+        types::layout(h)
     }
 
     /// A datatype made at run time: its handle.
     pub(crate) fn add_type(&mut self, l: Layout) -> MpiResult<Handle> {
-        let i = match self.types.iter().position(Option::is_none) {
-            Some(i) => i,
-            None => {
-                self.types.push(None);
-                self.types.len() - 1
-            }
-        };
-        if i > HANDLE_INDEX as usize {
-            return err(MPI_ERR_OTHER, "too many datatypes");
-        }
-        self.types[i] = Some(Arc::new(l));
-        Ok(TYPE_INDIRECT | i as Handle)
+        types::add(l)
     }
 }
 
@@ -429,7 +437,6 @@ pub(crate) fn init(func: &str) -> c_int {
     *g = Phase::Running(Box::new(Mpi {
         engine,
         comms: vec![Some(world), Some(own)],
-        types: Vec::new(),
         groups: Vec::new(),
         persistent: Vec::new(),
         attached: None,

@@ -197,7 +197,7 @@ fn PMPI_Type_commit(datatype: *mut Handle) -> c_int {
                 committed: true,
                 ..(*l).clone()
             };
-            m.types[(h & HANDLE_INDEX) as usize] = Some(Arc::new(committed));
+            types::replace(h, Some(committed));
         }
         Ok(())
     })
@@ -208,8 +208,7 @@ fn PMPI_Type_free(datatype: *mut Handle) -> c_int {
     call("MPI_Type_free", MPI_COMM_WORLD, |m| {
         let datatype = arg(datatype, "the datatype")?;
         m.derived(*datatype)?;
-        // Operations under way keep their layout (each holds a reference).
-        m.types[(*datatype & HANDLE_INDEX) as usize] = None;
+        types::replace(*datatype, None);
         m.names.remove(&*datatype);
         *datatype = MPI_DATATYPE_NULL;
         Ok(())
@@ -218,8 +217,8 @@ fn PMPI_Type_free(datatype: *mut Handle) -> c_int {
 
 #[mpi]
 fn PMPI_Type_size(datatype: Handle, size: *mut c_int) -> c_int {
-    call("MPI_Type_size", MPI_COMM_WORLD, |m| {
-        let l = m.layout(datatype)?;
+    query("MPI_Type_size", || {
+        let l = types::layout(datatype)?;
         *arg(size, "the size")? = c_int::try_from(l.size).unwrap_or(MPI_UNDEFINED);
         Ok(())
     })
@@ -227,8 +226,8 @@ fn PMPI_Type_size(datatype: Handle, size: *mut c_int) -> c_int {
 
 #[mpi]
 fn PMPI_Type_get_extent(datatype: Handle, lb: *mut isize, extent: *mut isize) -> c_int {
-    call("MPI_Type_get_extent", MPI_COMM_WORLD, |m| {
-        let l = m.layout(datatype)?;
+    query("MPI_Type_get_extent", || {
+        let l = types::layout(datatype)?;
         *arg(lb, "the lower bound")? = l.lb;
         *arg(extent, "the extent")? = l.extent;
         Ok(())
@@ -237,8 +236,8 @@ fn PMPI_Type_get_extent(datatype: Handle, lb: *mut isize, extent: *mut isize) ->
 
 #[mpi]
 fn PMPI_Type_get_true_extent(datatype: Handle, lb: *mut isize, extent: *mut isize) -> c_int {
-    call("MPI_Type_get_true_extent", MPI_COMM_WORLD, |m| {
-        let l = m.layout(datatype)?;
+    query("MPI_Type_get_true_extent", || {
+        let l = types::layout(datatype)?;
         *arg(lb, "the lower bound")? = l.true_lb;
         *arg(extent, "the extent")? = l.true_ub - l.true_lb;
         Ok(())

@@ -213,11 +213,19 @@ static void loc_ops(void)
 }
 
 /* A non-commutative operation: products of 2x2 matrices (in * inout),
- * rank r's matrix [[r+2, 1], [1, 0]] (no two commute). */
+ * rank r's matrix [[r+2, 1], [1, 0]] (no two commute). Like many real
+ * ones it asks MPI about its datatype (inside the library's reduction). */
 static void matmul(void *in, void *inout, int *len, MPI_Datatype *dt)
 {
     unsigned *a = in, *b = inout;
-    (void)dt;
+    if (dt) {
+        int sz = 0;
+        MPI_Aint lb = -1, extent = 0;
+        MPI_Type_size(*dt, &sz);
+        MPI_Type_get_extent(*dt, &lb, &extent);
+        CHECK(sz == 16 && lb == 0 && extent == 16, "inside the operation: size %d extent %ld",
+              sz, (long)extent);
+    }
     for (int k = 0; k < *len; k++, a += 4, b += 4) {
         unsigned c[4] = { a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3],
                           a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3] };
@@ -276,6 +284,13 @@ static void user_ops(void)
     }
     MPI_Allreduce(in, out, 3, mat, op, MPI_COMM_WORLD);
     CHECK(!memcmp(out[2], want, sizeof want), "MPI_Allreduce of a non-commutative op");
+    {
+        MPI_Request rq;
+        memset(out, 0, sizeof out);
+        MPI_Iallreduce(in, out, 3, mat, op, MPI_COMM_WORLD, &rq);
+        MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        CHECK(!memcmp(out[1], want, sizeof want), "MPI_Iallreduce of a non-commutative op");
+    }
     MPI_Scan(in, out, 3, mat, op, MPI_COMM_WORLD);
     product(want, 0, rank + 1);
     CHECK(!memcmp(out[1], want, sizeof want), "MPI_Scan of a non-commutative op");
