@@ -10,15 +10,15 @@ use fm_mpi_macros::mpi;
 /// `PMPI_X` (blocking) and `PMPI_Ix` (non-blocking, with a request
 /// after the same arguments), both calling `$inner(m, args…, request)`.
 macro_rules! collective {
-    ($($pname:ident / $piname:ident => $inner:ident($($a:ident: $t:ty),*) on $comm:ident;)*) => {$(
+    ($($pname:ident / $piname:ident => $inner:ident($($a:ident: $t:ty),*) $(+ $extra:literal)? on $comm:ident;)*) => {$(
         #[mpi]
         fn $pname($($a: $t),*) -> c_int {
-            call(&stringify!($pname)[1..], $comm, |m| $inner(m, $($a,)* None))
+            call(&stringify!($pname)[1..], $comm, |m| $inner(m, $($a,)* $($extra,)? None))
         }
 
         #[mpi]
         fn $piname($($a: $t,)* request: *mut Handle) -> c_int {
-            call(&stringify!($piname)[1..], $comm, |m| $inner(m, $($a,)* Some(request)))
+            call(&stringify!($piname)[1..], $comm, |m| $inner(m, $($a,)* $($extra,)? Some(request)))
         }
     )*};
 }
@@ -90,11 +90,11 @@ collective! {
     PMPI_Scan / PMPI_Iscan => scan(
         sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle,
         op: Handle, comm: Handle
-    ) on comm;
-    PMPI_Exscan / PMPI_Iexscan => exscan(
+    ) + false on comm;
+    PMPI_Exscan / PMPI_Iexscan => scan(
         sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle,
         op: Handle, comm: Handle
-    ) on comm;
+    ) + true on comm;
 }
 
 fn barrier(m: &mut Mpi, comm: Handle, request: Req) -> MpiResult<()> {
@@ -528,6 +528,7 @@ unsafe fn scattered_reduction(
 }
 
 #[allow(clippy::too_many_arguments)]
+/// `MPI_Scan`, and `MPI_Exscan` (`exclusive`).
 unsafe fn scan(
     m: &mut Mpi,
     sendbuf: *const c_void,
@@ -536,40 +537,8 @@ unsafe fn scan(
     datatype: Handle,
     op: Handle,
     comm: Handle,
-    request: Req,
-) -> MpiResult<()> {
-    scanned(
-        m, sendbuf, recvbuf, count, datatype, op, comm, request, false,
-    )
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe fn exscan(
-    m: &mut Mpi,
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
-    count: c_int,
-    datatype: Handle,
-    op: Handle,
-    comm: Handle,
-    request: Req,
-) -> MpiResult<()> {
-    scanned(
-        m, sendbuf, recvbuf, count, datatype, op, comm, request, true,
-    )
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe fn scanned(
-    m: &mut Mpi,
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
-    count: c_int,
-    datatype: Handle,
-    op: Handle,
-    comm: Handle,
-    request: Req,
     exclusive: bool,
+    request: Req,
 ) -> MpiResult<()> {
     let reduction = m.reduction(op, datatype)?;
     let send = input(m, sendbuf, count, datatype)?;

@@ -90,7 +90,10 @@ pub fn bcast_scatter_allgather(p: &mut Plan, root: usize, data: Span, unit: usiz
     let mut mask = 1;
     while mask < n {
         if rel & mask != 0 {
-            recv_run(p, (rel - mask + root) % n, rel, rel + mask, &run, &piece);
+            let parent = (rel - mask + root) % n;
+            for s in spans_of(n, rel, rel + mask, &run, &piece) {
+                p.recv(parent, s);
+            }
             p.fence();
             break;
         }
@@ -99,8 +102,10 @@ pub fn bcast_scatter_allgather(p: &mut Plan, root: usize, data: Span, unit: usiz
     mask >>= 1;
     while mask > 0 {
         if rel + mask < n {
-            let to = (rel + mask + root) % n;
-            send_run(p, to, rel + mask, rel + 2 * mask, &run, &piece);
+            let child = (rel + mask + root) % n;
+            for s in spans_of(n, rel + mask, rel + 2 * mask, &run, &piece) {
+                p.send(child, s);
+            }
         }
         mask >>= 1;
     }
@@ -108,33 +113,18 @@ pub fn bcast_scatter_allgather(p: &mut Plan, root: usize, data: Span, unit: usiz
     allgather_ring(p, &parts);
 }
 
-/// Send relative ranks `from..to`'s pieces to `to_rank`: as one span when
-/// they are contiguous, else piece by piece (a run that wraps).
-fn send_run(
-    p: &mut Plan,
-    to_rank: usize,
+/// The spans of relative ranks `from..to`'s pieces: one when they are
+/// contiguous, else piece by piece (a run that wraps past the last rank).
+fn spans_of(
+    n: usize,
     from: usize,
     to: usize,
     run: &impl Fn(usize, usize) -> Option<Span>,
     piece: &impl Fn(usize) -> Span,
-) {
+) -> Vec<Span> {
     match run(from, to) {
-        Some(s) => p.send(to_rank, s),
-        None => (from..to.min(p.n)).for_each(|r| p.send(to_rank, piece(r))),
-    }
-}
-
-fn recv_run(
-    p: &mut Plan,
-    from_rank: usize,
-    from: usize,
-    to: usize,
-    run: &impl Fn(usize, usize) -> Option<Span>,
-    piece: &impl Fn(usize) -> Span,
-) {
-    match run(from, to) {
-        Some(s) => p.recv(from_rank, s),
-        None => (from..to.min(p.n)).for_each(|r| p.recv(from_rank, piece(r))),
+        Some(s) => vec![s],
+        None => (from..to.min(n)).map(piece).collect(),
     }
 }
 

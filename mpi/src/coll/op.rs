@@ -431,37 +431,32 @@ fn order<T: Number>(a: &[u8], b: &[u8]) -> ((bool, bool), bool) {
 struct F80([u8; 16]);
 
 impl F80 {
-    /// `a op b` by the x87 instruction `op`.
+    /// `a + b` or `a * b` by the x87 unit.
     #[cfg(target_arch = "x86_64")]
     fn x87(self, o: F80, mul: bool) -> F80 {
         let mut out = F80([0; 16]);
+        macro_rules! x87 {
+            ($op:literal) => {
+                std::arch::asm!(
+                    "fld tbyte ptr [{a}]",
+                    "fld tbyte ptr [{b}]",
+                    $op,
+                    "fstp tbyte ptr [{out}]",
+                    a = in(reg) self.0.as_ptr(),
+                    b = in(reg) o.0.as_ptr(),
+                    out = in(reg) out.0.as_mut_ptr(),
+                    out("st(0)") _, out("st(1)") _,
+                    options(nostack),
+                )
+            };
+        }
         // SAFETY: the three pointers are to 16-byte values of ours; the
         // sequence leaves the x87 stack as it found it.
         unsafe {
             if mul {
-                std::arch::asm!(
-                    "fld tbyte ptr [{a}]",
-                    "fld tbyte ptr [{b}]",
-                    "fmulp st(1), st",
-                    "fstp tbyte ptr [{out}]",
-                    a = in(reg) self.0.as_ptr(),
-                    b = in(reg) o.0.as_ptr(),
-                    out = in(reg) out.0.as_mut_ptr(),
-                    out("st(0)") _, out("st(1)") _,
-                    options(nostack),
-                );
+                x87!("fmulp st(1), st");
             } else {
-                std::arch::asm!(
-                    "fld tbyte ptr [{a}]",
-                    "fld tbyte ptr [{b}]",
-                    "faddp st(1), st",
-                    "fstp tbyte ptr [{out}]",
-                    a = in(reg) self.0.as_ptr(),
-                    b = in(reg) o.0.as_ptr(),
-                    out = in(reg) out.0.as_mut_ptr(),
-                    out("st(0)") _, out("st(1)") _,
-                    options(nostack),
-                );
+                x87!("faddp st(1), st");
             }
         }
         out
