@@ -25,27 +25,33 @@ pub fn barrier(p: &mut Plan) {
     }
 }
 
+/// A member's place in the binomial tree over relative ranks `0..n`
+/// (rooted at 0): the distance to its parent (its lowest set bit; none
+/// for the root), and the distances to its children, `rel + d` for each
+/// power of two `d` below that bit with `rel + d < n`, nearest first.
+fn binomial(n: usize, rel: usize) -> (Option<usize>, Vec<usize>) {
+    let parent = (rel > 0).then(|| 1 << rel.trailing_zeros());
+    let below = parent.unwrap_or(n.next_power_of_two());
+    let children = (0..usize::BITS)
+        .map(|k| 1usize << k)
+        .take_while(|&d| d < below && rel + d < n)
+        .collect();
+    (parent, children)
+}
+
 /// Binomial-tree broadcast of `data` (filled at `root`): ⌈log2 n⌉ rounds;
 /// a member receives once from its parent, then sends to its children,
 /// the farthest subtree first.
 pub fn bcast_binomial(p: &mut Plan, root: usize, data: Span) {
     let n = p.n;
     let rel = (p.me + n - root) % n;
-    let mut mask = 1;
-    while mask < n {
-        if rel & mask != 0 {
-            p.recv((rel - mask + root) % n, data);
-            p.fence();
-            break;
-        }
-        mask <<= 1;
+    let (parent, children) = binomial(n, rel);
+    if let Some(d) = parent {
+        p.recv((rel - d + root) % n, data);
+        p.fence();
     }
-    mask >>= 1;
-    while mask > 0 {
-        if rel + mask < n {
-            p.send((rel + mask + root) % n, data);
-        }
-        mask >>= 1;
+    for d in children.into_iter().rev() {
+        p.send((rel + d + root) % n, data);
     }
     p.fence();
 }
@@ -87,27 +93,17 @@ pub fn bcast_scatter_allgather(p: &mut Plan, root: usize, data: Span, unit: usiz
         let (a, b) = (piece(from), piece(to - 1));
         (a.at <= b.at).then(|| data.part(a.at - data.at, b.at + b.len - a.at))
     };
-    let mut mask = 1;
-    while mask < n {
-        if rel & mask != 0 {
-            let parent = (rel - mask + root) % n;
-            for s in spans_of(n, rel, rel + mask, &run, &piece) {
-                p.recv(parent, s);
-            }
-            p.fence();
-            break;
+    let (parent, children) = binomial(n, rel);
+    if let Some(d) = parent {
+        for s in spans_of(n, rel, rel + d, &run, &piece) {
+            p.recv((rel - d + root) % n, s);
         }
-        mask <<= 1;
+        p.fence();
     }
-    mask >>= 1;
-    while mask > 0 {
-        if rel + mask < n {
-            let child = (rel + mask + root) % n;
-            for s in spans_of(n, rel + mask, rel + 2 * mask, &run, &piece) {
-                p.send(child, s);
-            }
+    for d in children.into_iter().rev() {
+        for s in spans_of(n, rel + d, rel + 2 * d, &run, &piece) {
+            p.send((rel + d + root) % n, s);
         }
-        mask >>= 1;
     }
     p.fence();
     allgather_ring(p, &parts);
@@ -137,21 +133,15 @@ pub fn reduce_binomial(p: &mut Plan, root: usize, acc: Span, commutative: bool) 
     let base = if commutative { root } else { 0 };
     let rel = (p.me + n - base) % n;
     let tmp = p.scratch(acc.len);
-    let mut mask = 1;
-    while mask < n {
-        if rel & mask == 0 {
-            let src = rel | mask;
-            if src < n {
-                p.recv((src + base) % n, tmp);
-                p.fence();
-                p.reduce(acc, tmp, true);
-            }
-        } else {
-            p.send(((rel & !mask) + base) % n, acc);
-            p.fence();
-            break;
-        }
-        mask <<= 1;
+    let (parent, children) = binomial(n, rel);
+    for d in children {
+        p.recv((rel + d + base) % n, tmp);
+        p.fence();
+        p.reduce(acc, tmp, true);
+    }
+    if let Some(d) = parent {
+        p.send((rel - d + base) % n, acc);
+        p.fence();
     }
     if base != root {
         if p.me == base {
@@ -414,4 +404,28 @@ pub fn scan_recursive_doubling(p: &mut Plan, partial: Span, result: Span, exclus
         mask <<= 1;
     }
     has_result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_binomial_tree_reaches_every_member_once() {
+        for n in 1..40 {
+            let mut reached = vec![0; n];
+            reached[0] = 1;
+            for rel in 0..n {
+                let (parent, children) = binomial(n, rel);
+                assert_eq!(parent.is_none(), rel == 0);
+                if let Some(d) = parent {
+                    assert!(binomial(n, rel - d).1.contains(&d), "n {n}: {rel}'s parent");
+                }
+                for d in children {
+                    reached[rel + d] += 1;
+                }
+            }
+            assert!(reached.iter().all(|&r| r == 1), "n {n}: {reached:?}");
+        }
+    }
 }
