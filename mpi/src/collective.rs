@@ -5,6 +5,26 @@ use crate::coll::op::{Reduction, UserOp};
 use crate::coll::{Elements, Plan};
 use crate::*;
 
+/// How a collective call runs: at once (`MPI_X`), started with a request
+/// (`MPI_Ix`), or made a persistent request (`MPI_X_init`).
+#[derive(Clone, Copy)]
+pub(crate) enum Mode {
+    Blocking,
+    Start(*mut Handle),
+    Persistent(*mut Handle),
+}
+
+/// What writes one member's plan of a collective from its arguments,
+/// again at each start of a persistent one.
+pub(crate) type Build = Box<dyn FnMut(&Comm) -> MpiResult<Plan> + Send>;
+
+/// A persistent collective's messages go on its communicator's context
+/// with its slot in bits 12-27 (ids are below 4096), so that its starts,
+/// numbered from 0 as their tags, meet no other collective's.
+fn persistent_context(context: u32, slot: u32) -> u32 {
+    context | ((slot % 0xffff + 1) << 12)
+}
+
 impl Mpi {
     /// `count` elements of `datatype` at `buf`, checked: a committed
     /// type, a count and buffer that make sense.
@@ -46,32 +66,85 @@ impl Mpi {
         Reduction::new(op, self.user_op(op)?, datatype, self.layout(datatype)?)
     }
 
-    /// Run a collective on `comm` (`request`: start it, and return its
-    /// request there). `build` checks the arguments and writes this
-    /// member's plan; only then is the collective counted on `comm`.
+    /// Run a collective on `comm` as `mode` says. `build` checks the
+    /// arguments and writes this member's plan; only then is the
+    /// collective counted on `comm`.
     pub(crate) fn collective(
         &mut self,
         comm: Handle,
-        request: Option<*mut Handle>,
-        build: impl FnOnce(&Comm) -> MpiResult<Plan>,
+        mode: Mode,
+        mut build: impl FnMut(&Comm) -> MpiResult<Plan> + Send + 'static,
     ) -> MpiResult<()> {
-        let out = match request {
+        let out = match mode {
+            Mode::Blocking => None,
             // SAFETY: the caller's request handle (MPI's rule).
-            Some(r) => Some(unsafe { arg(r, "the request")? }),
-            None => None,
+            Mode::Start(r) | Mode::Persistent(r) => Some(unsafe { arg(r, "the request")? }),
         };
         let plan = build(self.intracomm(comm, "a collective")?)?;
         let c = self.comm_mut(comm)?;
-        let tag = c.collectives;
+        let number = c.collectives;
         c.collectives = c.collectives.wrapping_add(1);
-        let schedule = plan.schedule(c.context, tag as c_int, c.ranks.clone());
-        match out {
-            None => self.engine.run(schedule),
-            Some(out) => {
-                *out = request_handle(self.engine.start_collective(schedule)?);
+        let (context, ranks) = (c.context, c.ranks.clone());
+        match (mode, out) {
+            (Mode::Persistent(_), Some(out)) => {
+                let p = Persistent {
+                    op: Started::Collective {
+                        build: Box::new(build),
+                        slot: number,
+                        starts: 0,
+                    },
+                    comm,
+                    active: None,
+                };
+                *out = self.add_persistent(p)?;
                 Ok(())
             }
+            (_, Some(out)) => {
+                let s = plan.schedule(context, number as c_int, ranks);
+                *out = request_handle(self.engine.start_collective(s)?);
+                Ok(())
+            }
+            (_, None) => self
+                .engine
+                .run(plan.schedule(context, number as c_int, ranks)),
         }
+    }
+
+    /// `MPI_Start` of persistent collective `h`: its plan written again
+    /// from its arguments, started; the engine's request.
+    pub(crate) fn start_persistent_collective(&mut self, h: Handle) -> MpiResult<u32> {
+        let Some(Some(p)) = self.persistent.get_mut((h & HANDLE_INDEX) as usize) else {
+            return err(
+                MPI_ERR_REQUEST,
+                format!("{h:#x} is not a persistent request"),
+            );
+        };
+        let comm = p.comm;
+        let Started::Collective {
+            build,
+            slot,
+            starts,
+        } = &mut p.op
+        else {
+            return err(
+                MPI_ERR_REQUEST,
+                format!("{h:#x} is not a persistent collective"),
+            );
+        };
+        let c = Mpi::index(comm)
+            .and_then(|i| self.comms.get(i)?.as_ref())
+            .ok_or_else(|| MpiError {
+                class: MPI_ERR_COMM,
+                message: "the persistent collective's communicator was freed".into(),
+            })?;
+        let plan = build(c)?;
+        let s = plan.schedule(
+            persistent_context(c.context, *slot),
+            *starts as c_int,
+            c.ranks.clone(),
+        );
+        *starts = starts.wrapping_add(1);
+        self.engine.start_collective(s)
     }
 }
 

@@ -142,36 +142,46 @@ pub(crate) fn persistent(
     m.p2p(comm, peer, send.is_none(), tag)?;
     check_buffer(buf, m.elements(count, datatype)?.bytes())?;
     let p = Persistent {
-        send,
-        buf,
-        count,
-        datatype,
-        peer,
-        tag,
+        op: Started::P2p {
+            send,
+            buf,
+            count,
+            datatype,
+            peer,
+            tag,
+        },
         comm,
         active: None,
     };
-    let i = match m.persistent.iter().position(Option::is_none) {
-        Some(i) => {
-            m.persistent[i] = Some(p);
-            i
-        }
-        None => {
-            m.persistent.push(Some(p));
-            m.persistent.len() - 1
-        }
-    };
-    if i > HANDLE_INDEX as usize {
-        m.persistent[i] = None;
-        return err(MPI_ERR_OTHER, "too many persistent requests");
-    }
-    *request = PERSISTENT_DIRECT | i as Handle;
+    *request = m.add_persistent(p)?;
     Ok(())
+}
+
+impl Mpi {
+    /// A new persistent request: its handle.
+    pub(crate) fn add_persistent(&mut self, p: Persistent) -> MpiResult<Handle> {
+        let m = self;
+        let i = match m.persistent.iter().position(Option::is_none) {
+            Some(i) => {
+                m.persistent[i] = Some(p);
+                i
+            }
+            None => {
+                m.persistent.push(Some(p));
+                m.persistent.len() - 1
+            }
+        };
+        if i > HANDLE_INDEX as usize {
+            m.persistent[i] = None;
+            return err(MPI_ERR_OTHER, "too many persistent requests");
+        }
+        Ok(PERSISTENT_DIRECT | i as Handle)
+    }
 }
 
 /// `MPI_Start`: begin the operation of persistent request `h`.
 pub(crate) fn start(m: &mut Mpi, h: Handle) -> MpiResult<()> {
-    let p = match m.persistent.get((h & HANDLE_INDEX) as usize) {
+    let p = match m.persistent.get_mut((h & HANDLE_INDEX) as usize) {
         Some(Some(p)) if h & !HANDLE_INDEX == PERSISTENT_DIRECT => p,
         _ => {
             return err(
@@ -183,15 +193,28 @@ pub(crate) fn start(m: &mut Mpi, h: Handle) -> MpiResult<()> {
     if p.active.is_some() {
         return err(MPI_ERR_REQUEST, "the persistent request is already active");
     }
-    let (sync, buf, count, datatype, peer, tag, comm) =
-        (p.send, p.buf, p.count, p.datatype, p.peer, p.tag, p.comm);
-    let id = match sync {
-        Some(sync) => {
-            let mut r = MPI_REQUEST_NULL;
-            send(m, buf, count, datatype, peer, tag, comm, sync, Some(&mut r))?;
-            request_id(r)?
+    let comm = p.comm;
+    let id = match &mut p.op {
+        Started::P2p {
+            send: sync,
+            buf,
+            count,
+            datatype,
+            peer,
+            tag,
+        } => {
+            let (sync, buf, count, datatype, peer, tag) =
+                (*sync, *buf, *count, *datatype, *peer, *tag);
+            match sync {
+                Some(sync) => {
+                    let mut r = MPI_REQUEST_NULL;
+                    send(m, buf, count, datatype, peer, tag, comm, sync, Some(&mut r))?;
+                    request_id(r)?
+                }
+                None => recv(m, buf, count, datatype, peer, tag, comm)?,
+            }
         }
-        None => recv(m, buf, count, datatype, peer, tag, comm)?,
+        Started::Collective { .. } => m.start_persistent_collective(h)?,
     };
     if let Some(Some(p)) = m.persistent.get_mut((h & HANDLE_INDEX) as usize) {
         p.active = Some(id);

@@ -37,23 +37,38 @@ pub(crate) struct Mpi {
     pub(crate) t0: Instant,
 }
 
-/// A persistent request: its arguments, and the operation `MPI_Start`
-/// began, while it runs.
+/// A persistent request: what `MPI_Start` begins, on which communicator,
+/// and the operation it began, while that runs.
 pub(crate) struct Persistent {
-    /// `Some(sync)` for a send, `None` for a receive.
-    pub(crate) send: Option<bool>,
-    pub(crate) buf: *mut c_void,
-    pub(crate) count: c_int,
-    pub(crate) datatype: Handle,
-    pub(crate) peer: c_int,
-    pub(crate) tag: c_int,
+    pub(crate) op: Started,
     pub(crate) comm: Handle,
     pub(crate) active: Option<u32>,
 }
 
+/// What a persistent request starts.
+pub(crate) enum Started {
+    /// A send (`send`: `Some(sync)`) or a receive (`None`).
+    P2p {
+        send: Option<bool>,
+        buf: *mut c_void,
+        count: c_int,
+        datatype: Handle,
+        peer: c_int,
+        tag: c_int,
+    },
+    /// A collective (`MPI_Bcast_init`…): its plan, written again at each
+    /// start (the buffers' contents change); its messages go on a context
+    /// of its own (`slot`) with the start's number as the tag.
+    Collective {
+        build: crate::collective::Build,
+        slot: u32,
+        starts: u32,
+    },
+}
+
 // SAFETY: `buf` is the caller's buffer, used only under the library's
 // lock while the request runs (MPI's rule for persistent requests).
-unsafe impl Send for Persistent {}
+unsafe impl Send for Started {}
 
 pub(crate) enum Phase {
     Before,

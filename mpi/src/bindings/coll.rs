@@ -7,98 +7,107 @@ use crate::collective::*;
 use crate::*;
 use fm_mpi_macros::mpi;
 
-/// `PMPI_X` (blocking) and `PMPI_Ix` (non-blocking, with a request
-/// after the same arguments), both calling `$inner(m, args…, request)`.
+/// `PMPI_X` (blocking), `PMPI_Ix` (non-blocking, with a request after the
+/// same arguments) and `PMPI_X_init` (persistent, with an info object and
+/// a request), all calling `$inner(m, args…, mode)`.
 macro_rules! collective {
-    ($($pname:ident / $piname:ident => $inner:ident($($a:ident: $t:ty),*) $(+ $extra:literal)? on $comm:ident;)*) => {$(
+    ($($pname:ident / $piname:ident / $pinit:ident => $inner:ident($($a:ident: $t:ty),*) $(+ $extra:literal)? on $comm:ident;)*) => {$(
         #[mpi]
         fn $pname($($a: $t),*) -> c_int {
-            call(&stringify!($pname)[1..], $comm, |m| $inner(m, $($a,)* $($extra,)? None))
+            call(&stringify!($pname)[1..], $comm, |m| $inner(m, $($a,)* $($extra,)? Mode::Blocking))
         }
 
         #[mpi]
         fn $piname($($a: $t,)* request: *mut Handle) -> c_int {
-            call(&stringify!($piname)[1..], $comm, |m| $inner(m, $($a,)* $($extra,)? Some(request)))
+            call(&stringify!($piname)[1..], $comm, |m| $inner(m, $($a,)* $($extra,)? Mode::Start(request)))
+        }
+
+        #[mpi]
+        fn $pinit($($a: $t,)* info: Handle, request: *mut Handle) -> c_int {
+            call(&stringify!($pinit)[1..], $comm, |m| {
+                if info != MPI_INFO_NULL {
+                    m.info(info)?;
+                }
+                $inner(m, $($a,)* $($extra,)? Mode::Persistent(request))
+            })
         }
     )*};
 }
 
-type Req = Option<*mut Handle>;
-
 collective! {
-    PMPI_Barrier / PMPI_Ibarrier => barrier(comm: Handle) on comm;
-    PMPI_Bcast / PMPI_Ibcast => bcast(
+    PMPI_Barrier / PMPI_Ibarrier / PMPI_Barrier_init => barrier(comm: Handle) on comm;
+    PMPI_Bcast / PMPI_Ibcast / PMPI_Bcast_init => bcast(
         buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle
     ) on comm;
-    PMPI_Reduce / PMPI_Ireduce => reduce(
+    PMPI_Reduce / PMPI_Ireduce / PMPI_Reduce_init => reduce(
         sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle,
         op: Handle, root: c_int, comm: Handle
     ) on comm;
-    PMPI_Allreduce / PMPI_Iallreduce => allreduce(
+    PMPI_Allreduce / PMPI_Iallreduce / PMPI_Allreduce_init => allreduce(
         sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle,
         op: Handle, comm: Handle
     ) on comm;
-    PMPI_Gather / PMPI_Igather => gather(
+    PMPI_Gather / PMPI_Igather / PMPI_Gather_init => gather(
         sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
         recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle
     ) on comm;
-    PMPI_Gatherv / PMPI_Igatherv => gatherv(
+    PMPI_Gatherv / PMPI_Igatherv / PMPI_Gatherv_init => gatherv(
         sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
         recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int,
         recvtype: Handle, root: c_int, comm: Handle
     ) on comm;
-    PMPI_Scatter / PMPI_Iscatter => scatter(
+    PMPI_Scatter / PMPI_Iscatter / PMPI_Scatter_init => scatter(
         sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
         recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle
     ) on comm;
-    PMPI_Scatterv / PMPI_Iscatterv => scatterv(
+    PMPI_Scatterv / PMPI_Iscatterv / PMPI_Scatterv_init => scatterv(
         sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int,
         sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle,
         root: c_int, comm: Handle
     ) on comm;
-    PMPI_Allgather / PMPI_Iallgather => allgather(
+    PMPI_Allgather / PMPI_Iallgather / PMPI_Allgather_init => allgather(
         sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
         recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle
     ) on comm;
-    PMPI_Allgatherv / PMPI_Iallgatherv => allgatherv(
+    PMPI_Allgatherv / PMPI_Iallgatherv / PMPI_Allgatherv_init => allgatherv(
         sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
         recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int,
         recvtype: Handle, comm: Handle
     ) on comm;
-    PMPI_Alltoall / PMPI_Ialltoall => alltoall(
+    PMPI_Alltoall / PMPI_Ialltoall / PMPI_Alltoall_init => alltoall(
         sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
         recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle
     ) on comm;
-    PMPI_Alltoallv / PMPI_Ialltoallv => alltoallv(
+    PMPI_Alltoallv / PMPI_Ialltoallv / PMPI_Alltoallv_init => alltoallv(
         sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
         sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int,
         rdispls: *const c_int, recvtype: Handle, comm: Handle
     ) on comm;
-    PMPI_Alltoallw / PMPI_Ialltoallw => alltoallw(
+    PMPI_Alltoallw / PMPI_Ialltoallw / PMPI_Alltoallw_init => alltoallw(
         sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
         sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int,
         rdispls: *const c_int, recvtypes: *const Handle, comm: Handle
     ) on comm;
-    PMPI_Reduce_scatter / PMPI_Ireduce_scatter => reduce_scatter(
+    PMPI_Reduce_scatter / PMPI_Ireduce_scatter / PMPI_Reduce_scatter_init => reduce_scatter(
         sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
         datatype: Handle, op: Handle, comm: Handle
     ) on comm;
-    PMPI_Reduce_scatter_block / PMPI_Ireduce_scatter_block => reduce_scatter_block(
+    PMPI_Reduce_scatter_block / PMPI_Ireduce_scatter_block / PMPI_Reduce_scatter_block_init => reduce_scatter_block(
         sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int,
         datatype: Handle, op: Handle, comm: Handle
     ) on comm;
-    PMPI_Scan / PMPI_Iscan => scan(
+    PMPI_Scan / PMPI_Iscan / PMPI_Scan_init => scan(
         sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle,
         op: Handle, comm: Handle
     ) + false on comm;
-    PMPI_Exscan / PMPI_Iexscan => scan(
+    PMPI_Exscan / PMPI_Iexscan / PMPI_Exscan_init => scan(
         sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle,
         op: Handle, comm: Handle
     ) + true on comm;
 }
 
-fn barrier(m: &mut Mpi, comm: Handle, request: Req) -> MpiResult<()> {
-    m.collective(comm, request, |c| Ok(coll::barrier(c)))
+fn barrier(m: &mut Mpi, comm: Handle, mode: Mode) -> MpiResult<()> {
+    m.collective(comm, mode, move |c| Ok(coll::barrier(c)))
 }
 
 unsafe fn bcast(
@@ -108,10 +117,10 @@ unsafe fn bcast(
     datatype: Handle,
     root: c_int,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let data = m.elements_at(buffer, count, datatype)?;
-    m.collective(comm, request, |c| {
+    m.collective(comm, mode, move |c| {
         Ok(coll::bcast(c, &data, coll::root(c, root)?))
     })
 }
@@ -139,7 +148,7 @@ unsafe fn reduce(
     op: Handle,
     root: c_int,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let reduction = m.reduction(op, datatype)?;
     let me_root = {
@@ -157,12 +166,12 @@ unsafe fn reduce(
             .elements_at(std::ptr::null(), 0, datatype)?
             .at(0, nonneg(count, "count")?),
     };
-    m.collective(comm, request, |c| {
+    m.collective(comm, mode, move |c| {
         Ok(coll::reduce(
             c,
             send.as_ref(),
             &recv,
-            reduction,
+            reduction.clone(),
             coll::root(c, root)?,
         ))
     })
@@ -177,13 +186,13 @@ unsafe fn allreduce(
     datatype: Handle,
     op: Handle,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let reduction = m.reduction(op, datatype)?;
     let send = input(m, sendbuf, count, datatype)?;
     let recv = m.elements_at(recvbuf, count, datatype)?;
-    m.collective(comm, request, |c| {
-        Ok(coll::allreduce(c, send.as_ref(), &recv, reduction))
+    m.collective(comm, mode, move |c| {
+        Ok(coll::allreduce(c, send.as_ref(), &recv, reduction.clone()))
     })
 }
 
@@ -203,7 +212,7 @@ unsafe fn gather(
     recvtype: Handle,
     root: c_int,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let (n, me) = size_of(m, comm)?;
     let r = coll::root(m.comm(comm)?, root)?;
@@ -211,7 +220,7 @@ unsafe fn gather(
         true => uniform(&m.elements_at(recvbuf, recvcount, recvtype)?, n),
         false => Vec::new(),
     };
-    gathered(m, sendbuf, sendcount, sendtype, recv, root, comm, request)
+    gathered(m, sendbuf, sendcount, sendtype, recv, root, comm, mode)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -226,7 +235,7 @@ unsafe fn gatherv(
     recvtype: Handle,
     root: c_int,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let (n, me) = size_of(m, comm)?;
     let r = coll::root(m.comm(comm)?, root)?;
@@ -234,7 +243,7 @@ unsafe fn gatherv(
         true => per_member(m, recvbuf, recvcounts, displs, recvtype, n)?,
         false => Vec::new(),
     };
-    gathered(m, sendbuf, sendcount, sendtype, recv, root, comm, request)
+    gathered(m, sendbuf, sendcount, sendtype, recv, root, comm, mode)
 }
 
 /// Gather(v)'s common part: this member's input, and the run.
@@ -247,13 +256,13 @@ unsafe fn gathered(
     recv: Vec<Elements>,
     root: c_int,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let send = match coll::in_place(sendbuf) && !recv.is_empty() {
         true => None,
         false => Some(m.elements_at(sendbuf, sendcount, sendtype)?),
     };
-    m.collective(comm, request, |c| {
+    m.collective(comm, mode, move |c| {
         Ok(coll::gather(c, send.as_ref(), &recv, coll::root(c, root)?))
     })
 }
@@ -269,7 +278,7 @@ unsafe fn scatter(
     recvtype: Handle,
     root: c_int,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let (n, me) = size_of(m, comm)?;
     let r = coll::root(m.comm(comm)?, root)?;
@@ -277,7 +286,7 @@ unsafe fn scatter(
         true => uniform(&m.elements_at(sendbuf, sendcount, sendtype)?, n),
         false => Vec::new(),
     };
-    scattered(m, send, recvbuf, recvcount, recvtype, root, comm, request)
+    scattered(m, send, recvbuf, recvcount, recvtype, root, comm, mode)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -292,7 +301,7 @@ unsafe fn scatterv(
     recvtype: Handle,
     root: c_int,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let (n, me) = size_of(m, comm)?;
     let r = coll::root(m.comm(comm)?, root)?;
@@ -300,7 +309,7 @@ unsafe fn scatterv(
         true => per_member(m, sendbuf, sendcounts, displs, sendtype, n)?,
         false => Vec::new(),
     };
-    scattered(m, send, recvbuf, recvcount, recvtype, root, comm, request)
+    scattered(m, send, recvbuf, recvcount, recvtype, root, comm, mode)
 }
 
 /// Scatter(v)'s common part: this member's output, and the run.
@@ -313,13 +322,13 @@ unsafe fn scattered(
     recvtype: Handle,
     root: c_int,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let recv = match coll::in_place(recvbuf) && !send.is_empty() {
         true => None,
         false => Some(m.elements_at(recvbuf, recvcount, recvtype)?),
     };
-    m.collective(comm, request, |c| {
+    m.collective(comm, mode, move |c| {
         Ok(coll::scatter(c, &send, recv.as_ref(), coll::root(c, root)?))
     })
 }
@@ -334,11 +343,11 @@ unsafe fn allgather(
     recvcount: c_int,
     recvtype: Handle,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let (n, _) = size_of(m, comm)?;
     let recv = uniform(&m.elements_at(recvbuf, recvcount, recvtype)?, n);
-    allgathered(m, sendbuf, sendcount, sendtype, recv, comm, request)
+    allgathered(m, sendbuf, sendcount, sendtype, recv, comm, mode)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -352,11 +361,11 @@ unsafe fn allgatherv(
     displs: *const c_int,
     recvtype: Handle,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let (n, _) = size_of(m, comm)?;
     let recv = per_member(m, recvbuf, recvcounts, displs, recvtype, n)?;
-    allgathered(m, sendbuf, sendcount, sendtype, recv, comm, request)
+    allgathered(m, sendbuf, sendcount, sendtype, recv, comm, mode)
 }
 
 unsafe fn allgathered(
@@ -366,13 +375,13 @@ unsafe fn allgathered(
     sendtype: Handle,
     recv: Vec<Elements>,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let send = match coll::in_place(sendbuf) {
         true => None,
         false => Some(m.elements_at(sendbuf, sendcount, sendtype)?),
     };
-    m.collective(comm, request, |c| {
+    m.collective(comm, mode, move |c| {
         Ok(coll::allgather(c, send.as_ref(), &recv))
     })
 }
@@ -387,7 +396,7 @@ unsafe fn alltoall(
     recvcount: c_int,
     recvtype: Handle,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let (n, _) = size_of(m, comm)?;
     let recv = uniform(&m.elements_at(recvbuf, recvcount, recvtype)?, n);
@@ -395,7 +404,7 @@ unsafe fn alltoall(
         true => recv.clone(),
         false => uniform(&m.elements_at(sendbuf, sendcount, sendtype)?, n),
     };
-    m.collective(comm, request, |c| Ok(coll::alltoall(c, &send, &recv)))
+    m.collective(comm, mode, move |c| Ok(coll::alltoall(c, &send, &recv)))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -410,7 +419,7 @@ unsafe fn alltoallv(
     rdispls: *const c_int,
     recvtype: Handle,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let (n, _) = size_of(m, comm)?;
     let recv = per_member(m, recvbuf, recvcounts, rdispls, recvtype, n)?;
@@ -418,7 +427,7 @@ unsafe fn alltoallv(
         true => recv.clone(),
         false => per_member(m, sendbuf, sendcounts, sdispls, sendtype, n)?,
     };
-    m.collective(comm, request, |c| Ok(coll::alltoall(c, &send, &recv)))
+    m.collective(comm, mode, move |c| Ok(coll::alltoall(c, &send, &recv)))
 }
 
 /// Elements for each member with its own datatype and a displacement in
@@ -454,7 +463,7 @@ unsafe fn alltoallw(
     rdispls: *const c_int,
     recvtypes: *const Handle,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let (n, _) = size_of(m, comm)?;
     let recv = per_member_w(m, recvbuf, recvcounts, rdispls, recvtypes, n)?;
@@ -462,7 +471,7 @@ unsafe fn alltoallw(
         true => recv.clone(),
         false => per_member_w(m, sendbuf, sendcounts, sdispls, sendtypes, n)?,
     };
-    m.collective(comm, request, |c| Ok(coll::alltoall(c, &send, &recv)))
+    m.collective(comm, mode, move |c| Ok(coll::alltoall(c, &send, &recv)))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -474,14 +483,14 @@ unsafe fn reduce_scatter(
     datatype: Handle,
     op: Handle,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let (n, _) = size_of(m, comm)?;
     let counts = ints(recvcounts, n, "counts")?
         .iter()
         .map(|&c| nonneg(c, "count"))
         .collect::<MpiResult<Vec<usize>>>()?;
-    scattered_reduction(m, sendbuf, recvbuf, counts, datatype, op, comm, request)
+    scattered_reduction(m, sendbuf, recvbuf, counts, datatype, op, comm, mode)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -493,11 +502,11 @@ unsafe fn reduce_scatter_block(
     datatype: Handle,
     op: Handle,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let (n, _) = size_of(m, comm)?;
     let counts = vec![nonneg(recvcount, "count")?; n];
-    scattered_reduction(m, sendbuf, recvbuf, counts, datatype, op, comm, request)
+    scattered_reduction(m, sendbuf, recvbuf, counts, datatype, op, comm, mode)
 }
 
 /// Reduce_scatter(_block)'s common part.
@@ -510,7 +519,7 @@ unsafe fn scattered_reduction(
     datatype: Handle,
     op: Handle,
     comm: Handle,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let reduction = m.reduction(op, datatype)?;
     let me = size_of(m, comm)?.1;
@@ -522,8 +531,14 @@ unsafe fn scattered_reduction(
         true => m.elements_at(recvbuf, total, datatype)?,
         false => m.elements_at(sendbuf, total, datatype)?,
     };
-    m.collective(comm, request, |c| {
-        Ok(coll::reduce_scatter(c, &input, &recv, &counts, reduction))
+    m.collective(comm, mode, move |c| {
+        Ok(coll::reduce_scatter(
+            c,
+            &input,
+            &recv,
+            &counts,
+            reduction.clone(),
+        ))
     })
 }
 
@@ -538,12 +553,18 @@ unsafe fn scan(
     op: Handle,
     comm: Handle,
     exclusive: bool,
-    request: Req,
+    mode: Mode,
 ) -> MpiResult<()> {
     let reduction = m.reduction(op, datatype)?;
     let send = input(m, sendbuf, count, datatype)?;
     let recv = m.elements_at(recvbuf, count, datatype)?;
-    m.collective(comm, request, |c| {
-        Ok(coll::scan(c, send.as_ref(), &recv, reduction, exclusive))
+    m.collective(comm, mode, move |c| {
+        Ok(coll::scan(
+            c,
+            send.as_ref(),
+            &recv,
+            reduction.clone(),
+            exclusive,
+        ))
     })
 }

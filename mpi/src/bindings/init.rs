@@ -62,7 +62,9 @@ fn PMPI_Finalize() -> c_int {
         for id in mpi.engine.open_requests() {
             mpi.engine.settle(id)?;
         }
-        mpi.collective(MPI_COMM_WORLD, None, |c| Ok(coll::barrier(c)))
+        mpi.collective(MPI_COMM_WORLD, crate::collective::Mode::Blocking, |c| {
+            Ok(coll::barrier(c))
+        })
     })();
     if let Err(e) = r {
         let rank = mpi.comms[0].as_ref().map(|c| c.rank);

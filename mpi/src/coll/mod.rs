@@ -50,6 +50,11 @@ pub struct Elements {
     pub layout: Arc<Layout>,
 }
 
+// SAFETY: `buf` is the caller's, used only under the library's lock
+// while the collective that holds it runs (MPI's rule for the buffers of
+// non-blocking and persistent collectives).
+unsafe impl Send for Elements {}
+
 impl Elements {
     pub fn bytes(&self) -> usize {
         self.count * self.layout.size

@@ -672,6 +672,33 @@ static void nonblocking(void)
     free(g);
 }
 
+/* Persistent collectives (MPI-4.0): made once, started again and again
+ * with new data in the same buffers, beside a blocking collective. */
+static void persistent(void)
+{
+    int x = 0, sum = -1, b[5], g[64];
+    MPI_Request rq[3];
+    MPI_Allreduce_init(&x, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &rq[0]);
+    MPI_Bcast_init(b, 5, MPI_INT, size - 1, MPI_COMM_WORLD, MPI_INFO_NULL, &rq[1]);
+    MPI_Barrier_init(MPI_COMM_WORLD, MPI_INFO_NULL, &rq[2]);
+    for (int round = 0; round < 4; round++) {
+        x = rank * round;
+        for (int i = 0; i < 5; i++)
+            b[i] = rank == size - 1 ? round * 10 + i : -1;
+        MPI_Startall(3, rq);
+        MPI_Allgather(&x, 1, MPI_INT, g, 1, MPI_INT, MPI_COMM_WORLD);
+        MPI_Waitall(3, rq, MPI_STATUSES_IGNORE);
+        CHECK(sum == round * size * (size - 1) / 2 + (sabotage && rank == 1),
+              "MPI_Allreduce_init, start %d: %d", round, sum);
+        for (int i = 0; i < 5; i++)
+            CHECK(b[i] == round * 10 + i, "MPI_Bcast_init, start %d: [%d] = %d", round, i, b[i]);
+        for (int r = 0; r < size && size <= 64; r++)
+            CHECK(g[r] == r * round, "MPI_Allgather between starts: [%d] = %d", r, g[r]);
+    }
+    for (int i = 0; i < 3; i++)
+        MPI_Request_free(&rq[i]);
+}
+
 /* Errors that are the caller's: reported, not run, under MPI_ERRORS_RETURN. */
 static void errors(void)
 {
@@ -718,6 +745,7 @@ int main(int argc, char **argv)
     large();
     split();
     nonblocking();
+    persistent();
     errors();
     self();
     MPI_Barrier(MPI_COMM_WORLD);
