@@ -42,7 +42,7 @@ impl Mpi {
                 format!("datatype {datatype:#x} is not committed (MPI_Type_commit)"),
             );
         }
-        check_buffer(buf, data_bytes(count, &layout)?)?;
+        check_buffer(buf, data_bytes(count, &layout)?, datatype)?;
         Ok(Elements {
             buf: buf as *mut u8,
             count,
@@ -183,7 +183,7 @@ pub(crate) unsafe fn per_member(
     (0..n)
         .map(|i| {
             let e = base.at(displs[i] as isize, nonneg(counts[i], "count")?);
-            check_buffer(buf, e.bytes())?;
+            check_buffer(buf, e.bytes(), datatype)?;
             Ok(e)
         })
         .collect()

@@ -57,8 +57,11 @@ pub(crate) fn data_bytes(count: usize, layout: &Layout) -> MpiResult<usize> {
         })
 }
 
-pub(crate) fn check_buffer(buf: *const c_void, bytes: usize) -> MpiResult<()> {
-    if buf.is_null() && bytes > 0 {
+/// A null buffer is refused for data of a predefined type only: a
+/// derived type's blocks may be absolute addresses, from `MPI_BOTTOM`
+/// (null), as MPICH takes them (pt2pt/bottom).
+pub(crate) fn check_buffer(buf: *const c_void, bytes: usize, datatype: Handle) -> MpiResult<()> {
+    if buf.is_null() && bytes > 0 && is_predefined_type(datatype) {
         return err(MPI_ERR_BUFFER, "a null buffer for a non-empty message");
     }
     Ok(())

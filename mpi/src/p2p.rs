@@ -27,7 +27,7 @@ pub(crate) fn send(
         usize::try_from(count),
     ) {
         if n * size <= engine::SHORT {
-            check_buffer(buf, n * size)?;
+            check_buffer(buf, n * size, datatype)?;
             // SAFETY: the caller's buffer of `n * size` bytes (MPI's rule).
             return unsafe { m.engine.send(c, tag, buf.cast(), n * size) };
         }
@@ -35,7 +35,7 @@ pub(crate) fn send(
     let (at, bytes) = match m.elements(count, datatype)? {
         Elements::Plain { at, bytes } => (at, bytes),
         Elements::Packed { layout, bytes } => {
-            check_buffer(buf, bytes)?;
+            check_buffer(buf, bytes, datatype)?;
             let mut data = Vec::with_capacity(bytes);
             // SAFETY: the caller's `count` elements (MPI's rule).
             unsafe { layout.pack(buf.cast(), count as usize, &mut data) };
@@ -50,7 +50,7 @@ pub(crate) fn send(
             };
         }
     };
-    check_buffer(buf, bytes)?;
+    check_buffer(buf, bytes, datatype)?;
     let buf = buf.cast::<u8>().wrapping_offset(at).cast::<c_void>();
     // SAFETY (all three): the caller's buffer of `bytes` bytes and request
     // handle (MPI's rule).
@@ -87,7 +87,7 @@ pub(crate) fn bsend(
     let c = m.p2p(comm, dest, false, tag)?;
     let elements = m.elements(count, datatype)?;
     let bytes = elements.bytes();
-    check_buffer(buf, bytes)?;
+    check_buffer(buf, bytes, datatype)?;
     // Forget the copies whose sends are done.
     let engine = &mut m.engine;
     m.buffered.retain(|(id, _)| engine.test(*id).is_none());
@@ -140,7 +140,7 @@ pub(crate) fn persistent(
     // SAFETY: the caller's request handle (null is refused).
     let request = unsafe { arg(request, "the request")? };
     m.p2p(comm, peer, send.is_none(), tag)?;
-    check_buffer(buf, m.elements(count, datatype)?.bytes())?;
+    check_buffer(buf, m.elements(count, datatype)?.bytes(), datatype)?;
     let p = Persistent {
         op: Started::P2p {
             send,
@@ -232,7 +232,7 @@ pub(crate) fn mrecv_start(
     message: Handle,
 ) -> MpiResult<u32> {
     let elements = m.elements(count, datatype)?;
-    check_buffer(buf, elements.bytes())?;
+    check_buffer(buf, elements.bytes(), datatype)?;
     let id = match message_id(message)? {
         None => return Ok(m.engine.null_request()),
         Some(id) if m.engine.is_message(id) => id,
@@ -272,7 +272,7 @@ pub(crate) fn recv(
     let (c, source) = m.recv_from(comm, source, tag)?;
     match m.elements(count, datatype)? {
         Elements::Plain { at, bytes } => {
-            check_buffer(buf, bytes)?;
+            check_buffer(buf, bytes, datatype)?;
             // SAFETY: the caller's buffer of `bytes` bytes (MPI's rule).
             unsafe {
                 m.engine.irecv(
@@ -285,7 +285,7 @@ pub(crate) fn recv(
             }
         }
         Elements::Packed { layout, bytes } => {
-            check_buffer(buf, bytes)?;
+            check_buffer(buf, bytes, datatype)?;
             let unpack = Unpack {
                 layout,
                 buf: buf.cast(),

@@ -259,7 +259,7 @@ fn PMPI_Pack(
         let l = m.layout(datatype)?;
         let n = nonneg(incount, "count")?;
         let bytes = data_bytes(n, &l)?;
-        check_buffer(inbuf, bytes)?;
+        check_buffer(inbuf, bytes, datatype)?;
         let at = usize::try_from(*position)
             .ok()
             .filter(|&p| p + bytes <= outsize.max(0) as usize)
@@ -295,7 +295,7 @@ fn PMPI_Unpack(
         let l = m.layout(datatype)?;
         let n = nonneg(outcount, "count")?;
         let bytes = data_bytes(n, &l)?;
-        check_buffer(outbuf, bytes)?;
+        check_buffer(outbuf, bytes, datatype)?;
         let at = usize::try_from(*position)
             .ok()
             .filter(|&p| p + bytes <= insize.max(0) as usize)

@@ -206,7 +206,7 @@ fn PMPI_Sendrecv_replace(
 ) -> c_int {
     call("MPI_Sendrecv_replace", comm, |m| {
         let elements = m.elements(count, datatype)?;
-        check_buffer(buf, elements.bytes())?;
+        check_buffer(buf, elements.bytes(), datatype)?;
         // The send starts first. A packed type's packs its elements into a
         // message of its own at once, so the receive may unpack straight
         // into them; plain bytes are sent from where they are, so the

@@ -19,8 +19,10 @@
  *     still lets MPI_Finalize return (pt2pt/issendselfcancel hung there).
  *   - MPI-1's MPI_LB and MPI_UB in a struct type set its bounds
  *     (datatype/struct_no_real_types).
+ *   - MPI_BOTTOM with a struct type of absolute addresses sends and
+ *     receives (pt2pt/bottom).
  *
- *   status [inactive|proc-null|groups|keyvals|freed|markers]   one part, or (no argument) all
+ *   status [inactive|proc-null|groups|keyvals|freed|markers|bottom]   one part, or (no argument) all
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -194,6 +196,28 @@ static void markers(void)
     MPI_Type_free(&nt);
 }
 
+/* Messages from and to MPI_BOTTOM: the type holds absolute addresses. */
+static void bottom(void)
+{
+    int out[2] = { 7, 11 }, in[2] = { 0, 0 }, len[1] = { 2 };
+    MPI_Aint at[1];
+    MPI_Datatype o[1] = { MPI_INT }, to, from;
+    MPI_Request r;
+
+    MPI_Get_address(out, &at[0]);
+    MPI_Type_create_struct(1, len, at, o, &to);
+    MPI_Type_commit(&to);
+    MPI_Get_address(in, &at[0]);
+    MPI_Type_create_struct(1, len, at, o, &from);
+    MPI_Type_commit(&from);
+    MPI_Irecv(MPI_BOTTOM, 1, from, rank, 4, MPI_COMM_WORLD, &r);
+    MPI_Send(MPI_BOTTOM, 1, to, rank, 4, MPI_COMM_WORLD);
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+    CHECK(in[0] == 7 && in[1] == 11, "from MPI_BOTTOM to MPI_BOTTOM: %d %d", in[0], in[1]);
+    MPI_Type_free(&to);
+    MPI_Type_free(&from);
+}
+
 int main(int argc, char **argv)
 {
     const char *part = argc > 1 ? argv[1] : "";
@@ -212,6 +236,8 @@ int main(int argc, char **argv)
         freed();
     if (!*part || !strcmp(part, "markers"))
         markers();
+    if (!*part || !strcmp(part, "bottom"))
+        bottom();
     MPI_Finalize();
     printf("status: all checks passed\n");
     return 0;
