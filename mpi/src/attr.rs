@@ -231,6 +231,24 @@ impl Attributes {
         Ok(self.deletion(comm, keyval, value))
     }
 
+    /// A deletion whose callback failed did not happen: its value is set
+    /// again (MPI-4.0 §7.7.4: a failed delete callback fails the call).
+    pub fn restore(&mut self, cb: &Callback) {
+        if let Callback::Delete {
+            comm,
+            keyval,
+            value,
+            ..
+        } = *cb
+        {
+            let values = self.values.entry(comm).or_default();
+            match values.iter_mut().find(|(k, _)| *k == keyval) {
+                Some(slot) => slot.1 = value,
+                None => values.push((keyval, value)),
+            }
+        }
+    }
+
     /// Every value on `comm` is gone (`MPI_Comm_free`, or `MPI_COMM_SELF`
     /// at `MPI_Finalize`): their deletions, the last set first.
     pub fn clear(&mut self, comm: Handle) -> Vec<Callback> {

@@ -87,14 +87,35 @@ fn PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
 
 #[mpi]
 fn PMPI_Comm_set_attr(comm: Handle, keyval: c_int, value: *mut c_void) -> c_int {
-    call_with_callbacks("MPI_Comm_set_attr", comm, |m| {
-        m.comm(comm)?;
-        Ok(m.attrs
-            .set(comm, keyval, value as usize)?
-            .into_iter()
-            .collect())
+    deleting("MPI_Comm_set_attr", comm, |m| {
+        m.attrs.set(comm, keyval, value as usize)
     })
-    .map_or_else(|class| class, |_| MPI_SUCCESS)
+}
+
+/// A call that may delete a value (`set` replacing one, `delete`): its
+/// delete callback runs outside the library's lock; if it fails, the
+/// call fails and the value stays (attr/attrerr).
+unsafe fn deleting(
+    func: &str,
+    comm: Handle,
+    f: impl FnOnce(&mut Mpi) -> MpiResult<Option<Callback>>,
+) -> c_int {
+    let mut deletion = None;
+    let r = call(func, comm, |m| {
+        m.comm(comm)?;
+        deletion = f(m)?;
+        Ok(())
+    });
+    let Some(cb) = deletion.filter(|_| r == MPI_SUCCESS) else {
+        return r;
+    };
+    match cb.run() {
+        Ok(_) => MPI_SUCCESS,
+        Err(e) => call(func, comm, |m| {
+            m.attrs.restore(&cb);
+            Err(e)
+        }),
+    }
 }
 
 #[mpi]
@@ -104,11 +125,9 @@ fn PMPI_Attr_put(comm: Handle, keyval: c_int, value: *mut c_void) -> c_int {
 
 #[mpi]
 fn PMPI_Comm_delete_attr(comm: Handle, keyval: c_int) -> c_int {
-    call_with_callbacks("MPI_Comm_delete_attr", comm, |m| {
-        m.comm(comm)?;
-        Ok(m.attrs.delete(comm, keyval)?.into_iter().collect())
+    deleting("MPI_Comm_delete_attr", comm, |m| {
+        m.attrs.delete(comm, keyval)
     })
-    .map_or_else(|class| class, |_| MPI_SUCCESS)
 }
 
 #[mpi]

@@ -21,8 +21,10 @@
  *     (datatype/struct_no_real_types).
  *   - MPI_BOTTOM with a struct type of absolute addresses sends and
  *     receives (pt2pt/bottom).
+ *   - A failing delete callback fails the call and leaves the value; a
+ *     failing copy callback fails MPI_Comm_dup (attr/attrerr).
  *
- *   status [inactive|proc-null|groups|keyvals|freed|markers|bottom]   one part, or (no argument) all
+ *   status [inactive|proc-null|groups|keyvals|freed|markers|bottom|callbacks]   one part, or (no argument) all
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -218,6 +220,44 @@ static void bottom(void)
     MPI_Type_free(&from);
 }
 
+static int deletes_fail = 1;
+
+static int copy_fails(MPI_Comm c, int k, void *extra, void *in, void *out, int *flag)
+{
+    (void)c, (void)k, (void)extra, (void)in, (void)out;
+    *flag = 1;
+    return MPI_ERR_OTHER;
+}
+
+static int delete_fails(MPI_Comm c, int k, void *value, void *extra)
+{
+    (void)c, (void)k, (void)value, (void)extra;
+    return deletes_fail ? MPI_ERR_OTHER : MPI_SUCCESS;
+}
+
+/* Callbacks that fail (MPICH's attr/attrerr). */
+static void callbacks(void)
+{
+    MPI_Comm c, d = MPI_COMM_WORLD;
+    int key, flag = 0;
+    void *v;
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    MPI_Comm_create_keyval(copy_fails, delete_fails, &key, NULL);
+    CHECK(MPI_Comm_set_attr(c, key, (void *)1) == MPI_SUCCESS, "the first set failed");
+    CHECK(MPI_Comm_set_attr(c, key, (void *)2) != MPI_SUCCESS,
+          "a set whose old value's delete callback fails succeeded");
+    CHECK(MPI_Comm_delete_attr(c, key) != MPI_SUCCESS, "a delete whose callback fails succeeded");
+    MPI_Comm_get_attr(c, key, &v, &flag);
+    CHECK(flag && v == (void *)1, "after failed deletes the value is %p (flag %d)", v, flag);
+    CHECK(MPI_Comm_dup(c, &d) != MPI_SUCCESS, "a dup whose copy callback fails succeeded");
+    CHECK(d == MPI_COMM_NULL, "a failed dup gave %#x, not MPI_COMM_NULL", d);
+    deletes_fail = 0;
+    MPI_Comm_free(&c);
+    MPI_Comm_free_keyval(&key);
+}
+
 int main(int argc, char **argv)
 {
     const char *part = argc > 1 ? argv[1] : "";
@@ -238,6 +278,8 @@ int main(int argc, char **argv)
         markers();
     if (!*part || !strcmp(part, "bottom"))
         bottom();
+    if (!*part || !strcmp(part, "callbacks"))
+        callbacks();
     MPI_Finalize();
     printf("status: all checks passed\n");
     return 0;
