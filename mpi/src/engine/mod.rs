@@ -19,7 +19,7 @@ use crate::coll::Schedule;
 use crate::datatype::Layout;
 use fm::{Fm, Incoming, Rank};
 use std::cell::{RefCell, RefMut};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::os::raw::c_int;
 use std::sync::Arc;
 
@@ -79,6 +79,21 @@ pub struct Engine {
     scratch: Vec<u8>,
     /// Non-blocking collectives under way, by their request.
     collectives: Vec<(u32, Schedule)>,
+    /// Messages that match in order (eager, synchronous eager, request
+    /// to send) that a non-blocking send could not hand to FM without
+    /// waiting for credit, by destination, oldest first. Later ones to
+    /// the same destination queue behind them (MPI's order); progress
+    /// sends them as credit returns, so `MPI_Isend` never waits for its
+    /// receiver (MPICH's pt2pt/sendrecv3).
+    deferred: HashMap<Rank, VecDeque<Deferred>>,
+}
+
+/// A message waiting in [`Engine::deferred`]: its handler and bytes, and
+/// the send request it completes once handed to FM.
+struct Deferred {
+    handler: u16,
+    bytes: Vec<u8>,
+    completes: Option<u32>,
 }
 
 impl Engine {
@@ -115,6 +130,7 @@ impl Engine {
             eager_limit,
             scratch: Vec::with_capacity(4096),
             collectives: Vec::new(),
+            deferred: HashMap::new(),
         })
     }
 
@@ -126,6 +142,9 @@ impl Engine {
     pub fn progress(&mut self) -> MpiResult<()> {
         self.fm.extract(usize::MAX)?;
         self.act()?;
+        if !self.deferred.is_empty() {
+            self.send_deferred(None, None)?;
+        }
         if !self.collectives.is_empty() {
             self.advance_collectives();
         }
@@ -236,8 +255,15 @@ impl Engine {
         }
     }
 
-    /// Wait for something to happen, then make progress.
+    /// Wait for something to happen, then make progress. With messages
+    /// deferred, what may happen is a credit return, which wakes no wait
+    /// for messages: this waits instead in FM's send of the oldest
+    /// deferred message (which runs handlers meanwhile, as any blocking
+    /// send does).
     fn wait_for_arrival(&mut self) -> MpiResult<()> {
+        if let Some(&to) = self.deferred.keys().next() {
+            return self.send_deferred(Some(to), Some(1));
+        }
         self.fm.extract_wait(usize::MAX)?;
         self.act()
     }
@@ -325,15 +351,17 @@ impl Engine {
             sender_req: req,
         };
         if len <= self.eager_limit {
-            self.send_eager(to, &env, slice_or_empty(data, len))?;
-            if !sync {
-                self.matching().complete(req, MpiStatus::proc_null());
-            }
+            let (handler, head_len) = eager_head(&env);
+            let mut head = [0u8; SYNC_ENVELOPE];
+            env.write(&mut head[..head_len]);
+            let completes = (!sync).then_some(req);
+            let data = slice_or_empty(data, len);
+            self.send_or_defer(to, handler, &head[..head_len], data, completes)?;
         } else {
             let mut head = [0u8; RTS_LEN];
             env.write(&mut head[..SYNC_ENVELOPE]);
             head[SYNC_ENVELOPE..].copy_from_slice(&(len as u64).to_le_bytes());
-            self.fm.send(to, RTS, &head)?;
+            self.send_or_defer(to, RTS, &head, &[], None)?;
         }
         self.act()?;
         Ok(req)
@@ -351,6 +379,11 @@ impl Engine {
         data: *const u8,
         len: usize,
     ) -> MpiResult<()> {
+        let waiting = |e: &Self, to: &Rank| !e.deferred.is_empty() && e.deferred.contains_key(to);
+        if let Some(to) = route.to.filter(|to| waiting(self, to)) {
+            // Messages before this one wait for credit: they go first.
+            self.send_deferred(Some(to), Some(usize::MAX))?;
+        }
         match route.to {
             None => Ok(()),
             Some(to) if len <= SHORT && len <= self.eager_limit => {
@@ -407,16 +440,103 @@ impl Engine {
         self.act()
     }
 
+    /// Send a message that matches in order (`head`, then `data`) to
+    /// `to` if FM takes it without waiting for credit, completing send
+    /// request `completes`; else queue a copy behind any already waiting
+    /// for `to` ([`Engine::deferred`]). Only the first packet is sure of
+    /// its credit: a message longer than FM's packet may still wait for
+    /// the rest.
+    fn send_or_defer(
+        &mut self,
+        to: Rank,
+        handler: u16,
+        head: &[u8],
+        data: &[u8],
+        completes: Option<u32>,
+    ) -> MpiResult<()> {
+        if !self.deferred.contains_key(&to) {
+            match self
+                .fm
+                .try_begin_message(to, head.len() + data.len(), handler)
+            {
+                Ok(()) => {
+                    self.fm.send_piece(head)?;
+                    self.fm.send_piece(data)?;
+                    self.fm.end_message()?;
+                    if let Some(req) = completes {
+                        self.matching().complete(req, MpiStatus::proc_null());
+                    }
+                    return Ok(());
+                }
+                Err(e) if !matches!(e.kind(), fm::ErrorKind::WouldBlock { .. }) => {
+                    return Err(e.into())
+                }
+                Err(_) => {}
+            }
+        }
+        self.deferred.entry(to).or_default().push_back(Deferred {
+            handler,
+            bytes: [head, data].concat(),
+            completes,
+        });
+        Ok(())
+    }
+
+    /// Send the deferred messages (those to `only`, if given), oldest
+    /// first: with `wait_for` `None`, as far as FM takes them without
+    /// waiting; with `Some(k)`, the first `k`, waiting for credit.
+    fn send_deferred(&mut self, only: Option<Rank>, wait_for: Option<usize>) -> MpiResult<()> {
+        let dests: Vec<Rank> = match only {
+            Some(to) => vec![to],
+            None => self.deferred.keys().copied().collect(),
+        };
+        let mut waits = wait_for.unwrap_or(0);
+        for to in dests {
+            while let Some(d) = self.deferred.get_mut(&to).and_then(VecDeque::pop_front) {
+                if wait_for.is_some() && waits == 0 {
+                    self.requeue(to, d);
+                    break;
+                }
+                // (As `send_or_defer`: only the first packet is sure of
+                // its credit; a longer message's later ones may wait.)
+                let sent = if wait_for.is_some() {
+                    waits -= 1;
+                    self.fm.send(to, d.handler, &d.bytes).map(|()| true)
+                } else {
+                    match self.fm.try_begin_message(to, d.bytes.len(), d.handler) {
+                        Err(e) if matches!(e.kind(), fm::ErrorKind::WouldBlock { .. }) => Ok(false),
+                        r => r
+                            .and_then(|()| self.fm.send_piece(&d.bytes))
+                            .and_then(|()| self.fm.end_message())
+                            .map(|()| true),
+                    }
+                };
+                if !sent? {
+                    self.requeue(to, d);
+                    break;
+                }
+                if let Some(req) = d.completes {
+                    self.matching().complete(req, MpiStatus::proc_null());
+                }
+            }
+            if self.deferred.get(&to).is_some_and(VecDeque::is_empty) {
+                self.deferred.remove(&to);
+            }
+        }
+        Ok(())
+    }
+
+    /// `d` back at the head of `to`'s deferred messages.
+    fn requeue(&mut self, to: Rank, d: Deferred) {
+        self.deferred.entry(to).or_default().push_front(d);
+    }
+
     /// An eager message: the envelope, then the data. A small one is
     /// gathered here and sent as one piece (cheaper than FM's gather for a
     /// few bytes); a larger one goes as two pieces, the data where it is.
     fn send_eager(&mut self, to: Rank, env: &Envelope, data: &[u8]) -> MpiResult<()> {
         const SMALL: usize = 4096;
-        let (handler, head_len) = if env.flags & SYNC != 0 {
-            (EAGER_SYNC, SYNC_ENVELOPE)
-        } else {
-            (EAGER, ENVELOPE)
-        };
+        let (handler, head_len) = eager_head(env);
         if head_len + data.len() <= SMALL {
             let b = &mut self.scratch;
             b.clear();
@@ -690,6 +810,15 @@ impl Engine {
                     .is_some_and(|r| !r.done && matches!(r.op, Op::Send { .. }))
             })
             .collect()
+    }
+}
+
+/// An eager message's handler and envelope length.
+fn eager_head(env: &Envelope) -> (u16, usize) {
+    if env.flags & SYNC != 0 {
+        (EAGER_SYNC, SYNC_ENVELOPE)
+    } else {
+        (EAGER, ENVELOPE)
     }
 }
 

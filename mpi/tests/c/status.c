@@ -23,13 +23,16 @@
  *     receives (pt2pt/bottom).
  *   - A failing delete callback fails the call and leaves the value; a
  *     failing copy callback fails MPI_Comm_dup (attr/attrerr).
+ *   - MPI_Isend returns while its receiver posts nothing (pt2pt/sendrecv3):
+ *     rank 1 waits for a file rank 0 writes once 1000 Isends returned.
  *
- *   status [inactive|proc-null|groups|keyvals|freed|markers|bottom|callbacks]   one part, or (no argument) all
+ *   status [inactive|proc-null|groups|keyvals|freed|markers|bottom|callbacks|isend-idle]   one part, or (no argument) all
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "check.h"
 
 static int rank;
@@ -258,6 +261,48 @@ static void callbacks(void)
     MPI_Comm_free_keyval(&key);
 }
 
+/* Isends to a rank that receives nothing until they all returned. */
+static void isend_idle(void)
+{
+    enum { N = 1000 };
+    static int data[N][100], got[N][100];
+    static MPI_Request rq[N];
+    int size;
+    const char *flag = "isend-idle.done";
+
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size < 2)
+        return;
+    if (rank == 0) {
+        unlink(flag);
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (int i = 0; i < N; i++) {
+            data[i][0] = i;
+            MPI_Isend(data[i], 100, MPI_INT, 1, 8, MPI_COMM_WORLD, &rq[i]);
+        }
+        FILE *f = fopen(flag, "w");
+        if (f)
+            fclose(f);
+        MPI_Waitall(N, rq, MPI_STATUSES_IGNORE);
+    } else if (rank == 1) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        int waited = 0;
+        while (access(flag, F_OK) != 0 && waited < 60000) {
+            usleep(10000);
+            waited += 10;
+        }
+        CHECK(access(flag, F_OK) == 0, "%d MPI_Isend calls did not return in 60 s while rank 1 received nothing", N);
+        for (int i = 0; i < N; i++)
+            MPI_Irecv(got[i], 100, MPI_INT, 0, 8, MPI_COMM_WORLD, &rq[i]);
+        MPI_Waitall(N, rq, MPI_STATUSES_IGNORE);
+        for (int i = 0; i < N; i++)
+            CHECK(got[i][0] == i, "message %d: %d (out of order)", i, got[i][0]);
+        unlink(flag);
+    } else {
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *part = argc > 1 ? argv[1] : "";
@@ -280,6 +325,8 @@ int main(int argc, char **argv)
         bottom();
     if (!*part || !strcmp(part, "callbacks"))
         callbacks();
+    if (!*part || !strcmp(part, "isend-idle"))
+        isend_idle();
     MPI_Finalize();
     printf("status: all checks passed\n");
     return 0;
