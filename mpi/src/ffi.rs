@@ -109,10 +109,13 @@ pub(crate) unsafe fn put_status(out: *mut MpiStatus, s: MpiStatus) {
     }
 }
 
-/// The receive's truncation, reported as the call's error.
+/// A completed operation's error, reported as the call's: a receive's
+/// truncation, or a non-blocking collective that failed (its reason was
+/// logged when it failed).
 pub(crate) fn status_result(s: &MpiStatus) -> MpiResult<()> {
-    if s.error == MPI_ERR_TRUNCATE {
-        return err(
+    match s.error {
+        MPI_SUCCESS => Ok(()),
+        MPI_ERR_TRUNCATE => err(
             MPI_ERR_TRUNCATE,
             format!(
                 "message truncated: the receive buffer held {} bytes of a longer message from rank {} (tag {})",
@@ -120,9 +123,9 @@ pub(crate) fn status_result(s: &MpiStatus) -> MpiResult<()> {
                 s.source,
                 s.tag
             ),
-        );
+        ),
+        class => err(class, format!("the operation failed: {}", class_text(class))),
     }
-    Ok(())
 }
 
 /// Copy `s` into the C string buffer `out` of at most `max` bytes (with its
