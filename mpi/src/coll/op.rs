@@ -253,8 +253,10 @@ trait Bits: Number {
     fn xor(self, o: Self) -> Self;
 }
 
+/// `Number` for primitive `$t`, with its addition, multiplication and
+/// negation (wrapping for integers) and its zero and one.
 macro_rules! number {
-    ($($t:ty: $add:ident, $mul:ident, $zero:expr, $one:expr);* $(;)?) => {$(
+    ($($t:ty: $add:expr, $mul:expr, $neg:expr, $zero:expr, $one:expr);* $(;)?) => {$(
         impl Number for $t {
             const SIZE: usize = std::mem::size_of::<$t>();
             fn get(b: &[u8]) -> Self {
@@ -266,13 +268,13 @@ macro_rules! number {
                 b[..Self::SIZE].copy_from_slice(&self.to_ne_bytes());
             }
             fn add(self, o: Self) -> Self {
-                self.$add(o)
+                $add(self, o)
             }
             fn mul(self, o: Self) -> Self {
-                self.$mul(o)
+                $mul(self, o)
             }
             fn neg(self) -> Self {
-                self.wrapping_neg()
+                $neg(self)
             }
             fn lt(self, o: Self) -> bool {
                 self < o
@@ -298,39 +300,18 @@ macro_rules! bits {
 }
 
 number! {
-    i8: wrapping_add, wrapping_mul, 0, 1;
-    i16: wrapping_add, wrapping_mul, 0, 1;
-    i32: wrapping_add, wrapping_mul, 0, 1;
-    i64: wrapping_add, wrapping_mul, 0, 1;
-    u8: wrapping_add, wrapping_mul, 0, 1;
-    u16: wrapping_add, wrapping_mul, 0, 1;
-    u32: wrapping_add, wrapping_mul, 0, 1;
-    u64: wrapping_add, wrapping_mul, 0, 1;
+    i8: i8::wrapping_add, i8::wrapping_mul, i8::wrapping_neg, 0, 1;
+    i16: i16::wrapping_add, i16::wrapping_mul, i16::wrapping_neg, 0, 1;
+    i32: i32::wrapping_add, i32::wrapping_mul, i32::wrapping_neg, 0, 1;
+    i64: i64::wrapping_add, i64::wrapping_mul, i64::wrapping_neg, 0, 1;
+    u8: u8::wrapping_add, u8::wrapping_mul, u8::wrapping_neg, 0, 1;
+    u16: u16::wrapping_add, u16::wrapping_mul, u16::wrapping_neg, 0, 1;
+    u32: u32::wrapping_add, u32::wrapping_mul, u32::wrapping_neg, 0, 1;
+    u64: u64::wrapping_add, u64::wrapping_mul, u64::wrapping_neg, 0, 1;
+    f32: std::ops::Add::add, std::ops::Mul::mul, std::ops::Neg::neg, 0.0, 1.0;
+    f64: std::ops::Add::add, std::ops::Mul::mul, std::ops::Neg::neg, 0.0, 1.0;
 }
 bits!(i8, i16, i32, i64, u8, u16, u32, u64);
-
-macro_rules! float_number {
-    ($($t:ty),*) => {$(
-        impl Number for $t {
-            const SIZE: usize = std::mem::size_of::<$t>();
-            fn get(b: &[u8]) -> Self {
-                let mut a = [0u8; std::mem::size_of::<$t>()];
-                a.copy_from_slice(&b[..Self::SIZE]);
-                <$t>::from_ne_bytes(a)
-            }
-            fn put(self, b: &mut [u8]) {
-                b[..Self::SIZE].copy_from_slice(&self.to_ne_bytes());
-            }
-            fn add(self, o: Self) -> Self { self + o }
-            fn mul(self, o: Self) -> Self { self * o }
-            fn neg(self) -> Self { -self }
-            fn lt(self, o: Self) -> bool { self < o }
-            fn is_true(self) -> bool { self != 0.0 }
-            fn truth(t: bool) -> Self { if t { 1.0 } else { 0.0 } }
-        }
-    )*};
-}
-float_number!(f32, f64);
 
 /// Each element pair of `inp` and `inout` through `f`, the result into `inout`.
 fn each<T: Number>(inp: &[u8], inout: &mut [u8], f: impl Fn(T, T) -> T) {
