@@ -141,6 +141,12 @@ pub(crate) fn persistent(
     let request = unsafe { arg(request, "the request")? };
     m.p2p(comm, peer, send.is_none(), tag)?;
     check_buffer(buf, m.elements(count, datatype)?.bytes(), datatype)?;
+    // The program may free a derived datatype while a persistent request
+    // made with it lives: the request keeps a duplicate of its own.
+    let datatype = match is_predefined_type(datatype) {
+        true => datatype,
+        false => m.add_type((*m.derived(datatype)?).clone())?,
+    };
     let p = Persistent {
         op: Started::P2p {
             send,

@@ -23,7 +23,8 @@ const NETPIPE: &str = "/usr/bin/NPmpich2";
 /// freed twice let pass as MPICH lets it, a freed Issend to oneself that
 /// does not hang MPI_Finalize, MPI-1's MPI_LB and MPI_UB in a struct,
 /// messages from and to MPI_BOTTOM, attribute callbacks that fail,
-/// MPI_Isend returning while its receiver is idle.
+/// a persistent send outliving its datatype, MPI_Isend returning while
+/// its receiver is idle.
 #[test]
 fn statuses_and_empty_groups_are_mpichs() {
     let dir = TempDir::for_segments("mpi-status");

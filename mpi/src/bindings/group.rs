@@ -105,6 +105,12 @@ fn PMPI_Group_free(group: *mut Handle) -> c_int {
     call("MPI_Group_free", MPI_COMM_WORLD, |m| {
         let group = arg(group, "the group")?;
         match *group {
+            // Group constructors give MPI_GROUP_EMPTY for no members, so
+            // it is freed like the groups they give (as in MPICH).
+            MPI_GROUP_EMPTY => {
+                *group = MPI_GROUP_NULL;
+                Ok(())
+            }
             h if h & !HANDLE_INDEX == GROUP_DIRECT
                 && m.groups
                     .get((h & HANDLE_INDEX) as usize)

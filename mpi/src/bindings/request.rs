@@ -214,7 +214,17 @@ fn PMPI_Request_free(request: *mut Handle) -> c_int {
             m.engine.free_request(id);
         }
         if *request & !HANDLE_INDEX == PERSISTENT_DIRECT {
-            m.persistent[(*request & HANDLE_INDEX) as usize] = None;
+            let p = m.persistent[(*request & HANDLE_INDEX) as usize].take();
+            if let Some(Persistent {
+                op: Started::P2p { datatype, .. },
+                ..
+            }) = p
+            {
+                // Its own duplicate of a derived datatype (`p2p::persistent`).
+                if !is_predefined_type(datatype) {
+                    types::replace(datatype, None);
+                }
+            }
         }
         *request = MPI_REQUEST_NULL;
         Ok(())

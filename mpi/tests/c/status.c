@@ -23,10 +23,12 @@
  *     receives (pt2pt/bottom).
  *   - A failing delete callback fails the call and leaves the value; a
  *     failing copy callback fails MPI_Comm_dup (attr/attrerr).
+ *   - A persistent send outlives the derived datatype it was made with
+ *     (pt2pt/multi_psend_derived).
  *   - MPI_Isend returns while its receiver posts nothing (pt2pt/sendrecv3):
  *     rank 1 waits for a file rank 0 writes once 1000 Isends returned.
  *
- *   status [inactive|proc-null|groups|keyvals|freed|markers|bottom|callbacks|isend-idle]   one part, or (no argument) all
+ *   status [inactive|proc-null|groups|keyvals|freed|markers|bottom|callbacks|persistent-type|isend-idle]   one part, or (no argument) all
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -132,6 +134,9 @@ static void groups(void)
         all[i] = i;
     MPI_Group_excl(world, size, all, &g);
     CHECK(g == MPI_GROUP_EMPTY, "MPI_Group_excl of every rank: %#x, not MPI_GROUP_EMPTY", g);
+    /* What a constructor gives is freed like any group (MPICH's group tests). */
+    MPI_Group_free(&g);
+    CHECK(g == MPI_GROUP_NULL, "MPI_Group_free of MPI_GROUP_EMPTY left %#x", g);
     free(all);
     MPI_Group_free(&world);
 }
@@ -261,6 +266,29 @@ static void callbacks(void)
     MPI_Comm_free_keyval(&key);
 }
 
+/* A persistent send whose derived datatype is freed before it starts. */
+static void persistent_type(void)
+{
+    int out[6] = { 1, -1, 2, -1, 3, -1 }, in[3] = { 0, 0, 0 };
+    MPI_Datatype every_other;
+    MPI_Request s, r;
+
+    MPI_Type_vector(3, 1, 2, MPI_INT, &every_other);
+    MPI_Type_commit(&every_other);
+    MPI_Send_init(out, 1, every_other, rank, 6, MPI_COMM_WORLD, &s);
+    MPI_Type_free(&every_other);
+    for (int round = 0; round < 2; round++) {
+        MPI_Irecv(in, 3, MPI_INT, rank, 6, MPI_COMM_WORLD, &r);
+        MPI_Start(&s);
+        MPI_Wait(&s, MPI_STATUS_IGNORE);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+        CHECK(in[0] == 1 + round && in[1] == 2 && in[2] == 3, "round %d: %d %d %d", round, in[0],
+              in[1], in[2]);
+        out[0]++;
+    }
+    MPI_Request_free(&s);
+}
+
 /* Isends to a rank that receives nothing until they all returned. */
 static void isend_idle(void)
 {
@@ -325,6 +353,8 @@ int main(int argc, char **argv)
         bottom();
     if (!*part || !strcmp(part, "callbacks"))
         callbacks();
+    if (!*part || !strcmp(part, "persistent-type"))
+        persistent_type();
     if (!*part || !strcmp(part, "isend-idle"))
         isend_idle();
     MPI_Finalize();
