@@ -69,18 +69,7 @@ impl Mpi {
 
     /// A new info object holding `entries`: its handle.
     pub(crate) fn add_info(&mut self, entries: Entries) -> MpiResult<Handle> {
-        let i = match self.infos.iter().position(Option::is_none) {
-            Some(i) => i,
-            None => {
-                self.infos.push(None);
-                self.infos.len() - 1
-            }
-        };
-        if i > HANDLE_INDEX as usize {
-            return err(MPI_ERR_OTHER, "too many info objects");
-        }
-        self.infos[i] = Some(entries);
-        Ok(INFO_DIRECT | i as Handle)
+        place(&mut self.infos, entries, INFO_DIRECT, "info objects")
     }
 
     /// `MPI_INFO_ENV`: how the job was started, as far as fm knows it.

@@ -166,22 +166,12 @@ pub(crate) fn persistent(
 impl Mpi {
     /// A new persistent request: its handle.
     pub(crate) fn add_persistent(&mut self, p: Persistent) -> MpiResult<Handle> {
-        let m = self;
-        let i = match m.persistent.iter().position(Option::is_none) {
-            Some(i) => {
-                m.persistent[i] = Some(p);
-                i
-            }
-            None => {
-                m.persistent.push(Some(p));
-                m.persistent.len() - 1
-            }
-        };
-        if i > HANDLE_INDEX as usize {
-            m.persistent[i] = None;
-            return err(MPI_ERR_OTHER, "too many persistent requests");
-        }
-        Ok(PERSISTENT_DIRECT | i as Handle)
+        place(
+            &mut self.persistent,
+            p,
+            PERSISTENT_DIRECT,
+            "persistent requests",
+        )
     }
 }
 

@@ -233,18 +233,7 @@ impl Mpi {
         if members.is_empty() {
             return Ok(MPI_GROUP_EMPTY);
         }
-        let i = match self.groups.iter().position(Option::is_none) {
-            Some(i) => i,
-            None => {
-                self.groups.push(None);
-                self.groups.len() - 1
-            }
-        };
-        if i > HANDLE_INDEX as usize {
-            return err(MPI_ERR_OTHER, "too many groups");
-        }
-        self.groups[i] = Some(members);
-        Ok(GROUP_DIRECT | i as Handle)
+        place(&mut self.groups, members, GROUP_DIRECT, "groups")
     }
 
     /// A group's members (FM ranks, in group order).
@@ -354,6 +343,30 @@ impl Mpi {
             to: (!any && rank != MPI_PROC_NULL).then(|| peers[rank as usize]),
         })
     }
+}
+
+/// Put `item` in the first free slot of a handle table (a new one if
+/// none is free): its handle, `kind | index`. Tables of objects made at
+/// run time (groups, datatypes, info objects, operations, persistent
+/// requests) reuse freed indices this one way.
+pub(crate) fn place<T>(
+    table: &mut Vec<Option<T>>,
+    item: T,
+    kind: Handle,
+    what: &str,
+) -> MpiResult<Handle> {
+    let i = table
+        .iter()
+        .position(Option::is_none)
+        .unwrap_or(table.len());
+    if i > HANDLE_INDEX as usize {
+        return err(MPI_ERR_OTHER, format!("too many {what}"));
+    }
+    if i == table.len() {
+        table.push(None);
+    }
+    table[i] = Some(item);
+    Ok(kind | i as Handle)
 }
 
 /// Bytes of `count` elements of `datatype`.

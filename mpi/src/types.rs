@@ -6,7 +6,7 @@
 
 use crate::abi::*;
 use crate::datatype::Layout;
-use crate::engine::{err, MpiError, MpiResult};
+use crate::engine::{MpiError, MpiResult};
 use std::sync::{Arc, RwLock};
 
 /// Layouts by index (handle `TYPE_INDIRECT | index`).
@@ -48,19 +48,7 @@ pub(crate) fn layout(h: Handle) -> MpiResult<Arc<Layout>> {
 
 /// A datatype made at run time: its handle.
 pub(crate) fn add(l: Layout) -> MpiResult<Handle> {
-    let mut t = table_mut();
-    let i = match t.iter().position(Option::is_none) {
-        Some(i) => i,
-        None => {
-            t.push(None);
-            t.len() - 1
-        }
-    };
-    if i > HANDLE_INDEX as usize {
-        return err(MPI_ERR_OTHER, "too many datatypes");
-    }
-    t[i] = Some(Arc::new(l));
-    Ok(TYPE_INDIRECT | i as Handle)
+    crate::state::place(&mut table_mut(), Arc::new(l), TYPE_INDIRECT, "datatypes")
 }
 
 /// Derived datatype `h` is now `l` (`None`: gone). Operations under way

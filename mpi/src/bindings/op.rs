@@ -26,21 +26,11 @@ unsafe fn add_op(m: &mut Mpi, f: Option<UserFn>, commute: c_int, op: *mut Handle
     let Some(func) = f else {
         return err(MPI_ERR_ARG, "a null user function");
     };
-    let i = match m.ops.iter().position(Option::is_none) {
-        Some(i) => i,
-        None => {
-            m.ops.push(None);
-            m.ops.len() - 1
-        }
-    };
-    if i > HANDLE_INDEX as usize {
-        return err(MPI_ERR_OTHER, "too many operations");
-    }
-    m.ops[i] = Some(UserOp {
+    let op = UserOp {
         func,
         commute: commute != 0,
-    });
-    *out = OP_DIRECT | i as Handle;
+    };
+    *out = place(&mut m.ops, op, OP_DIRECT, "operations")?;
     Ok(())
 }
 
