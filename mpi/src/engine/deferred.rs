@@ -34,8 +34,17 @@ impl Engine {
                 .try_begin_message(to, head.len() + data.len(), handler)
             {
                 Ok(()) => {
-                    self.fm.send_piece(head)?;
-                    self.fm.send_piece(data)?;
+                    // As `send_eager`: a few bytes are gathered into one
+                    // piece (cheaper than two), more go where they are.
+                    if head.len() + data.len() <= SMALL_GATHER {
+                        self.scratch.clear();
+                        self.scratch.extend_from_slice(head);
+                        self.scratch.extend_from_slice(data);
+                        self.fm.send_piece(&self.scratch)?;
+                    } else {
+                        self.fm.send_piece(head)?;
+                        self.fm.send_piece(data)?;
+                    }
                     self.fm.end_message()?;
                     if let Some(req) = completes {
                         self.matching().complete(req, MpiStatus::proc_null());

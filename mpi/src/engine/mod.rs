@@ -439,9 +439,8 @@ impl Engine {
     /// gathered here and sent as one piece (cheaper than FM's gather for a
     /// few bytes); a larger one goes as two pieces, the data where it is.
     fn send_eager(&mut self, to: Rank, env: &Envelope, data: &[u8]) -> MpiResult<()> {
-        const SMALL: usize = 4096;
         let (handler, head_len) = eager_head(env);
-        if head_len + data.len() <= SMALL {
+        if head_len + data.len() <= SMALL_GATHER {
             let b = &mut self.scratch;
             b.clear();
             b.resize(head_len, 0);
@@ -716,6 +715,10 @@ impl Engine {
             .collect()
     }
 }
+
+/// Messages up to this long are gathered into one piece before FM sends
+/// them (cheaper than FM's gather of two pieces for a few bytes).
+const SMALL_GATHER: usize = 4096;
 
 /// An eager message's handler and envelope length.
 fn eager_head(env: &Envelope) -> (u16, usize) {
