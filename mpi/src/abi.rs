@@ -22,6 +22,7 @@ pub const MPI_ERR_RANK: c_int = 6;
 pub const MPI_ERR_ROOT: c_int = 7;
 pub const MPI_ERR_GROUP: c_int = 8;
 pub const MPI_ERR_OP: c_int = 9;
+pub const MPI_ERR_TOPOLOGY: c_int = 10;
 pub const MPI_ERR_DIMS: c_int = 11;
 pub const MPI_ERR_ARG: c_int = 12;
 pub const MPI_ERR_UNKNOWN: c_int = 13;
@@ -95,6 +96,10 @@ pub const MPI_MAX_OBJECT_NAME: usize = 128;
 
 pub const MPI_ANY_SOURCE: c_int = -2;
 pub const MPI_ANY_TAG: c_int = -1;
+/// What `MPI_Topo_test` says a communicator's topology is.
+pub const MPI_GRAPH: c_int = 1;
+pub const MPI_CART: c_int = 2;
+pub const MPI_DIST_GRAPH: c_int = 3;
 pub const MPI_PROC_NULL: c_int = -1;
 pub const MPI_UNDEFINED: c_int = -32766;
 
@@ -236,6 +241,7 @@ pub fn class_text(class: c_int) -> &'static str {
         MPI_ERR_REQUEST => "invalid request",
         MPI_ERR_UNSUPPORTED_OPERATION => "operation not supported by fm's MPI yet",
         MPI_ERR_KEYVAL => "invalid keyval",
+        MPI_ERR_TOPOLOGY => "invalid topology",
         MPI_ERR_DIMS => "invalid dimension argument",
         MPI_ERR_INFO => "invalid info object",
         MPI_ERR_INFO_KEY => "invalid info key",

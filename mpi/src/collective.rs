@@ -153,6 +153,14 @@ impl Mpi {
 /// # Safety
 /// `p` is null or holds `n` ints.
 pub(crate) unsafe fn ints<'a>(p: *const c_int, n: usize, what: &str) -> MpiResult<&'a [c_int]> {
+    array(p, n, what)
+}
+
+/// `n` values from a C array, or `MPI_ERR_ARG` for a null one.
+///
+/// # Safety
+/// `p` is null or holds `n` values.
+pub(crate) unsafe fn array<'a, T>(p: *const T, n: usize, what: &str) -> MpiResult<&'a [T]> {
     if p.is_null() {
         if n == 0 {
             return Ok(&[]);
@@ -193,5 +201,29 @@ pub(crate) unsafe fn per_member(
 pub(crate) fn uniform(base: &Elements, n: usize) -> Vec<Elements> {
     (0..n)
         .map(|i| base.at((i * base.count) as isize, base.count))
+        .collect()
+}
+
+/// Elements for each member with its own datatype and a displacement in
+/// bytes (`MPI_Alltoallw`: ints; `MPI_Neighbor_alltoallw`: addresses).
+///
+/// # Safety
+/// The arrays hold `n` entries each; `buf` is the caller's.
+pub(crate) unsafe fn per_member_w<D: Copy + Into<i64>>(
+    m: &Mpi,
+    buf: *const c_void,
+    counts: *const c_int,
+    displs: *const D,
+    types: *const Handle,
+    n: usize,
+) -> MpiResult<Vec<Elements>> {
+    let counts = ints(counts, n, "counts")?;
+    let displs = array(displs, n, "displacements")?;
+    let types = ints(types, n, "datatypes")?;
+    (0..n)
+        .map(|i| {
+            let e = m.elements_at(buf, counts[i], types[i])?;
+            Ok(e.at_byte(displs[i].into() as isize, e.count))
+        })
         .collect()
 }

@@ -46,6 +46,24 @@ pub(crate) unsafe fn group_ranks(
     Ok(v)
 }
 
+/// A communicator of the same members in the same order, with a context
+/// of its own and the same topology (`MPI_Comm_dup` without the
+/// attributes). Collective over `comm`.
+pub(crate) fn dup(m: &mut Mpi, comm: Handle) -> MpiResult<Handle> {
+    let (epoch, parent) = m.child_of(comm)?;
+    let context = m.new_context(&parent, epoch, true)?;
+    let new = m.add_comm(Comm {
+        context,
+        collectives: 0,
+        children: 0,
+        ..parent
+    })?;
+    if let Some(t) = m.topologies.get(&comm).cloned() {
+        m.topologies.insert(new, t);
+    }
+    Ok(new)
+}
+
 /// `MPI_Comm_split`: every member of `comm` says its colour and key; those
 /// of this one's colour, ordered by key then by rank in `comm`, make the
 /// new communicator (`MPI_UNDEFINED`: none, `MPI_COMM_NULL`).

@@ -30,6 +30,7 @@ pub mod context;
 pub mod datatype;
 pub mod engine;
 pub mod error;
+pub mod topo;
 
 mod bindings;
 mod collective;

@@ -26,6 +26,8 @@ pub(crate) struct Mpi {
     pub(crate) infos: Vec<Option<info::Entries>>,
     /// Names given to communicators and datatypes, by handle.
     pub(crate) names: std::collections::HashMap<Handle, String>,
+    /// The process topologies communicators carry, by handle.
+    pub(crate) topologies: std::collections::HashMap<Handle, Arc<crate::topo::Topology>>,
     /// The context ids this process's communicators use.
     pub(crate) contexts: ContextIds,
     /// `MPI_UNIVERSE_SIZE`'s value: the job's size.
@@ -213,6 +215,7 @@ impl Mpi {
     pub(crate) fn remove_comm(&mut self, h: Handle) {
         let c = Self::index(h).and_then(|i| self.comms.get_mut(i)?.take());
         self.names.remove(&h);
+        self.topologies.remove(&h);
         if let Some(c) = c {
             self.contexts.release(c.context);
         }
@@ -473,6 +476,7 @@ pub(crate) fn init(func: &str) -> c_int {
         ops: Vec::new(),
         infos: Vec::new(),
         names: std::collections::HashMap::new(),
+        topologies: std::collections::HashMap::new(),
         contexts: ContextIds::default(),
         universe: size as c_int,
         minus_one,

@@ -5,34 +5,6 @@
 use crate::coll::{self, Elements};
 use crate::collective::*;
 use crate::*;
-use fm_mpi_macros::mpi;
-
-/// `PMPI_X` (blocking), `PMPI_Ix` (non-blocking, with a request after the
-/// same arguments) and `PMPI_X_init` (persistent, with an info object and
-/// a request), all calling `$inner(m, args…, mode)`.
-macro_rules! collective {
-    ($($pname:ident / $piname:ident / $pinit:ident => $inner:ident($($a:ident: $t:ty),*) $(+ $extra:literal)? on $comm:ident;)*) => {$(
-        #[mpi]
-        fn $pname($($a: $t),*) -> c_int {
-            call(&stringify!($pname)[1..], $comm, |m| $inner(m, $($a,)* $($extra,)? Mode::Blocking))
-        }
-
-        #[mpi]
-        fn $piname($($a: $t,)* request: *mut Handle) -> c_int {
-            call(&stringify!($piname)[1..], $comm, |m| $inner(m, $($a,)* $($extra,)? Mode::Start(request)))
-        }
-
-        #[mpi]
-        fn $pinit($($a: $t,)* info: Handle, request: *mut Handle) -> c_int {
-            call(&stringify!($pinit)[1..], $comm, |m| {
-                if info != MPI_INFO_NULL {
-                    m.info(info)?;
-                }
-                $inner(m, $($a,)* $($extra,)? Mode::Persistent(request))
-            })
-        }
-    )*};
-}
 
 collective! {
     PMPI_Barrier / PMPI_Ibarrier / PMPI_Barrier_init => barrier(comm: Handle) on comm;
@@ -428,27 +400,6 @@ unsafe fn alltoallv(
         false => per_member(m, sendbuf, sendcounts, sdispls, sendtype, n)?,
     };
     m.collective(comm, mode, move |c| Ok(coll::alltoall(c, &send, &recv)))
-}
-
-/// Elements for each member with its own datatype and a displacement in
-/// bytes (`MPI_Alltoallw`).
-unsafe fn per_member_w(
-    m: &Mpi,
-    buf: *const c_void,
-    counts: *const c_int,
-    displs: *const c_int,
-    types: *const Handle,
-    n: usize,
-) -> MpiResult<Vec<Elements>> {
-    let counts = ints(counts, n, "counts")?;
-    let displs = ints(displs, n, "displacements")?;
-    let types = ints(types, n, "datatypes")?;
-    (0..n)
-        .map(|i| {
-            let e = m.elements_at(buf, counts[i], types[i])?;
-            Ok(e.at_byte(displs[i] as isize, e.count))
-        })
-        .collect()
 }
 
 #[allow(clippy::too_many_arguments)]

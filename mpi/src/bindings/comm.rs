@@ -32,14 +32,7 @@ fn PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) -> c_int {
     let mut new = MPI_COMM_NULL;
     let copied = call_with_callbacks("MPI_Comm_dup", comm, |m| {
         let out = arg(newcomm, "the new communicator")?;
-        let (epoch, parent) = m.child_of(comm)?;
-        let context = m.new_context(&parent, epoch, true)?;
-        new = m.add_comm(Comm {
-            context,
-            collectives: 0,
-            children: 0,
-            ..parent
-        })?;
+        new = dup(m, comm)?;
         *out = new;
         Ok(m.attrs.copies(comm))
     });

@@ -1,7 +1,7 @@
 //! Info objects, memory for MPI, object names, duplicated types and
 //! dimensions for a grid.
 
-use crate::info::{c_str, dims_create, key};
+use crate::info::{c_str, key};
 use crate::*;
 use fm_mpi_macros::mpi;
 
@@ -318,25 +318,6 @@ fn PMPI_Type_dup(oldtype: Handle, newtype: *mut Handle) -> c_int {
         let l = (*m.layout(oldtype)?).clone();
         *out = m.add_type(l)?;
         Ok(())
-    })
-}
-
-#[mpi]
-fn PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    call("MPI_Dims_create", MPI_COMM_WORLD, |_| {
-        let n = nonneg(ndims, "number of dimensions").map_err(|e| MpiError {
-            class: MPI_ERR_DIMS,
-            ..e
-        })?;
-        if n > 0 && dims.is_null() {
-            return err(MPI_ERR_ARG, "a null array of dimensions");
-        }
-        let d = if n == 0 {
-            &mut []
-        } else {
-            std::slice::from_raw_parts_mut(dims, n)
-        };
-        dims_create(nnodes, d)
     })
 }
 

@@ -14,6 +14,7 @@ pub mod schedule;
 use crate::abi::*;
 use crate::datatype::Layout;
 use crate::engine::{err, Comm, MpiResult};
+use crate::topo::Neighbors;
 use op::Reduction;
 pub use schedule::{Plan, Schedule, Span, Target};
 use std::os::raw::c_int;
@@ -374,6 +375,40 @@ pub unsafe fn scan(
     p.reducing(reduction);
     if algorithms::scan_recursive_doubling(&mut p, partial, result, exclusive) {
         p.unpack(result, recv.target());
+    }
+    p
+}
+
+/// The neighbourhood collectives (`MPI_Neighbor_allgather(v)`,
+/// `MPI_Neighbor_alltoall(v, w)`): `send[i]` goes to `n.outs[i]` and
+/// `recv[i]` comes from `n.ins[i]`; an `MPI_PROC_NULL` neighbour's block
+/// is neither sent nor written.
+///
+/// Messages between two members keep their order, so which block lands
+/// where, when they name each other more than once, is the order the
+/// receives are posted in: the list's for a graph; in a grid, each
+/// dimension's two swapped, so that the first block a member sends a
+/// neighbour (its down block) meets the first receive posted from it
+/// (the up slot) ([`Neighbors::by_direction`]).
+///
+/// # Safety
+/// As [`bcast`].
+pub unsafe fn neighbors(comm: &Comm, n: &Neighbors, send: &[Elements], recv: &[Elements]) -> Plan {
+    let mut p = plan(comm);
+    let s: Vec<Span> = send.iter().map(|e| p.buffer(e.pack())).collect();
+    let lens: Vec<usize> = recv.iter().map(Elements::bytes).collect();
+    let r = blocks(&mut p, &lens);
+    let real = |k: usize| n.ins[k] != MPI_PROC_NULL;
+    let swap = usize::from(n.by_direction);
+    for k in (0..n.ins.len()).map(|k| k ^ swap).filter(|&k| real(k)) {
+        p.recv(n.ins[k] as usize, r[k]);
+    }
+    for (&to, &span) in n.outs.iter().zip(&s).filter(|(&to, _)| to != MPI_PROC_NULL) {
+        p.send(to as usize, span);
+    }
+    p.fence();
+    for k in (0..n.ins.len()).filter(|&k| real(k)) {
+        p.unpack(r[k], recv[k].target());
     }
     p
 }

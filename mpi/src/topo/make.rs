@@ -1,0 +1,184 @@
+//! Communicators with a topology. A grid or a graph is a split of the old
+//! communicator keeping its first members in order; a distributed graph
+//! is a duplicate of it. Collective over the old communicator.
+
+use super::{Neighbors, Topology};
+use crate::*;
+
+/// An edge of a distributed graph as `MPI_Dist_graph_create` takes it:
+/// source, destination, weight.
+pub(crate) type Edge = (c_int, c_int, c_int);
+
+/// What one member tells another of an edge: that it is the edge's
+/// source (the other's rank is its destination) or its destination.
+const SOURCE_OF: u32 = 0;
+const DESTINATION_OF: u32 = 1;
+
+impl Mpi {
+    /// The topology communicator `comm` carries.
+    pub(crate) fn topology(&self, comm: Handle) -> MpiResult<Arc<Topology>> {
+        self.comm(comm)?;
+        self.topologies.get(&comm).cloned().ok_or_else(|| MpiError {
+            class: MPI_ERR_TOPOLOGY,
+            message: format!("communicator {comm:#x} has no topology"),
+        })
+    }
+
+    /// Where this member's neighbourhood collectives on `comm` receive
+    /// from and send to ([`Topology::neighbors`]).
+    pub(crate) fn neighbors(&self, comm: Handle) -> MpiResult<Neighbors> {
+        let t = self.topology(comm)?;
+        t.neighbors(self.comm(comm)?.rank)
+    }
+}
+
+/// A communicator carrying `t`: of the first members of `comm` for a
+/// grid or graph (the rest get `MPI_COMM_NULL`), of all of them for a
+/// distributed graph.
+pub(crate) fn with_topology(m: &mut Mpi, comm: Handle, t: Topology) -> MpiResult<Handle> {
+    let me = m.intracomm(comm, "a topology")?.rank;
+    let new = match t.nodes() {
+        Some(n) => {
+            let color = if (me as usize) < n { 0 } else { MPI_UNDEFINED };
+            split(m, comm, color, me)?
+        }
+        None => dup(m, comm)?,
+    };
+    if new != MPI_COMM_NULL {
+        m.topologies.insert(new, Arc::new(t));
+    }
+    Ok(new)
+}
+
+/// `MPI_Cart_sub`: the members of `comm`'s grid that share the
+/// coordinates of the dimensions not kept make a grid of those kept.
+pub(crate) fn cart_sub(m: &mut Mpi, comm: Handle, keep: &[bool]) -> MpiResult<Handle> {
+    let t = m.topology(comm)?;
+    let Topology::Cart { dims, periods } = &*t else {
+        return err(MPI_ERR_TOPOLOGY, "MPI_Cart_sub needs a Cartesian topology");
+    };
+    let at = t.coords(m.comm(comm)?.rank)?;
+    // The colour numbers the dropped coordinates, the key the kept ones,
+    // both row-major: the new ranks follow the kept grid's order.
+    let (mut color, mut key) = (0, 0);
+    for ((&d, &c), &k) in dims.iter().zip(&at).zip(keep) {
+        if k {
+            key = key * d + c;
+        } else {
+            color = color * d + c;
+        }
+    }
+    let sub = Topology::Cart {
+        dims: kept(dims, keep),
+        periods: kept(periods, keep),
+    };
+    // Keeping no dimension gives a grid of none, which has one member:
+    // rank 0 of the old grid, as MPICH has it (the others get
+    // `MPI_COMM_NULL`).
+    if !keep.contains(&true) && m.comm(comm)?.rank != 0 {
+        color = MPI_UNDEFINED;
+    }
+    let new = split(m, comm, color, key)?;
+    if new != MPI_COMM_NULL {
+        m.topologies.insert(new, Arc::new(sub));
+    }
+    Ok(new)
+}
+
+/// `MPI_Dist_graph_create`: each member names some edges of the graph;
+/// every edge is told to its source and its destination (one message
+/// from every member to every other), and each member's own lists are
+/// what it was told, in the order of the members that named the edges.
+pub(crate) fn dist_graph(
+    m: &mut Mpi,
+    comm: Handle,
+    edges: &[Edge],
+    weighted: bool,
+) -> MpiResult<Handle> {
+    let (epoch, parent) = m.child_of(comm)?;
+    let n = parent.ranks.len();
+    let me = parent.rank as usize;
+    let mut tell = vec![Vec::new(); n];
+    for &(s, d, w) in edges {
+        for r in [s, d] {
+            if r < 0 || r as usize >= n {
+                return err(
+                    MPI_ERR_ARG,
+                    format!("an edge names rank {r} of a communicator of {n}"),
+                );
+            }
+        }
+        tell[s as usize].extend(record(SOURCE_OF, d, w));
+        tell[d as usize].extend(record(DESTINATION_OF, s, w));
+    }
+    let lens: Vec<[u8; 4]> = tell
+        .iter()
+        .map(|t| (t.len() as u32).to_le_bytes())
+        .collect();
+    let tag = split_tag(epoch);
+    let mut sends = Vec::new();
+    for r in (0..n).filter(|&r| r != me) {
+        sends.push(context::start_send(
+            &mut m.engine,
+            &parent,
+            r,
+            tag,
+            &lens[r],
+        )?);
+        sends.push(context::start_send(
+            &mut m.engine,
+            &parent,
+            r,
+            tag,
+            &tell[r],
+        )?);
+    }
+    let (mut sources, mut destinations) = (Vec::new(), Vec::new());
+    let (mut source_weights, mut destination_weights) = (Vec::new(), Vec::new());
+    for r in 0..n {
+        let told = if r == me {
+            tell[me].clone()
+        } else {
+            let len = context::receive(&mut m.engine, &parent, r, tag, 4)?;
+            let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+            context::receive(&mut m.engine, &parent, r, tag, len)?
+        };
+        for rec in told.chunks_exact(12) {
+            let word = |i: usize| [rec[i], rec[i + 1], rec[i + 2], rec[i + 3]];
+            let (peer, w) = (c_int::from_le_bytes(word(4)), c_int::from_le_bytes(word(8)));
+            if u32::from_le_bytes(word(0)) == SOURCE_OF {
+                destinations.push(peer);
+                destination_weights.push(w);
+            } else {
+                sources.push(peer);
+                source_weights.push(w);
+            }
+        }
+    }
+    // `tell` lives until here, where its sends are done.
+    for id in sends {
+        m.engine.wait(id)?;
+    }
+    let t = Topology::DistGraph {
+        sources,
+        source_weights: weighted.then_some(source_weights),
+        destinations,
+        destination_weights: weighted.then_some(destination_weights),
+    };
+    with_topology(m, comm, t)
+}
+
+/// The entries of `v` whose `keep` is true.
+fn kept<T: Copy>(v: &[T], keep: &[bool]) -> Vec<T> {
+    v.iter()
+        .zip(keep)
+        .filter(|(_, &k)| k)
+        .map(|(&x, _)| x)
+        .collect()
+}
+
+fn record(kind: u32, peer: c_int, weight: c_int) -> impl Iterator<Item = u8> {
+    [kind.to_le_bytes(), peer.to_le_bytes(), weight.to_le_bytes()]
+        .into_iter()
+        .flatten()
+}
