@@ -48,6 +48,7 @@ pub const COMM_DIRECT: Handle = 0x8400_0000_u32 as Handle;
 
 pub const MPI_GROUP_NULL: Handle = 0x0800_0000;
 pub const MPI_GROUP_EMPTY: Handle = 0x4800_0000;
+pub const MPI_BYTE: Handle = 0x4c00_010d;
 /// A group made at run time: direct kind, object type 2.
 pub const GROUP_DIRECT: Handle = 0x8800_0000_u32 as Handle;
 pub const MPI_COMM_TYPE_SHARED: c_int = 1;
@@ -101,6 +102,7 @@ pub const MPI_GRAPH: c_int = 1;
 pub const MPI_CART: c_int = 2;
 pub const MPI_DIST_GRAPH: c_int = 3;
 pub const MPI_PROC_NULL: c_int = -1;
+pub const MPI_ROOT: c_int = -3;
 pub const MPI_UNDEFINED: c_int = -32766;
 
 pub const MPI_TAG_UB: c_int = 0x6440_0001;

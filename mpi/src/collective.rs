@@ -80,11 +80,13 @@ impl Mpi {
             // SAFETY: the caller's request handle (MPI's rule).
             Mode::Start(r) | Mode::Persistent(r) => Some(unsafe { arg(r, "the request")? }),
         };
-        let plan = build(self.intracomm(comm, "a collective")?)?;
+        // The builder refuses an intercommunicator where the collective
+        // has no intercommunicator form (the bindings choose the form).
+        let plan = build(self.comm(comm)?)?;
         let c = self.comm_mut(comm)?;
         let number = c.collectives;
         c.collectives = c.collectives.wrapping_add(1);
-        let (context, ranks) = (c.context, c.ranks.clone());
+        let (context, ranks) = (c.context, members(c));
         match (mode, out) {
             (Mode::Persistent(_), Some(out)) => {
                 let p = Persistent {
@@ -141,10 +143,19 @@ impl Mpi {
         let s = plan.schedule(
             persistent_context(c.context, *slot),
             *starts as c_int,
-            c.ranks.clone(),
+            members(c),
         );
         *starts = starts.wrapping_add(1);
         self.engine.start_collective(s)
+    }
+}
+
+/// The members a collective on `c` runs over, in its plan's numbering:
+/// both groups of an intercommunicator ([`coll::inter`]).
+fn members(c: &Comm) -> Arc<[fm::Rank]> {
+    match c.remote {
+        Some(_) => crate::coll::inter::members(c),
+        None => c.ranks.clone(),
     }
 }
 

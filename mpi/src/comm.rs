@@ -50,6 +50,9 @@ pub(crate) unsafe fn group_ranks(
 /// of its own and the same topology (`MPI_Comm_dup` without the
 /// attributes). Collective over `comm`.
 pub(crate) fn dup(m: &mut Mpi, comm: Handle) -> MpiResult<Handle> {
+    if m.comm(comm)?.remote.is_some() {
+        return crate::intercomm::dup(m, comm);
+    }
     let (epoch, parent) = m.child_of(comm)?;
     let context = m.new_context(&parent, epoch, true)?;
     let new = m.add_comm(Comm {
@@ -66,44 +69,24 @@ pub(crate) fn dup(m: &mut Mpi, comm: Handle) -> MpiResult<Handle> {
 
 /// `MPI_Comm_split`: every member of `comm` says its colour and key; those
 /// of this one's colour, ordered by key then by rank in `comm`, make the
-/// new communicator (`MPI_UNDEFINED`: none, `MPI_COMM_NULL`).
+/// new communicator (`MPI_UNDEFINED`: none, `MPI_COMM_NULL`). On an
+/// intercommunicator, [`crate::intercomm::split`].
 pub(crate) fn split(m: &mut Mpi, comm: Handle, color: c_int, key: c_int) -> MpiResult<Handle> {
+    if m.comm(comm)?.remote.is_some() {
+        return crate::intercomm::split(m, comm, color, key);
+    }
     let (epoch, parent) = m.child_of(comm)?;
-    // Everyone's (colour, key), over the parent's collective context.
-    let mut all = vec![(0, 0); parent.ranks.len()];
-    let me = parent.rank as usize;
-    all[me] = (color, key);
-    let mine: Vec<u8> = [color.to_le_bytes(), key.to_le_bytes()].concat();
-    let tag = split_tag(epoch);
-    let others = || (0..parent.ranks.len()).filter(|&r| r != me);
-    let sends = (others())
-        .map(|r| context::start_send(&mut m.engine, &parent, r, tag, &mine))
-        .collect::<MpiResult<Vec<u32>>>()?;
-    for r in others() {
-        let b = context::receive(&mut m.engine, &parent, r, tag, 8)?;
-        all[r] = (
-            c_int::from_le_bytes([b[0], b[1], b[2], b[3]]),
-            c_int::from_le_bytes([b[4], b[5], b[6], b[7]]),
-        );
-    }
-    // `mine` lives until here, where its sends are done.
-    for id in sends {
-        m.engine.wait(id)?;
-    }
+    let all = colors(m, &parent, epoch, color, key)?;
     let context = m.new_context(&parent, epoch, color != MPI_UNDEFINED)?;
     if color == MPI_UNDEFINED {
         return Ok(MPI_COMM_NULL);
     }
-    let mut chosen: Vec<(c_int, usize)> = (all.iter().enumerate())
-        .filter(|(_, (c, _))| *c == color)
-        .map(|(r, (_, k))| (*k, r))
-        .collect();
-    chosen.sort_unstable();
+    let chosen = of_color(&all, 0..all.len(), color);
     let rank = chosen
         .iter()
-        .position(|&(_, r)| r as c_int == parent.rank)
+        .position(|&r| r as c_int == parent.rank)
         .unwrap_or(0);
-    let ranks: Vec<fm::Rank> = chosen.iter().map(|&(_, r)| parent.ranks[r]).collect();
+    let ranks: Vec<fm::Rank> = chosen.iter().map(|&r| parent.ranks[r]).collect();
     m.add_comm(Comm {
         context,
         ranks: ranks.into(),
@@ -113,4 +96,53 @@ pub(crate) fn split(m: &mut Mpi, comm: Handle, color: c_int, key: c_int) -> MpiR
         children: 0,
         remote: None,
     })
+}
+
+/// Every member's (colour, key) of a split of child `epoch` of a
+/// communicator, exchanged over `view` (its members; both groups of an
+/// intercommunicator) on its library context.
+pub(crate) fn colors(
+    m: &mut Mpi,
+    view: &Comm,
+    epoch: u32,
+    color: c_int,
+    key: c_int,
+) -> MpiResult<Vec<(c_int, c_int)>> {
+    let mut all = vec![(0, 0); view.ranks.len()];
+    let me = view.rank as usize;
+    all[me] = (color, key);
+    let mine: Vec<u8> = [color.to_le_bytes(), key.to_le_bytes()].concat();
+    let tag = split_tag(epoch);
+    let others = || (0..view.ranks.len()).filter(|&r| r != me);
+    let sends = (others())
+        .map(|r| context::start_send(&mut m.engine, view, r, tag, &mine))
+        .collect::<MpiResult<Vec<u32>>>()?;
+    for r in others() {
+        let b = context::receive(&mut m.engine, view, r, tag, 8)?;
+        all[r] = (
+            c_int::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            c_int::from_le_bytes([b[4], b[5], b[6], b[7]]),
+        );
+    }
+    // `mine` lives until here, where its sends are done.
+    for id in sends {
+        m.engine.wait(id)?;
+    }
+    Ok(all)
+}
+
+/// Of the members `among` (indices into `all`), those of `color`, ordered
+/// by key and then by index: their indices less `among`'s first.
+pub(crate) fn of_color(
+    all: &[(c_int, c_int)],
+    among: std::ops::Range<usize>,
+    color: c_int,
+) -> Vec<usize> {
+    let first = among.start;
+    let mut chosen: Vec<(c_int, usize)> = among
+        .filter(|&i| all[i].0 == color)
+        .map(|i| (all[i].1, i - first))
+        .collect();
+    chosen.sort_unstable();
+    chosen.into_iter().map(|(_, i)| i).collect()
 }

@@ -6,6 +6,7 @@
 //! 28 set, so that they never meet the communicator's own library
 //! messages, whose sources are numbered the same.
 
+use crate::coll::inter::Sides;
 use crate::context::{and_into, receive, receive_up_to, send, start_send};
 use crate::*;
 
@@ -216,5 +217,61 @@ pub(crate) fn create_group(
         collectives: 0,
         children: 0,
         ..parent
+    })
+}
+
+/// Both groups of intercommunicator `ic` as one communicator, numbered
+/// as its collectives number them ([`crate::coll::inter::Sides`]), for
+/// exchanges among all its members.
+fn both(ic: &Comm) -> Comm {
+    let s = Sides::of(ic);
+    Comm {
+        ranks: crate::coll::inter::members(ic),
+        rank: s.local(s.me) as c_int,
+        remote: None,
+        ..ic.clone()
+    }
+}
+
+/// `MPI_Comm_dup` of an intercommunicator: a context agreed over both
+/// groups.
+pub(crate) fn dup(m: &mut Mpi, comm: Handle) -> MpiResult<Handle> {
+    let (epoch, ic) = m.any_child_of(comm)?;
+    let context = m.new_context(&both(&ic), epoch, true)?;
+    m.add_comm(Comm {
+        context,
+        collectives: 0,
+        children: 0,
+        ..ic
+    })
+}
+
+/// `MPI_Comm_split` of an intercommunicator: the members of each colour
+/// in each group (ordered by key, then rank) make an intercommunicator
+/// with those of the same colour in the other group; with none there,
+/// `MPI_COMM_NULL`. `MPI_Comm_create` is the split of those in the group
+/// given (colour 0, key their rank in it) from the rest.
+pub(crate) fn split(m: &mut Mpi, comm: Handle, color: c_int, key: c_int) -> MpiResult<Handle> {
+    let (epoch, ic) = m.any_child_of(comm)?;
+    let view = both(&ic);
+    let all = crate::comm::colors(m, &view, epoch, color, key)?;
+    let s = Sides::of(&ic);
+    let remote = ic.remote.clone().unwrap_or_else(|| Arc::from([]));
+    let locals = of_color(&all, s.local(0)..s.local(s.locals), color);
+    let remotes = of_color(&all, s.remote(0)..s.remote(s.remotes), color);
+    let join = color != MPI_UNDEFINED && !locals.is_empty() && !remotes.is_empty();
+    let context = m.new_context(&view, epoch, join)?;
+    if !join {
+        return Ok(MPI_COMM_NULL);
+    }
+    let rank = locals.iter().position(|&i| i == s.me).unwrap_or(0);
+    m.add_comm(Comm {
+        context,
+        ranks: locals.iter().map(|&i| ic.ranks[i]).collect(),
+        rank: rank as c_int,
+        remote: Some(remotes.iter().map(|&i| remote[i]).collect()),
+        collectives: 0,
+        children: 0,
+        ..ic
     })
 }

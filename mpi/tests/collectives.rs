@@ -94,3 +94,65 @@ fn the_collective_checks_hold_under_mpich() {
         assert_eq!(t.contains("all collectives passed on 4 ranks"), ok, "{t}");
     }
 }
+
+/// The collectives' intercommunicator forms (`tests/c/intercoll.c`), on
+/// an intercommunicator, its duplicate, split and `MPI_Comm_create`.
+fn intercoll_passes(
+    dir: &TempDir,
+    exe: &std::path::Path,
+    fmrun_args: &[&str],
+    env: &[(&str, &str)],
+) {
+    let n = fmrun_args[1];
+    let o = run(dir, fmrun_args, exe, &[], env);
+    let t = text(&o);
+    let passed = format!("all intercommunicator collectives passed on {n} ranks");
+    assert!(
+        o.status.success() && t.contains(&passed),
+        "{fmrun_args:?} {env:?}:\n{t}"
+    );
+}
+
+#[test]
+fn intercommunicator_collectives_on_one_host_across_hosts_and_under_loss() {
+    let dir = TempDir::for_segments("mpi-intercoll");
+    let Some(exe) = mpich_built(&dir, "intercoll") else {
+        return;
+    };
+    for n in ["2", "3", "4", "5", "7", "8"] {
+        intercoll_passes(&dir, &exe, &["-n", n, "--oversubscribe"], &[]);
+    }
+    let local = ["--rsh", "local", "--oversubscribe"];
+    let four = [&["-n", "8", "--hosts", "a,b,c,d"][..], &local].concat();
+    let two = [&["-n", "5", "--hosts", "a,b"][..], &local].concat();
+    intercoll_passes(&dir, &exe, &four, &[]);
+    let faults = [("FM_FAULTS", "drop=0.05,dup=0.01,reorder=0.02")];
+    intercoll_passes(&dir, &exe, &two, &faults);
+}
+
+#[test]
+fn the_intercommunicator_checks_hold_under_mpich_and_fail_on_a_wrong_value() {
+    let dir = TempDir::for_segments("mpi-intercoll-mpich");
+    let Some(exe) = mpich_built(&dir, "intercoll") else {
+        return;
+    };
+    let o = run(
+        &dir,
+        &["-n", "4", "--oversubscribe"],
+        &exe,
+        &["sabotage"],
+        &[],
+    );
+    assert!(
+        !o.status.success() && text(&o).contains("FAILED"),
+        "{}",
+        text(&o)
+    );
+    for (args, ok) in [(&[][..], true), (&["sabotage"][..], false)] {
+        let Some(o) = under_mpich(&exe, 5, args) else {
+            return;
+        };
+        let t = text(&o);
+        assert_eq!(o.status.success(), ok, "mpiexec.mpich {args:?}:\n{t}");
+    }
+}

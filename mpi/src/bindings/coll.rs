@@ -1,10 +1,14 @@
-//! Collectives on intracommunicators, blocking and non-blocking: each
-//! pair shares one function that decodes the arguments and builds the
-//! member's plan (`coll`); `Mpi::collective` runs or starts it.
+//! Collectives, blocking, non-blocking and persistent: each triple shares
+//! one function that decodes the arguments and builds the member's plan
+//! (`coll`; on an intercommunicator, `intercoll.rs`); `Mpi::collective`
+//! runs or starts it.
 
 use crate::coll::{self, Elements};
 use crate::collective::*;
 use crate::*;
+use intercoll::remote_size;
+
+use super::intercoll;
 
 collective! {
     PMPI_Barrier / PMPI_Ibarrier / PMPI_Barrier_init => barrier(comm: Handle) on comm;
@@ -79,6 +83,9 @@ collective! {
 }
 
 fn barrier(m: &mut Mpi, comm: Handle, mode: Mode) -> MpiResult<()> {
+    if remote_size(m, comm)?.is_some() {
+        return intercoll::barrier(m, comm, mode);
+    }
     m.collective(comm, mode, move |c| Ok(coll::barrier(c)))
 }
 
@@ -91,6 +98,9 @@ unsafe fn bcast(
     comm: Handle,
     mode: Mode,
 ) -> MpiResult<()> {
+    if remote_size(m, comm)?.is_some() {
+        return intercoll::bcast(m, buffer, count, datatype, root, comm, mode);
+    }
     let data = m.elements_at(buffer, count, datatype)?;
     m.collective(comm, mode, move |c| {
         Ok(coll::bcast(c, &data, coll::root(c, root)?))
@@ -122,6 +132,9 @@ unsafe fn reduce(
     comm: Handle,
     mode: Mode,
 ) -> MpiResult<()> {
+    if remote_size(m, comm)?.is_some() {
+        return intercoll::reduce(m, sendbuf, recvbuf, count, datatype, op, root, comm, mode);
+    }
     let reduction = m.reduction(op, datatype)?;
     let me_root = {
         let c = m.comm(comm)?;
@@ -160,6 +173,9 @@ unsafe fn allreduce(
     comm: Handle,
     mode: Mode,
 ) -> MpiResult<()> {
+    if remote_size(m, comm)?.is_some() {
+        return intercoll::allreduce(m, sendbuf, recvbuf, count, datatype, op, comm, mode);
+    }
     let reduction = m.reduction(op, datatype)?;
     let send = input(m, sendbuf, count, datatype)?;
     let recv = m.elements_at(recvbuf, count, datatype)?;
@@ -186,6 +202,10 @@ unsafe fn gather(
     comm: Handle,
     mode: Mode,
 ) -> MpiResult<()> {
+    if remote_size(m, comm)?.is_some() {
+        let recv = |m: &Mpi, n| Ok(uniform(&m.elements_at(recvbuf, recvcount, recvtype)?, n));
+        return intercoll::gather(m, (sendbuf, sendcount, sendtype), recv, root, comm, mode);
+    }
     let (n, me) = size_of(m, comm)?;
     let r = coll::root(m.comm(comm)?, root)?;
     let recv = match me == r {
@@ -209,6 +229,10 @@ unsafe fn gatherv(
     comm: Handle,
     mode: Mode,
 ) -> MpiResult<()> {
+    if remote_size(m, comm)?.is_some() {
+        let recv = |m: &Mpi, n| per_member(m, recvbuf, recvcounts, displs, recvtype, n);
+        return intercoll::gather(m, (sendbuf, sendcount, sendtype), recv, root, comm, mode);
+    }
     let (n, me) = size_of(m, comm)?;
     let r = coll::root(m.comm(comm)?, root)?;
     let recv = match me == r {
@@ -252,6 +276,10 @@ unsafe fn scatter(
     comm: Handle,
     mode: Mode,
 ) -> MpiResult<()> {
+    if remote_size(m, comm)?.is_some() {
+        let send = |m: &Mpi, n| Ok(uniform(&m.elements_at(sendbuf, sendcount, sendtype)?, n));
+        return intercoll::scatter(m, send, (recvbuf, recvcount, recvtype), root, comm, mode);
+    }
     let (n, me) = size_of(m, comm)?;
     let r = coll::root(m.comm(comm)?, root)?;
     let send = match me == r {
@@ -275,6 +303,10 @@ unsafe fn scatterv(
     comm: Handle,
     mode: Mode,
 ) -> MpiResult<()> {
+    if remote_size(m, comm)?.is_some() {
+        let send = |m: &Mpi, n| per_member(m, sendbuf, sendcounts, displs, sendtype, n);
+        return intercoll::scatter(m, send, (recvbuf, recvcount, recvtype), root, comm, mode);
+    }
     let (n, me) = size_of(m, comm)?;
     let r = coll::root(m.comm(comm)?, root)?;
     let send = match me == r {
@@ -317,6 +349,11 @@ unsafe fn allgather(
     comm: Handle,
     mode: Mode,
 ) -> MpiResult<()> {
+    if let Some(n) = remote_size(m, comm)? {
+        let recv = uniform(&m.elements_at(recvbuf, recvcount, recvtype)?, n);
+        let send = intercoll::repeated(m, (sendbuf, sendcount, sendtype), n)?;
+        return intercoll::exchange(m, send, recv, comm, mode);
+    }
     let (n, _) = size_of(m, comm)?;
     let recv = uniform(&m.elements_at(recvbuf, recvcount, recvtype)?, n);
     allgathered(m, sendbuf, sendcount, sendtype, recv, comm, mode)
@@ -335,6 +372,11 @@ unsafe fn allgatherv(
     comm: Handle,
     mode: Mode,
 ) -> MpiResult<()> {
+    if let Some(n) = remote_size(m, comm)? {
+        let recv = per_member(m, recvbuf, recvcounts, displs, recvtype, n)?;
+        let send = intercoll::repeated(m, (sendbuf, sendcount, sendtype), n)?;
+        return intercoll::exchange(m, send, recv, comm, mode);
+    }
     let (n, _) = size_of(m, comm)?;
     let recv = per_member(m, recvbuf, recvcounts, displs, recvtype, n)?;
     allgathered(m, sendbuf, sendcount, sendtype, recv, comm, mode)
@@ -370,6 +412,11 @@ unsafe fn alltoall(
     comm: Handle,
     mode: Mode,
 ) -> MpiResult<()> {
+    if let Some(n) = remote_size(m, comm)? {
+        let recv = uniform(&m.elements_at(recvbuf, recvcount, recvtype)?, n);
+        let send = uniform(&intercoll::elements(m, sendbuf, sendcount, sendtype)?, n);
+        return intercoll::exchange(m, send, recv, comm, mode);
+    }
     let (n, _) = size_of(m, comm)?;
     let recv = uniform(&m.elements_at(recvbuf, recvcount, recvtype)?, n);
     let send = match coll::in_place(sendbuf) {
@@ -393,6 +440,12 @@ unsafe fn alltoallv(
     comm: Handle,
     mode: Mode,
 ) -> MpiResult<()> {
+    if let Some(n) = remote_size(m, comm)? {
+        intercoll::not_in_place(sendbuf)?;
+        let recv = per_member(m, recvbuf, recvcounts, rdispls, recvtype, n)?;
+        let send = per_member(m, sendbuf, sendcounts, sdispls, sendtype, n)?;
+        return intercoll::exchange(m, send, recv, comm, mode);
+    }
     let (n, _) = size_of(m, comm)?;
     let recv = per_member(m, recvbuf, recvcounts, rdispls, recvtype, n)?;
     let send = match coll::in_place(sendbuf) {
@@ -416,6 +469,12 @@ unsafe fn alltoallw(
     comm: Handle,
     mode: Mode,
 ) -> MpiResult<()> {
+    if let Some(n) = remote_size(m, comm)? {
+        intercoll::not_in_place(sendbuf)?;
+        let recv = per_member_w(m, recvbuf, recvcounts, rdispls, recvtypes, n)?;
+        let send = per_member_w(m, sendbuf, sendcounts, sdispls, sendtypes, n)?;
+        return intercoll::exchange(m, send, recv, comm, mode);
+    }
     let (n, _) = size_of(m, comm)?;
     let recv = per_member_w(m, recvbuf, recvcounts, rdispls, recvtypes, n)?;
     let send = match coll::in_place(sendbuf) {
@@ -472,6 +531,9 @@ unsafe fn scattered_reduction(
     comm: Handle,
     mode: Mode,
 ) -> MpiResult<()> {
+    if remote_size(m, comm)?.is_some() {
+        return intercoll::reduce_scatter(m, sendbuf, recvbuf, counts, datatype, op, comm, mode);
+    }
     let reduction = m.reduction(op, datatype)?;
     let me = size_of(m, comm)?.1;
     let total: usize = counts.iter().sum();
@@ -506,6 +568,7 @@ unsafe fn scan(
     exclusive: bool,
     mode: Mode,
 ) -> MpiResult<()> {
+    m.intracomm(comm, "MPI_Scan and MPI_Exscan")?;
     let reduction = m.reduction(op, datatype)?;
     let send = input(m, sendbuf, count, datatype)?;
     let recv = m.elements_at(recvbuf, count, datatype)?;

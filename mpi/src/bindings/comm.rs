@@ -105,6 +105,17 @@ fn PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) -> c_int 
     call("MPI_Comm_create", comm, |m| {
         let newcomm = arg(newcomm, "the new communicator")?;
         let members = m.group(group)?;
+        if m.comm(comm)?.remote.is_some() {
+            // Of an intercommunicator: `group` is part of this side's
+            // group, in the order the new one has.
+            let me = m.engine.fm.rank();
+            let (color, key) = match members.iter().position(|&r| r == me) {
+                Some(at) => (0, at as c_int),
+                None => (MPI_UNDEFINED, 0),
+            };
+            *newcomm = split(m, comm, color, key)?;
+            return Ok(());
+        }
         let (epoch, parent) = m.child_of(comm)?;
         if let Some(r) = members.iter().find(|r| !parent.ranks.contains(r)) {
             return err(

@@ -38,6 +38,7 @@ mod errhan;
 mod group;
 mod info;
 mod init;
+mod intercoll;
 mod neighbor;
 mod op;
 mod pt2pt;

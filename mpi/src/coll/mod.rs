@@ -8,6 +8,7 @@
 //! into the caller's buffers by the schedule's last steps.
 
 pub mod algorithms;
+pub mod inter;
 pub mod op;
 pub mod schedule;
 
