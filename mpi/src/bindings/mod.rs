@@ -46,3 +46,4 @@ mod pt2pt;
 mod request;
 mod tool;
 mod topo;
+mod typemaps;

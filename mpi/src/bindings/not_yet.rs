@@ -65,7 +65,6 @@ not_yet! {
     MPI_Add_error_class
     MPI_Add_error_code
     MPI_Add_error_string
-    MPI_Address
     MPI_Allgather_c
     MPI_Allgather_init_c
     MPI_Allgatherv_c
@@ -205,7 +204,6 @@ not_yet! {
     MPI_Get_c
     MPI_Get_count_c
     MPI_Get_elements_c
-    MPI_Get_elements_x
     MPI_Grequest_complete
     MPI_Grequest_start
     MPI_Group_from_session_pset
@@ -316,16 +314,12 @@ not_yet! {
     MPI_Ssend_init_c
     MPI_Status_c2f
     MPI_Status_f2c
-    MPI_Status_set_cancelled
-    MPI_Status_set_elements
-    MPI_Status_set_elements_x
     MPI_Type_contiguous_c
     MPI_Type_create_darray
     MPI_Type_create_darray_c
     MPI_Type_create_f90_complex
     MPI_Type_create_f90_integer
     MPI_Type_create_f90_real
-    MPI_Type_create_hindexed_block
     MPI_Type_create_hindexed_block_c
     MPI_Type_create_hindexed_c
     MPI_Type_create_hvector_c
@@ -333,10 +327,8 @@ not_yet! {
     MPI_Type_create_keyval
     MPI_Type_create_resized_c
     MPI_Type_create_struct_c
-    MPI_Type_create_subarray
     MPI_Type_create_subarray_c
     MPI_Type_delete_attr
-    MPI_Type_extent
     MPI_Type_free_keyval
     MPI_Type_get_attr
     MPI_Type_get_contents
@@ -344,19 +336,11 @@ not_yet! {
     MPI_Type_get_envelope
     MPI_Type_get_envelope_c
     MPI_Type_get_extent_c
-    MPI_Type_get_extent_x
     MPI_Type_get_true_extent_c
-    MPI_Type_get_true_extent_x
-    MPI_Type_hindexed
-    MPI_Type_hvector
     MPI_Type_indexed_c
-    MPI_Type_lb
     MPI_Type_match_size
     MPI_Type_set_attr
     MPI_Type_size_c
-    MPI_Type_size_x
-    MPI_Type_struct
-    MPI_Type_ub
     MPI_Type_vector_c
     MPI_Unpack_c
     MPI_Unpack_external
@@ -419,7 +403,6 @@ not_yet! {
     PMPI_Add_error_class
     PMPI_Add_error_code
     PMPI_Add_error_string
-    PMPI_Address
     PMPI_Allgather_c
     PMPI_Allgather_init_c
     PMPI_Allgatherv_c
@@ -559,7 +542,6 @@ not_yet! {
     PMPI_Get_c
     PMPI_Get_count_c
     PMPI_Get_elements_c
-    PMPI_Get_elements_x
     PMPI_Grequest_complete
     PMPI_Grequest_start
     PMPI_Group_from_session_pset
@@ -670,16 +652,12 @@ not_yet! {
     PMPI_Ssend_init_c
     PMPI_Status_c2f
     PMPI_Status_f2c
-    PMPI_Status_set_cancelled
-    PMPI_Status_set_elements
-    PMPI_Status_set_elements_x
     PMPI_Type_contiguous_c
     PMPI_Type_create_darray
     PMPI_Type_create_darray_c
     PMPI_Type_create_f90_complex
     PMPI_Type_create_f90_integer
     PMPI_Type_create_f90_real
-    PMPI_Type_create_hindexed_block
     PMPI_Type_create_hindexed_block_c
     PMPI_Type_create_hindexed_c
     PMPI_Type_create_hvector_c
@@ -687,10 +665,8 @@ not_yet! {
     PMPI_Type_create_keyval
     PMPI_Type_create_resized_c
     PMPI_Type_create_struct_c
-    PMPI_Type_create_subarray
     PMPI_Type_create_subarray_c
     PMPI_Type_delete_attr
-    PMPI_Type_extent
     PMPI_Type_free_keyval
     PMPI_Type_get_attr
     PMPI_Type_get_contents
@@ -698,19 +674,11 @@ not_yet! {
     PMPI_Type_get_envelope
     PMPI_Type_get_envelope_c
     PMPI_Type_get_extent_c
-    PMPI_Type_get_extent_x
     PMPI_Type_get_true_extent_c
-    PMPI_Type_get_true_extent_x
-    PMPI_Type_hindexed
-    PMPI_Type_hvector
     PMPI_Type_indexed_c
-    PMPI_Type_lb
     PMPI_Type_match_size
     PMPI_Type_set_attr
     PMPI_Type_size_c
-    PMPI_Type_size_x
-    PMPI_Type_struct
-    PMPI_Type_ub
     PMPI_Type_vector_c
     PMPI_Unpack_c
     PMPI_Unpack_external

@@ -1,0 +1,264 @@
+//! More datatype constructors and queries: the subarray and the
+//! hindexed block types, MPI-1's names for the `create` constructors and
+//! for the bounds, the `_x` queries that answer in `MPI_Count`, and the
+//! status setters for generalized requests and layered libraries.
+
+use crate::*;
+use fm_mpi_macros::mpi;
+
+use super::datatype::{
+    PMPI_Get_address, PMPI_Get_elements, PMPI_Type_create_hindexed, PMPI_Type_create_hvector,
+    PMPI_Type_create_struct, PMPI_Type_get_extent, PMPI_Type_get_true_extent,
+};
+
+const MPI_ORDER_C: c_int = 56;
+const MPI_ORDER_FORTRAN: c_int = 57;
+
+#[mpi]
+fn PMPI_Type_create_hindexed_block(
+    count: c_int,
+    blocklength: c_int,
+    displacements: *const isize,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    call("MPI_Type_create_hindexed_block", MPI_COMM_WORLD, |m| {
+        let old = m.layout(oldtype)?;
+        let (n, b) = (
+            nonneg(count, "count")?,
+            nonneg(blocklength, "block length")?,
+        );
+        let displacements = crate::collective::array(displacements, n, "displacements")?;
+        let blocks: Vec<(usize, i128)> = displacements.iter().map(|&d| (b, d as i128)).collect();
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old)?)?;
+        Ok(())
+    })
+}
+
+/// `MPI_Type_create_subarray`: the block `subsizes` at `starts` of an
+/// array of `sizes` (row-major for `MPI_ORDER_C`, column-major for
+/// `MPI_ORDER_FORTRAN`), as a type whose extent is the whole array's.
+#[mpi]
+fn PMPI_Type_create_subarray(
+    ndims: c_int,
+    sizes: *const c_int,
+    subsizes: *const c_int,
+    starts: *const c_int,
+    order: c_int,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    call("MPI_Type_create_subarray", MPI_COMM_WORLD, |m| {
+        let n = nonneg(ndims, "number of dimensions")?;
+        if n == 0 {
+            return err(MPI_ERR_ARG, "a subarray of no dimensions");
+        }
+        let ints = |p, what| crate::collective::ints(p, n, what).map(<[c_int]>::to_vec);
+        let (mut sizes, mut subsizes, mut starts) = (
+            ints(sizes, "sizes")?,
+            ints(subsizes, "subsizes")?,
+            ints(starts, "starts")?,
+        );
+        match order {
+            MPI_ORDER_C => {}
+            MPI_ORDER_FORTRAN => {
+                sizes.reverse();
+                subsizes.reverse();
+                starts.reverse();
+            }
+            o => {
+                return err(
+                    MPI_ERR_ARG,
+                    format!("order {o} is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN"),
+                )
+            }
+        }
+        for i in 0..n {
+            let (size, sub, start) = (sizes[i], subsizes[i], starts[i]);
+            if size < 1 || sub < 0 || sub > size || start < 0 || start > size - sub {
+                return err(
+                    MPI_ERR_ARG,
+                    format!("dimension {i}: a block of {sub} from {start} does not fit {size}"),
+                );
+            }
+        }
+        let old = m.layout(oldtype)?;
+        let e = old.extent as i128;
+        // The fastest dimension's run, then each slower one's copies of
+        // it a row apart; then placed at its start in a type as large
+        // as the whole array.
+        let mut t = Layout::hvector(1, subsizes[n - 1] as usize, 0, &old)?;
+        let mut row = sizes[n - 1] as i128 * e;
+        let mut at = starts[n - 1] as i128 * e;
+        for i in (0..n - 1).rev() {
+            t = Layout::hvector(subsizes[i] as usize, 1, row, &t)?;
+            at += starts[i] as i128 * row;
+            row *= sizes[i] as i128;
+        }
+        let placed = Layout::hindexed(&[(1, at)], &t)?;
+        let Ok(extent) = isize::try_from(row) else {
+            return err(MPI_ERR_ARG, "the array's extent does not fit an address");
+        };
+        *arg(newtype, "the new datatype")? = m.add_type(Layout::resized(&placed, 0, extent))?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Type_hvector(
+    count: c_int,
+    blocklength: c_int,
+    stride: isize,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    PMPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype)
+}
+
+#[mpi]
+fn PMPI_Type_hindexed(
+    count: c_int,
+    blocklengths: *const c_int,
+    displacements: *const isize,
+    oldtype: Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    PMPI_Type_create_hindexed(count, blocklengths, displacements, oldtype, newtype)
+}
+
+#[mpi]
+fn PMPI_Type_struct(
+    count: c_int,
+    blocklengths: *const c_int,
+    displacements: *const isize,
+    types: *const Handle,
+    newtype: *mut Handle,
+) -> c_int {
+    PMPI_Type_create_struct(count, blocklengths, displacements, types, newtype)
+}
+
+#[mpi]
+fn PMPI_Address(location: *const c_void, address: *mut isize) -> c_int {
+    PMPI_Get_address(location, address)
+}
+
+/// One of a type's bounds, as MPI-1's queries give them.
+unsafe fn bound(datatype: Handle, out: *mut isize, pick: fn(isize, isize) -> isize) -> c_int {
+    let (mut lb, mut extent) = (0, 0);
+    match PMPI_Type_get_extent(datatype, &mut lb, &mut extent) {
+        MPI_SUCCESS if out.is_null() => MPI_ERR_ARG,
+        MPI_SUCCESS => {
+            *out = pick(lb, extent);
+            MPI_SUCCESS
+        }
+        e => e,
+    }
+}
+
+#[mpi]
+fn PMPI_Type_extent(datatype: Handle, extent: *mut isize) -> c_int {
+    bound(datatype, extent, |_, e| e)
+}
+
+#[mpi]
+fn PMPI_Type_lb(datatype: Handle, displacement: *mut isize) -> c_int {
+    bound(datatype, displacement, |lb, _| lb)
+}
+
+#[mpi]
+fn PMPI_Type_ub(datatype: Handle, displacement: *mut isize) -> c_int {
+    bound(datatype, displacement, |lb, e| lb + e)
+}
+
+#[mpi]
+fn PMPI_Type_size_x(datatype: Handle, size: *mut i64) -> c_int {
+    query("MPI_Type_size_x", || {
+        *arg(size, "the size")? = crate::types::layout(datatype)?.size as i64;
+        Ok(())
+    })
+}
+
+/// A pair of `MPI_Aint` answers widened to `MPI_Count`.
+unsafe fn widened(
+    f: unsafe extern "C" fn(Handle, *mut isize, *mut isize) -> c_int,
+    datatype: Handle,
+    a: *mut i64,
+    b: *mut i64,
+) -> c_int {
+    let (mut x, mut y) = (0, 0);
+    match f(datatype, &mut x, &mut y) {
+        MPI_SUCCESS if a.is_null() || b.is_null() => MPI_ERR_ARG,
+        MPI_SUCCESS => {
+            (*a, *b) = (x as i64, y as i64);
+            MPI_SUCCESS
+        }
+        e => e,
+    }
+}
+
+#[mpi]
+fn PMPI_Type_get_extent_x(datatype: Handle, lb: *mut i64, extent: *mut i64) -> c_int {
+    widened(PMPI_Type_get_extent, datatype, lb, extent)
+}
+
+#[mpi]
+fn PMPI_Type_get_true_extent_x(datatype: Handle, lb: *mut i64, extent: *mut i64) -> c_int {
+    widened(PMPI_Type_get_true_extent, datatype, lb, extent)
+}
+
+#[mpi]
+fn PMPI_Get_elements_x(status: *const MpiStatus, datatype: Handle, count: *mut i64) -> c_int {
+    let mut n = 0;
+    match PMPI_Get_elements(status, datatype, &mut n) {
+        MPI_SUCCESS if count.is_null() => MPI_ERR_ARG,
+        MPI_SUCCESS => {
+            *count = i64::from(n);
+            MPI_SUCCESS
+        }
+        e => e,
+    }
+}
+
+/// `MPI_Status_set_elements(_x)`: the status says `count` elements of
+/// `datatype` arrived.
+unsafe fn set_elements(name: &str, status: *mut MpiStatus, datatype: Handle, count: i64) -> c_int {
+    query(name, || {
+        let s = arg(status, "the status")?;
+        let size = crate::types::layout(datatype)?.size as u64;
+        let count =
+            u64::try_from(count).or_else(|_| err(MPI_ERR_COUNT, format!("count {count}")))?;
+        let cancelled = s.count_hi_and_cancelled & 1;
+        let fresh = MpiStatus::new(s.source, s.tag, (count * size) as usize, s.error);
+        *s = MpiStatus {
+            count_hi_and_cancelled: fresh.count_hi_and_cancelled | cancelled,
+            ..fresh
+        };
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Status_set_elements(status: *mut MpiStatus, datatype: Handle, count: c_int) -> c_int {
+    set_elements(
+        "MPI_Status_set_elements",
+        status,
+        datatype,
+        i64::from(count),
+    )
+}
+
+#[mpi]
+fn PMPI_Status_set_elements_x(status: *mut MpiStatus, datatype: Handle, count: i64) -> c_int {
+    set_elements("MPI_Status_set_elements_x", status, datatype, count)
+}
+
+#[mpi]
+fn PMPI_Status_set_cancelled(status: *mut MpiStatus, flag: c_int) -> c_int {
+    match status.as_mut() {
+        None => MPI_ERR_ARG,
+        Some(s) => {
+            s.count_hi_and_cancelled = (s.count_hi_and_cancelled & !1) | c_int::from(flag != 0);
+            MPI_SUCCESS
+        }
+    }
+}

@@ -1,0 +1,139 @@
+/* The subarray and hindexed-block constructors, MPI-1's datatype names,
+ * the _x queries and the status setters, each checked against what this
+ * rank computes alone: a subarray's bytes as MPI_Pack lays them out and
+ * as they arrive at rank 1 (C and Fortran order, 1 to 3 dimensions,
+ * every start that fits in a small array), its size and its bounds.
+ *
+ *   typemaps [sabotage]   sabotage: expect one wrong value (must fail) */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+#include "check.h"
+
+static int rank, size, sabotage;
+
+/* Element (i, j, k) of an array of sizes s in order `order`, as an index. */
+static int at(const int *s, const int *c, int nd, int order)
+{
+    int idx = 0;
+    for (int d = 0; d < nd; d++) {
+        int dim = order == MPI_ORDER_C ? d : nd - 1 - d;
+        idx = idx * s[dim] + c[dim];
+    }
+    return idx;
+}
+
+static void subarrays(void)
+{
+    int sizes[3] = {4, 3, 5}, full = 60, array[60], packed[60], expect[60];
+    for (int i = 0; i < full; i++)
+        array[i] = 1000 + i;
+    for (int nd = 1; nd <= 3; nd++)
+        for (int order = MPI_ORDER_C; order <= MPI_ORDER_FORTRAN; order++)
+            for (int trial = 0; trial < 8; trial++) {
+                int sub[3], start[3], n = 1, whole = 1;
+                for (int d = 0; d < nd; d++) {
+                    sub[d] = 1 + (trial + d) % sizes[d];
+                    start[d] = (trial * (d + 1)) % (sizes[d] - sub[d] + 1);
+                    n *= sub[d];
+                    whole *= sizes[d];
+                }
+                MPI_Datatype t;
+                MPI_Type_create_subarray(nd, sizes, sub, start, order, MPI_INT, &t);
+                MPI_Type_commit(&t);
+                int tsize;
+                MPI_Aint lb, extent;
+                MPI_Type_size(t, &tsize);
+                MPI_Type_get_extent(t, &lb, &extent);
+                CHECK(tsize == n * 4 && lb == 0 && extent == whole * 4, "subarray %dd order %d: size %d lb %ld extent %ld",
+                      nd, order, tsize, (long)lb, (long)extent);
+                /* The elements in the order of the array's memory. */
+                int m = 0, c[3];
+                for (int idx = 0; idx < whole; idx++) {
+                    int left = idx, in = 1;
+                    for (int d = nd - 1; d >= 0; d--) {
+                        int dim = order == MPI_ORDER_C ? d : nd - 1 - d;
+                        c[dim] = left % sizes[dim];
+                        left /= sizes[dim];
+                    }
+                    for (int d = 0; d < nd; d++)
+                        in &= c[d] >= start[d] && c[d] < start[d] + sub[d];
+                    if (in)
+                        expect[m++] = array[at(sizes, c, nd, order)];
+                }
+                int pos = 0;
+                MPI_Pack(array, 1, t, packed, sizeof packed, &pos, MPI_COMM_SELF);
+                CHECK(pos == n * 4, "packed %d bytes", pos);
+                for (int i = 0; i < n; i++)
+                    CHECK(packed[i] == expect[i] + (sabotage && i == 0 && trial == 3), "subarray %dd order %d trial %d: element %d is %d, not %d",
+                          nd, order, trial, i, packed[i], expect[i]);
+                if (size > 1 && rank < 2) {
+                    int got[60];
+                    if (rank == 0)
+                        MPI_Send(array, 1, t, 1, trial, MPI_COMM_WORLD);
+                    else {
+                        MPI_Recv(got, n, MPI_INT, 0, trial, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                        CHECK(!memcmp(got, expect, n * 4), "a subarray sent: %d", got[0]);
+                    }
+                }
+                MPI_Type_free(&t);
+            }
+}
+
+static void others(void)
+{
+    /* Hindexed block: blocks of 2 ints at byte offsets. */
+    int a[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, out[6], pos = 0;
+    MPI_Aint displs[3] = {32, 0, 16};
+    MPI_Datatype hb, hv, st;
+    MPI_Type_create_hindexed_block(3, 2, displs, MPI_INT, &hb);
+    MPI_Type_commit(&hb);
+    MPI_Pack(a, 1, hb, out, sizeof out, &pos, MPI_COMM_SELF);
+    CHECK(out[0] == 8 && out[1] == 9 && out[2] == 0 && out[3] == 1 && out[4] == 4 && out[5] == 5,
+          "hindexed block: %d %d %d %d %d %d", out[0], out[1], out[2], out[3], out[4], out[5]);
+    /* MPI-1 names. */
+    MPI_Aint ext, lb, ub, addr;
+    MPI_Type_hvector(2, 1, 12, MPI_INT, &hv);
+    MPI_Type_extent(hv, &ext);
+    MPI_Type_lb(hv, &lb);
+    MPI_Type_ub(hv, &ub);
+    CHECK(ext == 16 && lb == 0 && ub == 16, "MPI_Type_hvector: extent %ld lb %ld ub %ld", (long)ext, (long)lb, (long)ub);
+    int bl[2] = {1, 1};
+    MPI_Aint sd[2] = {0, 8};
+    MPI_Datatype ts[2] = {MPI_INT, MPI_DOUBLE};
+    MPI_Type_struct(2, bl, sd, ts, &st);
+    MPI_Count sx, lbx, extx;
+    MPI_Type_size_x(st, &sx);
+    MPI_Type_get_extent_x(st, &lbx, &extx);
+    CHECK(sx == 12 && lbx == 0 && extx == 16, "MPI_Type_struct: size %lld extent %lld", (long long)sx, (long long)extx);
+    MPI_Address(&a[3], &addr);
+    CHECK(addr == (MPI_Aint)&a[3], "MPI_Address");
+    /* Status setters, for layered libraries and generalized requests. */
+    MPI_Status s;
+    int n, flag;
+    MPI_Count nx;
+    MPI_Status_set_elements(&s, MPI_DOUBLE, 5);
+    MPI_Status_set_cancelled(&s, 1);
+    MPI_Get_count(&s, MPI_DOUBLE, &n);
+    MPI_Get_elements_x(&s, MPI_INT, &nx);
+    MPI_Test_cancelled(&s, &flag);
+    CHECK(n == 5 && nx == 10 && flag, "status setters: %d %lld %d", n, (long long)nx, flag);
+    MPI_Type_free(&hb);
+    MPI_Type_free(&hv);
+    MPI_Type_free(&st);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    sabotage = argc > 1 && !strcmp(argv[1], "sabotage");
+    subarrays();
+    others();
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("all datatype checks passed on %d ranks\n", size);
+    MPI_Finalize();
+    return 0;
+}
