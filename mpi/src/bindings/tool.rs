@@ -152,14 +152,17 @@ pub extern "C" fn MPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
 
 /// Data of MPICH's ABI that C programs do not read but the Fortran and
 /// C++ layers and version tools name: exported with MPICH's sizes, so
-/// that a copy relocation made against MPICH's library fits.
+/// that a copy relocation made against MPICH's library fits, and
+/// writable: MPICH's Fortran library (`libmpichfort.so.12`) stores the
+/// addresses of its `MPI_STATUS_IGNORE` and `MPI_STATUSES_IGNORE` in
+/// `MPI_F_STATUS_IGNORE` and `MPI_F_STATUSES_IGNORE` when it starts.
 #[repr(C, align(8))]
 pub struct AbiData<const N: usize>([u8; N]);
 
 macro_rules! abi_data {
     ($($name:ident: $n:literal = $value:expr;)*) => {$(
         #[no_mangle]
-        pub static $name: AbiData<$n> = AbiData(padded($value));
+        pub static mut $name: AbiData<$n> = AbiData(padded($value));
     )*};
 }
 
