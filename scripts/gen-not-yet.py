@@ -28,8 +28,8 @@ except FileNotFoundError:
 implemented = functions(fm) - ours_now
 # What another file of the crate defines counts as implemented even if
 # this list held it before: a `fn MPI_x(` or `fn PMPI_x(` (the #[mpi]
-# functions, which export both), or a bare name in a macro's list of
-# names (tool.rs).
+# functions, which export both), a bare name in a macro's list of
+# names, or an `MPI_x / PMPI_x` pair of one.
 import glob, os
 sources = "\n".join(open(f).read() for f in glob.glob("mpi/src/**/*.rs", recursive=True)
                      if os.path.basename(f) != "not_yet.rs")
@@ -38,6 +38,10 @@ for line in sources.splitlines():
     words = line.replace(";", " ").replace(":", " ").split()
     if words and all(re.fullmatch(r"[A-Za-z_]\w*", w) for w in words):
         listed.update(words)
+    # `MPI_x / PMPI_x` pairs of a macro's list (tool.rs, errhan.rs).
+    pair = re.match(r"\s*(\w+) / (\w+)", line)
+    if pair:
+        listed.update(pair.groups())
 def defined_here(name):
     base = name[1:] if name.startswith("PMPI") else name
     return bool(re.search(r"fn\s+P?" + re.escape(base) + r"\s*\(", sources)) or name in listed

@@ -77,6 +77,7 @@ typedef void(MPI_User_function)(void *, void *, int *, MPI_Datatype *);
 typedef void(MPI_User_function_c)(void *, void *, MPI_Count *, MPI_Datatype *);
 #define MPI_ERRORS_ARE_FATAL ((MPI_Errhandler)0x54000000)
 #define MPI_ERRORS_RETURN ((MPI_Errhandler)0x54000001)
+#define MPI_ERRORS_ABORT ((MPI_Errhandler)0x54000003)
 
 #define MPI_ANY_SOURCE (-2)
 #define MPI_ANY_TAG (-1)

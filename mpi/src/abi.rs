@@ -77,6 +77,7 @@ pub const LB_MARKER: Handle = 0x4c00_0010;
 pub const UB_MARKER: Handle = 0x4c00_0011;
 pub const MPI_ERRORS_ARE_FATAL: Handle = 0x5400_0000;
 pub const MPI_ERRORS_RETURN: Handle = 0x5400_0001;
+pub const MPI_ERRORS_ABORT: Handle = 0x5400_0003;
 
 pub const MPI_OP_NULL: Handle = 0x1800_0000;
 pub const MPI_MAX: Handle = 0x5800_0001;

@@ -30,6 +30,7 @@ pub mod context;
 pub mod datatype;
 pub mod engine;
 pub mod error;
+mod errors;
 pub mod topo;
 
 mod bindings;
@@ -55,6 +56,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use comm::*;
+use errors::Handling;
 use ffi::*;
 use p2p::*;
 use request::*;

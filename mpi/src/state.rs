@@ -26,6 +26,8 @@ pub(crate) struct Mpi {
     pub(crate) infos: Vec<Option<info::Entries>>,
     /// Names given to communicators and datatypes, by handle.
     pub(crate) names: std::collections::HashMap<Handle, String>,
+    /// The program's error handlers, classes, codes and strings.
+    pub(crate) errors: crate::errors::Errors,
     /// The process topologies communicators carry, by handle.
     pub(crate) topologies: std::collections::HashMap<Handle, Arc<crate::topo::Topology>>,
     /// The context ids this process's communicators use.
@@ -89,6 +91,11 @@ thread_local! {
     static IN_CALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// Whether this thread holds the library's lock (inside [`call`]).
+pub(crate) fn in_call() -> bool {
+    IN_CALL.get()
+}
+
 /// A question about datatypes alone ([`types`]), which needs not the
 /// library's lock: answered at once when this thread holds it (a
 /// reduction function the program gave, run inside a collective, asks
@@ -123,20 +130,29 @@ pub(crate) fn call(func: &str, comm: Handle, f: impl FnOnce(&mut Mpi) -> MpiResu
         };
         fatal(None, func, why);
     };
-    match f(mpi) {
-        Ok(()) => MPI_SUCCESS,
-        Err(e) => {
-            let handler = mpi
-                .comm(comm)
-                .or_else(|_| mpi.comm(MPI_COMM_WORLD))
-                .map(|c| c.errhandler)
-                .unwrap_or(MPI_ERRORS_ARE_FATAL);
-            if handler == MPI_ERRORS_RETURN {
-                e.class
-            } else {
-                let rank = mpi.comms[0].as_ref().map(|c| c.rank);
-                fatal(rank, func, &e.message)
-            }
+    let e = match f(mpi) {
+        Ok(()) => return MPI_SUCCESS,
+        Err(e) => e,
+    };
+    let handler = mpi
+        .comm(comm)
+        .or_else(|_| mpi.comm(MPI_COMM_WORLD))
+        .map(|c| c.errhandler)
+        .unwrap_or(MPI_ERRORS_ARE_FATAL);
+    match mpi.errors.handling(handler) {
+        Handling::Return => e.class,
+        Handling::Fatal => {
+            let rank = mpi.comms[0].as_ref().map(|c| c.rank);
+            fatal(rank, func, &e.message)
+        }
+        Handling::Call(handler) => {
+            // The program's handler may call MPI: it runs outside the lock.
+            drop(g);
+            IN_CALL.set(false);
+            let (mut comm, mut code) = (comm, e.class);
+            // SAFETY: the program's function, with MPI's two arguments.
+            unsafe { handler(&mut comm, &mut code) };
+            e.class
         }
     }
 }
@@ -476,6 +492,7 @@ pub(crate) fn init(func: &str) -> c_int {
         ops: Vec::new(),
         infos: Vec::new(),
         names: std::collections::HashMap::new(),
+        errors: Default::default(),
         topologies: std::collections::HashMap::new(),
         contexts: ContextIds::default(),
         universe: size as c_int,

@@ -10,7 +10,6 @@ static PROC_NULL: c_int = MPI_PROC_NULL;
 static ANY_SOURCE: c_int = MPI_ANY_SOURCE;
 static FALSE: c_int = 0;
 static APPNUM: c_int = 0;
-static LASTUSEDCODE: c_int = MPI_ERR_LASTCODE;
 
 #[mpi]
 fn PMPI_Comm_get_attr(comm: Handle, keyval: c_int, value: *mut c_void, flag: *mut c_int) -> c_int {
@@ -24,7 +23,7 @@ fn PMPI_Comm_get_attr(comm: Handle, keyval: c_int, value: *mut c_void, flag: *mu
             MPI_WTIME_IS_GLOBAL => Some(&FALSE),
             MPI_UNIVERSE_SIZE => Some(&m.universe),
             MPI_APPNUM => Some(&APPNUM),
-            MPI_LASTUSEDCODE => Some(&LASTUSEDCODE),
+            MPI_LASTUSEDCODE => Some(super::errhan::last_used()),
             _ => None,
         };
         // The value is a pointer (MPI's C binding): to the predefined

@@ -54,17 +54,11 @@ not_yet! {
     MPIX_Comm_failure_get_acked
     MPIX_Comm_revoke
     MPIX_Comm_shrink
-    MPIX_Delete_error_class
-    MPIX_Delete_error_code
-    MPIX_Delete_error_string
     MPIX_Grequest_class_allocate
     MPIX_Grequest_class_create
     MPIX_Grequest_start
     MPI_Accumulate
     MPI_Accumulate_c
-    MPI_Add_error_class
-    MPI_Add_error_code
-    MPI_Add_error_string
     MPI_Allgather_c
     MPI_Allgather_init_c
     MPI_Allgatherv_c
@@ -86,9 +80,7 @@ not_yet! {
     MPI_Buffer_detach_c
     MPI_Close_port
     MPI_Comm_accept
-    MPI_Comm_call_errhandler
     MPI_Comm_connect
-    MPI_Comm_create_errhandler
     MPI_Comm_create_from_group
     MPI_Comm_disconnect
     MPI_Comm_get_parent
@@ -98,9 +90,6 @@ not_yet! {
     MPI_Comm_spawn
     MPI_Comm_spawn_multiple
     MPI_Compare_and_swap
-    MPI_Errhandler_create
-    MPI_Errhandler_free
-    MPI_Errhandler_get
     MPI_Exscan_c
     MPI_Exscan_init_c
     MPI_Fetch_and_op
@@ -392,17 +381,11 @@ not_yet! {
     PMPIX_Comm_failure_get_acked
     PMPIX_Comm_revoke
     PMPIX_Comm_shrink
-    PMPIX_Delete_error_class
-    PMPIX_Delete_error_code
-    PMPIX_Delete_error_string
     PMPIX_Grequest_class_allocate
     PMPIX_Grequest_class_create
     PMPIX_Grequest_start
     PMPI_Accumulate
     PMPI_Accumulate_c
-    PMPI_Add_error_class
-    PMPI_Add_error_code
-    PMPI_Add_error_string
     PMPI_Allgather_c
     PMPI_Allgather_init_c
     PMPI_Allgatherv_c
@@ -424,9 +407,7 @@ not_yet! {
     PMPI_Buffer_detach_c
     PMPI_Close_port
     PMPI_Comm_accept
-    PMPI_Comm_call_errhandler
     PMPI_Comm_connect
-    PMPI_Comm_create_errhandler
     PMPI_Comm_create_from_group
     PMPI_Comm_disconnect
     PMPI_Comm_get_parent
@@ -436,9 +417,6 @@ not_yet! {
     PMPI_Comm_spawn
     PMPI_Comm_spawn_multiple
     PMPI_Compare_and_swap
-    PMPI_Errhandler_create
-    PMPI_Errhandler_free
-    PMPI_Errhandler_get
     PMPI_Exscan_c
     PMPI_Exscan_init_c
     PMPI_Fetch_and_op
