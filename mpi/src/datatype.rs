@@ -323,12 +323,20 @@ impl Layout {
     ///
     /// # Safety
     /// `buf` holds `count` elements of this layout.
+    ///
+    /// Addresses are computed with wrapping arithmetic: with `MPI_BOTTOM`
+    /// (a null `buf`) the blocks' offsets are absolute addresses, and an
+    /// offset from null would let the compiler assume the result is null.
     pub unsafe fn pack(&self, buf: *const u8, count: usize, out: &mut Vec<u8>) {
         out.reserve(count * self.size);
         for i in 0..count as isize {
-            let base = buf.offset(i * self.extent);
+            let base = buf.wrapping_offset(i * self.extent);
             for &(off, len) in &self.blocks {
-                out.extend_from_slice(std::slice::from_raw_parts(base.offset(off), len));
+                // A block of no bytes may sit at a null address (MPI_BOTTOM).
+                out.extend_from_slice(crate::engine::slice_or_empty(
+                    base.wrapping_offset(off),
+                    len,
+                ));
             }
         }
     }
@@ -341,10 +349,16 @@ impl Layout {
     pub unsafe fn unpack(&self, data: &[u8], buf: *mut u8, count: usize) -> usize {
         let mut at = 0;
         for i in 0..count as isize {
-            let base = buf.offset(i * self.extent);
+            let base = buf.wrapping_offset(i * self.extent);
             for &(off, len) in &self.blocks {
                 let n = len.min(data.len() - at);
-                std::ptr::copy_nonoverlapping(data[at..].as_ptr(), base.offset(off), n);
+                if n > 0 {
+                    std::ptr::copy_nonoverlapping(
+                        data[at..].as_ptr(),
+                        base.wrapping_offset(off),
+                        n,
+                    );
+                }
                 at += n;
                 if at == data.len() {
                     return at;

@@ -41,7 +41,14 @@ pub(crate) fn layout(h: Handle) -> MpiResult<Arc<Layout>> {
         return Ok(Arc::new(Layout::pair(first, int_at).of_predefined(h)));
     }
     match builtin_type_size(h) {
-        Some(size) => Ok(Arc::new(Layout::basic(size).of_predefined(h))),
+        Some(size) => {
+            let mut l = Layout::basic(size).of_predefined(h);
+            // A complex number is aligned as its parts are, as in C.
+            if let Some(crate::coll::op::Elem::Complex(_)) = crate::coll::op::Elem::of(h) {
+                l.align = (size / 2).max(1);
+            }
+            Ok(Arc::new(l))
+        }
         None => derived(h),
     }
 }

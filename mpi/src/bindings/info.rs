@@ -306,7 +306,10 @@ fn PMPI_Type_set_name(datatype: Handle, type_name: *const c_char) -> c_int {
 #[mpi]
 fn PMPI_Type_get_name(datatype: Handle, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
     call("MPI_Type_get_name", MPI_COMM_WORLD, |m| {
-        m.layout(datatype)?;
+        // MPI-1's bound markers have names but no layout.
+        if !matches!(datatype, LB_MARKER | UB_MARKER) {
+            m.layout(datatype)?;
+        }
         get_name(m, datatype, type_name, resultlen, predefined_name(datatype))
     })
 }
@@ -321,47 +324,75 @@ fn PMPI_Type_dup(oldtype: Handle, newtype: *mut Handle) -> c_int {
     })
 }
 
-/// The names of the predefined datatypes, as MPICH gives them.
+/// The names of the predefined datatypes, as MPICH gives them (each
+/// handle's first name in MPICH's `mpi.h`; `MPI_C_COMPLEX` for the
+/// single-precision C complex).
 fn predefined_name(t: Handle) -> &'static str {
     match t as u32 {
+        0x4c00_0010 => "MPI_LB",
+        0x4c00_0011 => "MPI_UB",
         0x4c00_0101 => "MPI_CHAR",
-        0x4c00_0118 => "MPI_SIGNED_CHAR",
         0x4c00_0102 => "MPI_UNSIGNED_CHAR",
         0x4c00_010d => "MPI_BYTE",
-        0x4c00_040e => "MPI_WCHAR",
+        0x4c00_010f => "MPI_PACKED",
+        0x4c00_0118 => "MPI_SIGNED_CHAR",
+        0x4c00_011a => "MPI_CHARACTER",
+        0x4c00_012d => "MPI_INTEGER1",
+        0x4c00_0133 => "MPI_CXX_BOOL",
+        0x4c00_0137 => "MPI_INT8_T",
+        0x4c00_013b => "MPI_UINT8_T",
+        0x4c00_013f => "MPI_C_BOOL",
         0x4c00_0203 => "MPI_SHORT",
         0x4c00_0204 => "MPI_UNSIGNED_SHORT",
+        0x4c00_022f => "MPI_INTEGER2",
+        0x4c00_0238 => "MPI_INT16_T",
+        0x4c00_023c => "MPI_UINT16_T",
         0x4c00_0405 => "MPI_INT",
         0x4c00_0406 => "MPI_UNSIGNED",
+        0x4c00_040a => "MPI_FLOAT",
+        0x4c00_040e => "MPI_WCHAR",
+        0x4c00_041b => "MPI_INTEGER",
+        0x4c00_041c => "MPI_REAL",
+        0x4c00_041d => "MPI_LOGICAL",
+        0x4c00_0427 => "MPI_REAL4",
+        0x4c00_0430 => "MPI_INTEGER4",
+        0x4c00_0439 => "MPI_INT32_T",
+        0x4c00_043d => "MPI_UINT32_T",
         0x4c00_0807 => "MPI_LONG",
         0x4c00_0808 => "MPI_UNSIGNED_LONG",
-        0x4c00_040a => "MPI_FLOAT",
-        0x4c00_080b => "MPI_DOUBLE",
-        0x4c00_100c => "MPI_LONG_DOUBLE",
         0x4c00_0809 => "MPI_LONG_LONG_INT",
+        0x4c00_080b => "MPI_DOUBLE",
+        0x4c00_0816 => "MPI_2INT",
         0x4c00_0819 => "MPI_UNSIGNED_LONG_LONG",
-        0x4c00_010f => "MPI_PACKED",
+        0x4c00_081e => "MPI_COMPLEX",
+        0x4c00_081f => "MPI_DOUBLE_PRECISION",
+        0x4c00_0820 => "MPI_2INTEGER",
+        0x4c00_0821 => "MPI_2REAL",
+        0x4c00_0828 => "MPI_COMPLEX8",
+        0x4c00_0829 => "MPI_REAL8",
+        0x4c00_0831 => "MPI_INTEGER8",
+        0x4c00_0834 => "MPI_CXX_FLOAT_COMPLEX",
+        0x4c00_083a => "MPI_INT64_T",
+        0x4c00_083e => "MPI_UINT64_T",
+        0x4c00_0840 => "MPI_C_COMPLEX",
+        0x4c00_0843 => "MPI_AINT",
+        0x4c00_0844 => "MPI_OFFSET",
+        0x4c00_0845 => "MPI_COUNT",
+        0x4c00_100c => "MPI_LONG_DOUBLE",
+        0x4c00_1022 => "MPI_DOUBLE_COMPLEX",
+        0x4c00_1023 => "MPI_2DOUBLE_PRECISION",
+        0x4c00_102a => "MPI_COMPLEX16",
+        0x4c00_102b => "MPI_REAL16",
+        0x4c00_1035 => "MPI_CXX_DOUBLE_COMPLEX",
+        0x4c00_1041 => "MPI_C_DOUBLE_COMPLEX",
+        0x4c00_202c => "MPI_COMPLEX32",
+        0x4c00_2036 => "MPI_CXX_LONG_DOUBLE_COMPLEX",
+        0x4c00_2042 => "MPI_C_LONG_DOUBLE_COMPLEX",
         0x8c00_0000 => "MPI_FLOAT_INT",
         0x8c00_0001 => "MPI_DOUBLE_INT",
         0x8c00_0002 => "MPI_LONG_INT",
         0x8c00_0003 => "MPI_SHORT_INT",
-        0x4c00_0816 => "MPI_2INT",
         0x8c00_0004 => "MPI_LONG_DOUBLE_INT",
-        0x4c00_0137 => "MPI_INT8_T",
-        0x4c00_0238 => "MPI_INT16_T",
-        0x4c00_0439 => "MPI_INT32_T",
-        0x4c00_083a => "MPI_INT64_T",
-        0x4c00_013b => "MPI_UINT8_T",
-        0x4c00_023c => "MPI_UINT16_T",
-        0x4c00_043d => "MPI_UINT32_T",
-        0x4c00_083e => "MPI_UINT64_T",
-        0x4c00_013f => "MPI_C_BOOL",
-        0x4c00_0840 => "MPI_C_FLOAT_COMPLEX",
-        0x4c00_1041 => "MPI_C_DOUBLE_COMPLEX",
-        0x4c00_2042 => "MPI_C_LONG_DOUBLE_COMPLEX",
-        0x4c00_0843 => "MPI_AINT",
-        0x4c00_0844 => "MPI_OFFSET",
-        0x4c00_0845 => "MPI_COUNT",
         _ => "",
     }
 }

@@ -240,7 +240,7 @@ impl Matching {
         }
         // SAFETY: the blocking send's caller holds `len` bytes at `data`
         // until the send returns, which is after this copy.
-        let copy = unsafe { std::slice::from_raw_parts(data, len) }.to_vec();
+        let copy = unsafe { slice_or_empty(data, len) }.to_vec();
         r.op = Op::Send {
             data: copy.as_ptr(),
             len,

@@ -238,7 +238,7 @@ impl Engine {
                         };
                         // SAFETY: the send's buffer lives until its request
                         // completes, which is after this.
-                        let bytes = unsafe { std::slice::from_raw_parts(data, len) };
+                        let bytes = unsafe { slice_or_empty(data, len) };
                         self.fm.begin_message(to, 4 + len, DATA)?;
                         self.fm.send_piece(&recv_req.to_le_bytes())?;
                         self.fm.send_piece(bytes)?;

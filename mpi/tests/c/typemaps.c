@@ -80,6 +80,31 @@ static void subarrays(void)
             }
 }
 
+/* A message received into MPI_BOTTOM with a type of absolute addresses
+ * after it arrived (the unexpected path unpacks it), and sent from one. */
+static void bottom(MPI_Comm pair)
+{
+    if (size < 2 || rank > 1)
+        return;
+    int x[3] = {-1, -1, -1}, blocks[3] = {1, 1, 1};
+    MPI_Aint where[3];
+    MPI_Datatype types[3] = {MPI_INT, MPI_INT, MPI_INT}, abs;
+    for (int i = 0; i < 3; i++)
+        MPI_Get_address(&x[2 - i], &where[i]);
+    MPI_Type_create_struct(3, blocks, where, types, &abs);
+    MPI_Type_commit(&abs);
+    if (rank == 0) {
+        x[0] = 10, x[1] = 20, x[2] = 30;
+        MPI_Send(MPI_BOTTOM, 1, abs, 1, 5, MPI_COMM_WORLD);
+        MPI_Barrier(pair);
+    } else {
+        MPI_Barrier(pair);
+        MPI_Recv(MPI_BOTTOM, 1, abs, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(x[0] == 10 && x[1] == 20 && x[2] == 30, "MPI_BOTTOM: %d %d %d", x[0], x[1], x[2]);
+    }
+    MPI_Type_free(&abs);
+}
+
 static void others(void)
 {
     /* Hindexed block: blocks of 2 ints at byte offsets. */
@@ -131,6 +156,10 @@ int main(int argc, char **argv)
     sabotage = argc > 1 && !strcmp(argv[1], "sabotage");
     subarrays();
     others();
+    MPI_Comm split;
+    MPI_Comm_split(MPI_COMM_WORLD, rank < 2, rank, &split);
+    bottom(split);
+    MPI_Comm_free(&split);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0)
         printf("all datatype checks passed on %d ranks\n", size);
