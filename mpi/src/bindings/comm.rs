@@ -66,38 +66,80 @@ fn PMPI_Comm_split(comm: Handle, color: c_int, key: c_int, newcomm: *mut Handle)
     })
 }
 
+const MPI_COMM_TYPE_HW_GUIDED: c_int = 2;
+const MPI_COMM_TYPE_HW_UNGUIDED: c_int = 3;
+
+/// The info key of the hardware splits (MPI-4.0 §7.4.2), and the one
+/// resource fm knows: the memory of a host ("machine" names it too).
+const HW_RESOURCE: &str = "mpi_hw_resource_type";
+const SHARED_MEMORY: &str = "mpi_shared_memory";
+
+/// `MPI_Comm_split_type`: by host for `MPI_COMM_TYPE_SHARED`, and for
+/// `MPI_COMM_TYPE_HW_GUIDED` asking for shared memory (or the machine);
+/// another resource, or none named, gives `MPI_COMM_NULL`, as the
+/// standard allows. `MPI_COMM_TYPE_HW_UNGUIDED` gives the host's members
+/// where that is fewer than the communicator's (and says so in `info`),
+/// else `MPI_COMM_NULL`.
 #[mpi]
 fn PMPI_Comm_split_type(
     comm: Handle,
     split_type: c_int,
     key: c_int,
-    _info: Handle,
+    info: Handle,
     newcomm: *mut Handle,
 ) -> c_int {
     call("MPI_Comm_split_type", comm, |m| {
         let newcomm = arg(newcomm, "the new communicator")?;
+        let host = host_color(m);
         let color = match split_type {
             MPI_UNDEFINED => MPI_UNDEFINED,
-            MPI_COMM_TYPE_SHARED => {
-                // The ranks of one host share memory: colour by the first
-                // rank of this one's host.
+            MPI_COMM_TYPE_SHARED => host,
+            MPI_COMM_TYPE_HW_GUIDED => {
+                let asked = match info {
+                    MPI_INFO_NULL => None,
+                    i => m.info(i)?.into_iter().find(|(k, _)| k == HW_RESOURCE),
+                };
+                match asked.as_ref().map(|(_, v)| v.as_str()) {
+                    Some(SHARED_MEMORY | "machine") => host,
+                    _ => MPI_UNDEFINED,
+                }
+            }
+            MPI_COMM_TYPE_HW_UNGUIDED => {
+                let c = m.comm(comm)?;
                 let hosts = &m.engine.fm.config().hosts;
-                let me = m.engine.fm.rank() as usize;
-                match hosts.get(me) {
-                    Some(h) => hosts.iter().position(|x| x == h).unwrap_or(me) as c_int,
-                    None => me as c_int,
+                let mine = hosts.get(m.engine.fm.rank() as usize);
+                let here = c.ranks.iter().filter(|&&r| hosts.get(r as usize) == mine).count();
+                if here < c.ranks.len() {
+                    if info != MPI_INFO_NULL {
+                        let e = m.info_mut(info)?;
+                        e.retain(|(k, _)| k != HW_RESOURCE);
+                        e.push((HW_RESOURCE.into(), SHARED_MEMORY.into()));
+                    }
+                    host
+                } else {
+                    MPI_UNDEFINED
                 }
             }
             t => {
                 return err(
                     MPI_ERR_ARG,
-                    format!("split type {t} is not MPI_COMM_TYPE_SHARED"),
+                    format!("split type {t} is not one fm knows (MPI_COMM_TYPE_SHARED, _HW_GUIDED, _HW_UNGUIDED)"),
                 )
             }
         };
         *newcomm = split(m, comm, color, key)?;
         Ok(())
     })
+}
+
+/// The colour of this process's host: its first rank in the job.
+fn host_color(m: &Mpi) -> c_int {
+    let hosts = &m.engine.fm.config().hosts;
+    let me = m.engine.fm.rank() as usize;
+    match hosts.get(me) {
+        Some(h) => hosts.iter().position(|x| x == h).unwrap_or(me) as c_int,
+        None => me as c_int,
+    }
 }
 
 #[mpi]

@@ -270,7 +270,6 @@ not_yet! {
     MPI_Reduce_scatter_init_c
     MPI_Register_datarep
     MPI_Register_datarep_c
-    MPI_Request_get_status
     MPI_Rget
     MPI_Rget_accumulate
     MPI_Rget_accumulate_c
@@ -597,7 +596,6 @@ not_yet! {
     PMPI_Reduce_scatter_init_c
     PMPI_Register_datarep
     PMPI_Register_datarep_c
-    PMPI_Request_get_status
     PMPI_Rget
     PMPI_Rget_accumulate
     PMPI_Rget_accumulate_c

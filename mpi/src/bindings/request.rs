@@ -44,6 +44,31 @@ fn PMPI_Test(request: *mut Handle, flag: *mut c_int, status: *mut MpiStatus) -> 
     })
 }
 
+/// `MPI_Request_get_status`: `MPI_Test` that leaves the request as it is.
+#[mpi]
+fn PMPI_Request_get_status(request: Handle, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
+    call("MPI_Request_get_status", MPI_COMM_WORLD, |m| {
+        let flag = arg(flag, "the flag")?;
+        let Some(id) = resolve(m, request)? else {
+            *flag = 1;
+            put_status(status, MpiStatus::empty());
+            return Ok(());
+        };
+        m.engine.progress()?;
+        match m.engine.peek(id) {
+            Some(s) => {
+                *flag = 1;
+                put_status(status, s);
+                status_result(&s)
+            }
+            None => {
+                *flag = 0;
+                Ok(())
+            }
+        }
+    })
+}
+
 #[mpi]
 fn PMPI_Waitall(count: c_int, requests: *mut Handle, statuses: *mut MpiStatus) -> c_int {
     call("MPI_Waitall", MPI_COMM_WORLD, |m| {

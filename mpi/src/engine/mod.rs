@@ -606,6 +606,14 @@ impl Engine {
     }
 
     /// If request `id` is done: its status, and the request is gone.
+    /// The status of request `id` if it is complete, leaving it
+    /// (`MPI_Request_get_status`).
+    pub fn peek(&mut self, id: u32) -> Option<MpiStatus> {
+        let mut sh = self.matching();
+        let r = sh.get(id)?;
+        r.done.then_some(r.status)
+    }
+
     pub fn test(&mut self, id: u32) -> Option<MpiStatus> {
         let mut sh = self.matching();
         let r = sh.get(id)?;
