@@ -24,7 +24,8 @@ const NETPIPE: &str = "/usr/bin/NPmpich2";
 /// does not hang MPI_Finalize, MPI-1's MPI_LB and MPI_UB in a struct,
 /// messages from and to MPI_BOTTOM, attribute callbacks that fail,
 /// a persistent send outliving its datatype, MPI_Isend returning while
-/// its receiver is idle.
+/// its receiver is idle, MPI_Request_get_status, MPI-4's hardware splits
+/// (also on two virtual hosts, where the unguided split is a host).
 #[test]
 fn statuses_and_empty_groups_are_mpichs() {
     let dir = TempDir::for_segments("mpi-status");
@@ -39,6 +40,18 @@ fn statuses_and_empty_groups_are_mpichs() {
             "{n} ranks:\n{t}"
         );
     }
+    let hosts = [
+        "-n",
+        "4",
+        "--hosts",
+        "a,b",
+        "--rsh",
+        "local",
+        "--oversubscribe",
+    ];
+    let o = run(&dir, &hosts, &exe, &["split-type"], &[]);
+    let t = text(&o);
+    assert!(o.status.success() && t.contains("all checks passed"), "{t}");
 }
 
 /// Every check of p2p.c, on 2 and 3 ranks of one host; its checker fails

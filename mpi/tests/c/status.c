@@ -330,6 +330,84 @@ static void isend_idle(void)
     }
 }
 
+/* MPI_Request_get_status leaves the request: a receive not yet matched
+ * says no, then, once its message is in, yes with the status, twice, and
+ * MPI_Wait still completes it. */
+static void request_status(void)
+{
+    int size, x = -1, flag = -1, y = 42;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size < 2 || rank > 1) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        return;
+    }
+    MPI_Request r;
+    MPI_Status s;
+    if (rank == 1) {
+        MPI_Irecv(&x, 1, MPI_INT, 0, 3, MPI_COMM_WORLD, &r);
+        MPI_Request_get_status(r, &flag, MPI_STATUS_IGNORE);
+        CHECK(!flag, "MPI_Request_get_status of an unmatched receive: %d", flag);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        MPI_Send(&y, 1, MPI_INT, 1, 3, MPI_COMM_WORLD);
+    else {
+        do
+            MPI_Request_get_status(r, &flag, &s);
+        while (!flag);
+        CHECK(s.MPI_SOURCE == 0 && s.MPI_TAG == 3 && r != MPI_REQUEST_NULL, "MPI_Request_get_status: %d %d",
+              s.MPI_SOURCE, s.MPI_TAG);
+        MPI_Request_get_status(r, &flag, MPI_STATUS_IGNORE);
+        CHECK(flag, "MPI_Request_get_status a second time");
+        MPI_Wait(&r, &s);
+        CHECK(x == 42 && r == MPI_REQUEST_NULL, "MPI_Wait after MPI_Request_get_status: %d", x);
+        MPI_Request_get_status(MPI_REQUEST_NULL, &flag, &s);
+        CHECK(flag && s.MPI_SOURCE == MPI_ANY_SOURCE, "MPI_Request_get_status of MPI_REQUEST_NULL");
+    }
+}
+
+/* MPI-4's hardware splits: shared memory asked for by name is the host;
+ * nothing asked, or a resource fm does not know, is MPI_COMM_NULL; the
+ * unguided split is the host where that is smaller than the world (and
+ * says so in the info), else MPI_COMM_NULL. Run on one host or two. */
+static void split_type(void)
+{
+    int size, shared_size, n;
+    MPI_Comm shared, c;
+    MPI_Info info;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared);
+    MPI_Comm_size(shared, &shared_size);
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "mpi_hw_resource_type", "mpi_shared_memory");
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_GUIDED, 0, info, &c);
+    CHECK(c != MPI_COMM_NULL, "MPI_COMM_TYPE_HW_GUIDED for shared memory");
+    MPI_Comm_size(c, &n);
+    CHECK(n == shared_size, "MPI_COMM_TYPE_HW_GUIDED: %d members, the host has %d", n, shared_size);
+    MPI_Comm_free(&c);
+    MPI_Info_set(info, "mpi_hw_resource_type", "l3cache");
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_GUIDED, 0, info, &c);
+    CHECK(c == MPI_COMM_NULL, "MPI_COMM_TYPE_HW_GUIDED for a resource fm does not know");
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_GUIDED, 0, MPI_INFO_NULL, &c);
+    CHECK(c == MPI_COMM_NULL, "MPI_COMM_TYPE_HW_GUIDED without info");
+    MPI_Info_free(&info);
+    MPI_Info_create(&info);
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_HW_UNGUIDED, 0, info, &c);
+    CHECK((c != MPI_COMM_NULL) == (shared_size < size), "MPI_COMM_TYPE_HW_UNGUIDED with a host of %d of %d",
+          shared_size, size);
+    if (c != MPI_COMM_NULL) {
+        char v[64] = "";
+        int flag = 0;
+        MPI_Comm_size(c, &n);
+        MPI_Info_get(info, "mpi_hw_resource_type", 63, v, &flag);
+        CHECK(n == shared_size && flag && !strcmp(v, "mpi_shared_memory"), "MPI_COMM_TYPE_HW_UNGUIDED: %d, %s", n,
+              v);
+        MPI_Comm_free(&c);
+    }
+    MPI_Info_free(&info);
+    MPI_Comm_free(&shared);
+}
+
 int main(int argc, char **argv)
 {
     const char *part = argc > 1 ? argv[1] : "";
@@ -356,6 +434,10 @@ int main(int argc, char **argv)
         persistent_type();
     if (!*part || !strcmp(part, "isend-idle"))
         isend_idle();
+    if (!*part || !strcmp(part, "request-status"))
+        request_status();
+    if (!*part || !strcmp(part, "split-type"))
+        split_type();
     MPI_Finalize();
     printf("status: all checks passed\n");
     return 0;
