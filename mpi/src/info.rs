@@ -38,13 +38,44 @@ pub(crate) fn key(k: &str) -> MpiResult<&str> {
     Ok(k)
 }
 
-impl Mpi {
+/// Every info object of the process. MPI-4.0 lets a program use info
+/// objects before `MPI_Init` and after `MPI_Finalize`, so they live here,
+/// beside the library's state, under a lock of their own (taken after
+/// the library's, never before it).
+pub(crate) struct InfoTable {
+    objects: Vec<Option<Entries>>,
+    /// The job's size once `MPI_Init` has run (`MPI_INFO_ENV`'s maxprocs).
+    pub(crate) universe: Option<c_int>,
+}
+
+static INFOS: Mutex<InfoTable> = Mutex::new(InfoTable {
+    objects: Vec::new(),
+    universe: None,
+});
+
+/// The process's info objects.
+pub(crate) fn infos() -> std::sync::MutexGuard<'static, InfoTable> {
+    INFOS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// An info call, in any phase: through [`call`] (and so the error
+/// handler of `MPI_COMM_WORLD`) while MPI runs, else on its own, an error
+/// coming back as its class.
+pub(crate) fn info_call(func: &str, f: impl FnOnce(&mut InfoTable) -> MpiResult<()>) -> c_int {
+    let running = !crate::state::in_call() && matches!(&*phase(), Phase::Running(_));
+    if running {
+        return call(func, MPI_COMM_WORLD, |_| f(&mut infos()));
+    }
+    f(&mut infos()).map_or_else(|e| e.class, |()| MPI_SUCCESS)
+}
+
+impl InfoTable {
     /// Info object `h`'s entries (`MPI_INFO_ENV`'s are the job's).
-    pub(crate) fn info(&self, h: Handle) -> MpiResult<Entries> {
+    pub(crate) fn get(&self, h: Handle) -> MpiResult<Entries> {
         match h {
-            MPI_INFO_ENV => Ok(self.info_env()),
+            MPI_INFO_ENV => Ok(self.env()),
             h if h & !HANDLE_INDEX == INFO_DIRECT => self
-                .infos
+                .objects
                 .get((h & HANDLE_INDEX) as usize)
                 .and_then(Clone::clone)
                 .ok_or_else(|| MpiError {
@@ -56,9 +87,9 @@ impl Mpi {
     }
 
     /// Info object `h`'s entries to change (not `MPI_INFO_ENV`).
-    pub(crate) fn info_mut(&mut self, h: Handle) -> MpiResult<&mut Entries> {
+    pub(crate) fn get_mut(&mut self, h: Handle) -> MpiResult<&mut Entries> {
         let found = (h & !HANDLE_INDEX == INFO_DIRECT)
-            .then(|| self.infos.get_mut((h & HANDLE_INDEX) as usize))
+            .then(|| self.objects.get_mut((h & HANDLE_INDEX) as usize))
             .flatten()
             .and_then(Option::as_mut);
         found.ok_or_else(|| MpiError {
@@ -68,13 +99,27 @@ impl Mpi {
     }
 
     /// A new info object holding `entries`: its handle.
-    pub(crate) fn add_info(&mut self, entries: Entries) -> MpiResult<Handle> {
-        place(&mut self.infos, entries, INFO_DIRECT, "info objects")
+    pub(crate) fn add(&mut self, entries: Entries) -> MpiResult<Handle> {
+        place(&mut self.objects, entries, INFO_DIRECT, "info objects")
+    }
+
+    pub(crate) fn free(&mut self, h: Handle) -> MpiResult<()> {
+        self.get_mut(h)?;
+        self.objects[(h & HANDLE_INDEX) as usize] = None;
+        Ok(())
     }
 
     /// `MPI_INFO_ENV`: how the job was started, as far as fm knows it.
-    fn info_env(&self) -> Entries {
-        let mut e = vec![("maxprocs".to_string(), self.universe.to_string())];
+    fn env(&self) -> Entries {
+        let mut e = Vec::new();
+        // fmrun says the job's size to every rank before MPI_Init.
+        let size = self
+            .universe
+            .map(|n| n.to_string())
+            .or_else(|| std::env::var("FM_SIZE").ok());
+        if let Some(n) = size {
+            e.push(("maxprocs".to_string(), n));
+        }
         e.push(("host".into(), rustix_hostname()));
         if let Ok(d) = std::env::current_dir() {
             e.push(("wdir".into(), d.display().to_string()));
@@ -88,5 +133,12 @@ impl Mpi {
         }
         e.push(("thread_level".into(), "MPI_THREAD_SERIALIZED".into()));
         e
+    }
+}
+
+impl Mpi {
+    /// Info object `h`'s entries ([`InfoTable::get`]).
+    pub(crate) fn info(&self, h: Handle) -> MpiResult<Entries> {
+        infos().get(h)
     }
 }

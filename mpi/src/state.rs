@@ -22,8 +22,6 @@ pub(crate) struct Mpi {
     pub(crate) attrs: Attributes,
     /// Operations made by `MPI_Op_create` by index (handle `OP_DIRECT | index`).
     pub(crate) ops: Vec<Option<coll::op::UserOp>>,
-    /// Info objects by index (handle `INFO_DIRECT | index`).
-    pub(crate) infos: Vec<Option<info::Entries>>,
     /// Names given to communicators and datatypes, by handle.
     pub(crate) names: std::collections::HashMap<Handle, String>,
     /// The program's error handlers, classes, codes and strings.
@@ -481,6 +479,7 @@ pub(crate) fn init(func: &str) -> c_int {
         children: 0,
         remote: None,
     };
+    crate::info::infos().universe = Some(size as c_int);
     *g = Phase::Running(Box::new(Mpi {
         engine,
         comms: vec![Some(world), Some(own)],
@@ -490,7 +489,6 @@ pub(crate) fn init(func: &str) -> c_int {
         buffered: Vec::new(),
         attrs: Attributes::default(),
         ops: Vec::new(),
-        infos: Vec::new(),
         names: std::collections::HashMap::new(),
         errors: Default::default(),
         topologies: std::collections::HashMap::new(),

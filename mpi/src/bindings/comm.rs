@@ -111,7 +111,8 @@ fn PMPI_Comm_split_type(
                 let here = c.ranks.iter().filter(|&&r| hosts.get(r as usize) == mine).count();
                 if here < c.ranks.len() {
                     if info != MPI_INFO_NULL {
-                        let e = m.info_mut(info)?;
+                        let mut t = crate::info::infos();
+                        let e = t.get_mut(info)?;
                         e.retain(|(k, _)| k != HW_RESOURCE);
                         e.push((HW_RESOURCE.into(), SHARED_MEMORY.into()));
                     }

@@ -1,32 +1,32 @@
 //! Info objects, memory for MPI, object names, duplicated types and
 //! dimensions for a grid.
 
-use crate::info::{c_str, key};
+use crate::info::{c_str, info_call, key, InfoTable};
 use crate::*;
 use fm_mpi_macros::mpi;
 
 #[mpi]
 fn PMPI_Info_create(info: *mut Handle) -> c_int {
-    call("MPI_Info_create", MPI_COMM_WORLD, |m| {
+    info_call("MPI_Info_create", |t| {
         let out = arg(info, "the info object")?;
-        *out = m.add_info(Vec::new())?;
+        *out = t.add(Vec::new())?;
         Ok(())
     })
 }
 
 #[mpi]
 fn PMPI_Info_create_env(_argc: c_int, _argv: *mut *mut c_char, info: *mut Handle) -> c_int {
-    call("MPI_Info_create_env", MPI_COMM_WORLD, |m| {
+    info_call("MPI_Info_create_env", |t| {
         let out = arg(info, "the info object")?;
-        let env = m.info(MPI_INFO_ENV)?;
-        *out = m.add_info(env)?;
+        let env = t.get(MPI_INFO_ENV)?;
+        *out = t.add(env)?;
         Ok(())
     })
 }
 
 #[mpi]
 fn PMPI_Info_set(info: Handle, k: *const c_char, value: *const c_char) -> c_int {
-    call("MPI_Info_set", MPI_COMM_WORLD, |m| {
+    info_call("MPI_Info_set", |t| {
         let k = key(c_str(k, "key")?)?.to_string();
         let v = c_str(value, "value")?;
         if v.len() > MPI_MAX_INFO_VAL {
@@ -38,7 +38,7 @@ fn PMPI_Info_set(info: Handle, k: *const c_char, value: *const c_char) -> c_int 
                 ),
             );
         }
-        let e = m.info_mut(info)?;
+        let e = t.get_mut(info)?;
         match e.iter_mut().find(|(x, _)| *x == k) {
             Some((_, old)) => *old = v.to_string(),
             None => e.push((k, v.to_string())),
@@ -49,9 +49,9 @@ fn PMPI_Info_set(info: Handle, k: *const c_char, value: *const c_char) -> c_int 
 
 #[mpi]
 fn PMPI_Info_delete(info: Handle, k: *const c_char) -> c_int {
-    call("MPI_Info_delete", MPI_COMM_WORLD, |m| {
+    info_call("MPI_Info_delete", |t| {
         let k = key(c_str(k, "key")?)?.to_string();
-        let e = m.info_mut(info)?;
+        let e = t.get_mut(info)?;
         match e.iter().position(|(x, _)| *x == k) {
             Some(i) => {
                 e.remove(i);
@@ -66,9 +66,9 @@ fn PMPI_Info_delete(info: Handle, k: *const c_char) -> c_int {
 }
 
 /// The value of key `k` in info object `info`, if set.
-unsafe fn value_of(m: &Mpi, info: Handle, k: *const c_char) -> MpiResult<Option<String>> {
+unsafe fn value_of(t: &InfoTable, info: Handle, k: *const c_char) -> MpiResult<Option<String>> {
     let k = key(c_str(k, "key")?)?;
-    Ok(m.info(info)?
+    Ok(t.get(info)?
         .into_iter()
         .find(|(x, _)| x == k)
         .map(|(_, v)| v))
@@ -82,10 +82,10 @@ fn PMPI_Info_get(
     value: *mut c_char,
     flag: *mut c_int,
 ) -> c_int {
-    call("MPI_Info_get", MPI_COMM_WORLD, |m| {
+    info_call("MPI_Info_get", |t| {
         let flag = arg(flag, "the flag")?;
         let max = nonneg(valuelen, "value length")?;
-        let v = value_of(m, info, k)?;
+        let v = value_of(t, info, k)?;
         *flag = c_int::from(v.is_some());
         if let Some(v) = v {
             if value.is_null() {
@@ -106,10 +106,10 @@ fn PMPI_Info_get_string(
     value: *mut c_char,
     flag: *mut c_int,
 ) -> c_int {
-    call("MPI_Info_get_string", MPI_COMM_WORLD, |m| {
+    info_call("MPI_Info_get_string", |t| {
         let flag = arg(flag, "the flag")?;
         let buflen = arg(buflen, "the buffer length")?;
-        let v = value_of(m, info, k)?;
+        let v = value_of(t, info, k)?;
         *flag = c_int::from(v.is_some());
         if let Some(v) = v {
             let room = nonneg(*buflen, "buffer length")?;
@@ -129,10 +129,10 @@ fn PMPI_Info_get_valuelen(
     valuelen: *mut c_int,
     flag: *mut c_int,
 ) -> c_int {
-    call("MPI_Info_get_valuelen", MPI_COMM_WORLD, |m| {
+    info_call("MPI_Info_get_valuelen", |t| {
         let flag = arg(flag, "the flag")?;
         let len = arg(valuelen, "the value length")?;
-        let v = value_of(m, info, k)?;
+        let v = value_of(t, info, k)?;
         *flag = c_int::from(v.is_some());
         if let Some(v) = v {
             *len = v.len() as c_int;
@@ -143,16 +143,16 @@ fn PMPI_Info_get_valuelen(
 
 #[mpi]
 fn PMPI_Info_get_nkeys(info: Handle, nkeys: *mut c_int) -> c_int {
-    call("MPI_Info_get_nkeys", MPI_COMM_WORLD, |m| {
-        *arg(nkeys, "the number of keys")? = m.info(info)?.len() as c_int;
+    info_call("MPI_Info_get_nkeys", |t| {
+        *arg(nkeys, "the number of keys")? = t.get(info)?.len() as c_int;
         Ok(())
     })
 }
 
 #[mpi]
 fn PMPI_Info_get_nthkey(info: Handle, n: c_int, k: *mut c_char) -> c_int {
-    call("MPI_Info_get_nthkey", MPI_COMM_WORLD, |m| {
-        let e = m.info(info)?;
+    info_call("MPI_Info_get_nthkey", |t| {
+        let e = t.get(info)?;
         let Some((name, _)) = usize::try_from(n).ok().and_then(|i| e.get(i)) else {
             return err(
                 MPI_ERR_ARG,
@@ -169,20 +169,19 @@ fn PMPI_Info_get_nthkey(info: Handle, n: c_int, k: *mut c_char) -> c_int {
 
 #[mpi]
 fn PMPI_Info_dup(info: Handle, newinfo: *mut Handle) -> c_int {
-    call("MPI_Info_dup", MPI_COMM_WORLD, |m| {
+    info_call("MPI_Info_dup", |t| {
         let out = arg(newinfo, "the new info object")?;
-        let e = m.info(info)?;
-        *out = m.add_info(e)?;
+        let e = t.get(info)?;
+        *out = t.add(e)?;
         Ok(())
     })
 }
 
 #[mpi]
 fn PMPI_Info_free(info: *mut Handle) -> c_int {
-    call("MPI_Info_free", MPI_COMM_WORLD, |m| {
+    info_call("MPI_Info_free", |t| {
         let info = arg(info, "the info object")?;
-        m.info_mut(*info)?;
-        m.infos[(*info & HANDLE_INDEX) as usize] = None;
+        t.free(*info)?;
         *info = MPI_INFO_NULL;
         Ok(())
     })
@@ -243,7 +242,7 @@ fn PMPI_Comm_get_info(comm: Handle, info_used: *mut Handle) -> c_int {
         m.comm(comm)?;
         let out = arg(info_used, "the info object")?;
         // fm uses no hint yet: none was used.
-        *out = m.add_info(Vec::new())?;
+        *out = crate::info::infos().add(Vec::new())?;
         Ok(())
     })
 }

@@ -110,15 +110,54 @@ static void memory_names_dims(void)
     CHECK(dims[0] == 3 && dims[1] == 5 && dims[2] == 2, "30 in (0,5,0): %d %d %d", dims[0], dims[1], dims[2]);
 }
 
+/* MPI-4.0 lets info objects be used before MPI_Init and after
+ * MPI_Finalize; MPI_INFO_ENV's copy says the same in both. */
+static MPI_Info before_init(void)
+{
+    MPI_Info i, env;
+    char v[32];
+    int flag = 0;
+    CHECK(MPI_Info_create(&i) == MPI_SUCCESS, "MPI_Info_create before MPI_Init");
+    MPI_Info_set(i, "early", "yes");
+    MPI_Info_get(i, "early", 31, v, &flag);
+    CHECK(flag && !strcmp(v, "yes"), "an info object before MPI_Init");
+    MPI_Info_free(&i);
+    MPI_Info_create_env(0, NULL, &env);
+    return env;
+}
+
+/* The number of keys of `a` with the same value in `b`, and of `a`. */
+static void same_env(MPI_Info a, const char *when)
+{
+    MPI_Info b;
+    int n, m, flag;
+    char k[MPI_MAX_INFO_KEY + 1], va[256], vb[256];
+    MPI_Info_create_env(0, NULL, &b);
+    MPI_Info_get_nkeys(a, &n);
+    MPI_Info_get_nkeys(b, &m);
+    CHECK(n == m && (n > 0 || on_mpich), "MPI_Info_create_env %s: %d keys, before MPI_Init %d", when, m, n);
+    for (int i = 0; i < n; i++) {
+        MPI_Info_get_nthkey(a, i, k);
+        MPI_Info_get(a, k, 255, va, &flag);
+        MPI_Info_get(b, k, 255, vb, &flag);
+        CHECK(flag && !strcmp(va, vb), "MPI_Info_create_env %s: %s is %s, before MPI_Init %s", when, k, vb, va);
+    }
+    MPI_Info_free(&b);
+}
+
 int main(int argc, char **argv)
 {
+    MPI_Info env = before_init();
     MPI_Init(&argc, &argv);
+    same_env(env, "after MPI_Init");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     sabotage = argc > 1 && !strcmp(argv[1], "sabotage");
     on_mpich = getenv("ON_MPICH") != NULL;
     infos();
     memory_names_dims();
     MPI_Finalize();
+    same_env(env, "after MPI_Finalize");
+    MPI_Info_free(&env);
     printf("info: all checks passed\n");
     return 0;
 }
