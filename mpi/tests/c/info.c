@@ -147,6 +147,7 @@ static void same_env(MPI_Info a, const char *when)
 
 int main(int argc, char **argv)
 {
+    on_mpich = getenv("ON_MPICH") != NULL;
     MPI_Info env = before_init();
     MPI_Init(&argc, &argv);
     same_env(env, "after MPI_Init");
