@@ -223,7 +223,6 @@ not_yet! {
     MPI_Iscatter_c
     MPI_Iscatterv_c
     MPI_Isend_c
-    MPI_Isendrecv
     MPI_Isendrecv_c
     MPI_Isendrecv_replace
     MPI_Isendrecv_replace_c
@@ -549,7 +548,6 @@ not_yet! {
     PMPI_Iscatter_c
     PMPI_Iscatterv_c
     PMPI_Isend_c
-    PMPI_Isendrecv
     PMPI_Isendrecv_c
     PMPI_Isendrecv_replace
     PMPI_Isendrecv_replace_c

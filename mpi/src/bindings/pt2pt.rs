@@ -156,6 +156,44 @@ fn PMPI_Irecv(
     })
 }
 
+/// `MPI_Isendrecv` (MPI-4.0): the send and the receive of `MPI_Sendrecv`
+/// started at once, one request for both.
+#[mpi]
+fn PMPI_Isendrecv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: Handle,
+    source: c_int,
+    recvtag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    call("MPI_Isendrecv", comm, |m| {
+        let request = arg(request, "the request")?;
+        let r = recv(m, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
+        let mut sreq = MPI_REQUEST_NULL;
+        send(
+            m,
+            sendbuf,
+            sendcount,
+            sendtype,
+            dest,
+            sendtag,
+            comm,
+            false,
+            Some(&mut sreq),
+        )?;
+        let s = resolve(m, sreq)?;
+        *request = request_handle(m.engine.start_pair(s, r)?);
+        Ok(())
+    })
+}
+
 #[mpi]
 fn PMPI_Sendrecv(
     sendbuf: *const c_void,

@@ -82,6 +82,9 @@ pub struct Engine {
     scratch: Vec<u8>,
     /// Non-blocking collectives under way, by their request.
     collectives: Vec<(u32, Schedule)>,
+    /// Requests of a send and a receive together (`MPI_Isendrecv`): the
+    /// request, the send's (none to `MPI_PROC_NULL`) and the receive's.
+    pairs: Vec<(u32, Option<u32>, u32)>,
     /// Messages that match in order (eager, synchronous eager, request
     /// to send) that a non-blocking send could not hand to FM without
     /// waiting for credit, by destination, oldest first. Later ones to
@@ -125,6 +128,7 @@ impl Engine {
             eager_limit,
             scratch: Vec::with_capacity(4096),
             collectives: Vec::new(),
+            pairs: Vec::new(),
             deferred: HashMap::new(),
         })
     }
@@ -143,7 +147,43 @@ impl Engine {
         if !self.collectives.is_empty() {
             self.advance_collectives();
         }
+        if !self.pairs.is_empty() {
+            self.advance_pairs();
+        }
         Ok(())
+    }
+
+    /// One request for a send and a receive started together
+    /// (`MPI_Isendrecv`): complete when both are, with the receive's
+    /// status (and the send's error, if it had one and the receive none).
+    pub fn start_pair(&mut self, send: Option<u32>, recv: u32) -> MpiResult<u32> {
+        let req = self
+            .matching()
+            .add(Request::new(Op::Collective, false, None));
+        self.pairs.push((req, send, recv));
+        self.advance_pairs();
+        Ok(req)
+    }
+
+    fn advance_pairs(&mut self) {
+        let mut i = 0;
+        while i < self.pairs.len() {
+            let (req, send, recv) = self.pairs[i];
+            let sent = send.is_none_or(|s| self.peek(s).is_some());
+            if !sent || self.peek(recv).is_none() {
+                i += 1;
+                continue;
+            }
+            self.pairs.swap_remove(i);
+            let sent = send.and_then(|s| self.test(s));
+            let Some(mut status) = self.test(recv) else {
+                continue;
+            };
+            if status.error == MPI_SUCCESS {
+                status.error = sent.map_or(MPI_SUCCESS, |s| s.error);
+            }
+            self.matching().complete(req, status);
+        }
     }
 
     /// Run collective `s` to its end (a blocking collective).
