@@ -437,7 +437,10 @@ static void isendrecv(void)
         MPI_Wait(&r, &s);
         CHECK(s.MPI_SOURCE == MPI_PROC_NULL, "MPI_Isendrecv from MPI_PROC_NULL: source %d", s.MPI_SOURCE);
     }
-    MPI_Type_free(&every_other);
+    /* MPICH 4.0.2 drops a reference it never took for the send's type, and
+     * its MPI_Type_free then fails an assertion. */
+    if (!getenv("ON_MPICH"))
+        MPI_Type_free(&every_other);
 }
 
 int main(int argc, char **argv)
