@@ -13,27 +13,5 @@ fn error_handlers_and_added_error_classes() {
     let Some(exe) = mpich_built(&dir, "errors") else {
         return;
     };
-    let o = run(&dir, &["-n", "2"], &exe, &[], &[]);
-    let t = text(&o);
-    assert!(
-        o.status.success() && t.contains("all error handler checks passed on 2 ranks"),
-        "{t}"
-    );
-    let o = run(&dir, &["-n", "2"], &exe, &["sabotage"], &[]);
-    assert!(
-        !o.status.success() && text(&o).contains("FAILED"),
-        "{}",
-        text(&o)
-    );
-    for (args, ok) in [(&[][..], true), (&["sabotage"][..], false)] {
-        let Some(o) = under_mpich(&exe, 2, args) else {
-            return;
-        };
-        assert_eq!(
-            o.status.success(),
-            ok,
-            "mpiexec.mpich {args:?}:\n{}",
-            text(&o)
-        );
-    }
+    passes_fails_and_agrees_with_mpich(&dir, &exe, 2, "all error handler checks passed on 2 ranks");
 }

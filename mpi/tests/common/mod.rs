@@ -89,3 +89,37 @@ pub fn under_mpich(program: &Path, n: usize, args: &[&str]) -> Option<Output> {
         .expect("mpiexec.mpich");
     Some(out)
 }
+
+/// A checking program's three runs: it passes on `n` ranks under fmrun
+/// (printing `passed`), it fails when told `sabotage` (its checker can
+/// fail), and under `mpiexec.mpich` it passes and fails alike (its
+/// expectations are MPICH's).
+pub fn passes_fails_and_agrees_with_mpich(dir: &TempDir, exe: &Path, n: usize, passed: &str) {
+    let ranks = n.to_string();
+    let o = run(dir, &["-n", &ranks, "--oversubscribe"], exe, &[], &[]);
+    let t = text(&o);
+    assert!(o.status.success() && t.contains(passed), "{t}");
+    let o = run(
+        dir,
+        &["-n", &ranks, "--oversubscribe"],
+        exe,
+        &["sabotage"],
+        &[],
+    );
+    assert!(
+        !o.status.success() && text(&o).contains("FAILED"),
+        "{}",
+        text(&o)
+    );
+    for (args, ok) in [(&[][..], true), (&["sabotage"][..], false)] {
+        let Some(o) = under_mpich(exe, n, args) else {
+            return;
+        };
+        assert_eq!(
+            o.status.success(),
+            ok,
+            "mpiexec.mpich {args:?}:\n{}",
+            text(&o)
+        );
+    }
+}
