@@ -98,6 +98,26 @@ pub const MPI_MAX_OBJECT_NAME: usize = 128;
 
 pub const MPI_ANY_SOURCE: c_int = -2;
 pub const MPI_ANY_TAG: c_int = -1;
+/// How a datatype was made (`MPI_Type_get_envelope`).
+pub const MPI_COMBINER_NAMED: c_int = 1;
+pub const MPI_COMBINER_DUP: c_int = 2;
+pub const MPI_COMBINER_CONTIGUOUS: c_int = 3;
+pub const MPI_COMBINER_VECTOR: c_int = 4;
+pub const MPI_COMBINER_HVECTOR_INTEGER: c_int = 5;
+pub const MPI_COMBINER_HVECTOR: c_int = 6;
+pub const MPI_COMBINER_INDEXED: c_int = 7;
+pub const MPI_COMBINER_HINDEXED_INTEGER: c_int = 8;
+pub const MPI_COMBINER_HINDEXED: c_int = 9;
+pub const MPI_COMBINER_INDEXED_BLOCK: c_int = 10;
+pub const MPI_COMBINER_STRUCT_INTEGER: c_int = 11;
+pub const MPI_COMBINER_STRUCT: c_int = 12;
+pub const MPI_COMBINER_SUBARRAY: c_int = 13;
+pub const MPI_COMBINER_DARRAY: c_int = 14;
+pub const MPI_COMBINER_F90_REAL: c_int = 15;
+pub const MPI_COMBINER_F90_COMPLEX: c_int = 16;
+pub const MPI_COMBINER_F90_INTEGER: c_int = 17;
+pub const MPI_COMBINER_RESIZED: c_int = 18;
+pub const MPI_COMBINER_HINDEXED_BLOCK: c_int = 19;
 /// What `MPI_Topo_test` says a communicator's topology is.
 pub const MPI_GRAPH: c_int = 1;
 pub const MPI_CART: c_int = 2;

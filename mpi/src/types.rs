@@ -7,6 +7,7 @@
 use crate::abi::*;
 use crate::datatype::Layout;
 use crate::engine::{MpiError, MpiResult};
+use std::ffi::c_int;
 use std::sync::{Arc, RwLock};
 
 /// Layouts by index (handle `TYPE_INDIRECT | index`).
@@ -58,10 +59,87 @@ pub(crate) fn add(l: Layout) -> MpiResult<Handle> {
     crate::state::place(&mut table_mut(), Arc::new(l), TYPE_INDIRECT, "datatypes")
 }
 
+/// How a derived datatype was made, as `MPI_Type_get_envelope` and
+/// `MPI_Type_get_contents` give it back: the combiner and the arguments
+/// of its constructor. The datatypes it was made from are kept as they
+/// were (a derived one's layout and recipe), so the answer holds after
+/// the program frees them.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Recipe {
+    pub(crate) combiner: c_int,
+    pub(crate) ints: Vec<c_int>,
+    pub(crate) addresses: Vec<isize>,
+    pub(crate) types: Vec<Made>,
+}
+
+/// A datatype a recipe names: a predefined one by its handle, a derived
+/// one by what it was.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Made {
+    Named(Handle),
+    Derived(Arc<Layout>, Option<Arc<Recipe>>),
+}
+
+impl Made {
+    /// Datatype `h` as a recipe keeps it.
+    pub(crate) fn of(h: Handle) -> MpiResult<Made> {
+        match derived(h) {
+            Ok(l) => Ok(Made::Derived(l, recipe(h))),
+            Err(_) if matches!(h, LB_MARKER | UB_MARKER) => Ok(Made::Named(h)),
+            Err(_) => layout(h).map(|_| Made::Named(h)),
+        }
+    }
+}
+
+/// Recipes of the derived datatypes, by index (as `TYPES`).
+static RECIPES: RwLock<Vec<Option<Arc<Recipe>>>> = RwLock::new(Vec::new());
+
+/// A datatype made at run time by a constructor: its handle.
+pub(crate) fn add_made(l: Layout, r: Recipe) -> MpiResult<Handle> {
+    let h = add(l)?;
+    set_recipe(h, Some(Arc::new(r)));
+    Ok(h)
+}
+
+fn set_recipe(h: Handle, r: Option<Arc<Recipe>>) {
+    let i = (h & HANDLE_INDEX) as usize;
+    let mut t = RECIPES.write().unwrap_or_else(|p| p.into_inner());
+    if t.len() <= i {
+        t.resize(i + 1, None);
+    }
+    t[i] = r;
+}
+
+/// How derived datatype `h` was made, if it was.
+pub(crate) fn recipe(h: Handle) -> Option<Arc<Recipe>> {
+    if h & !HANDLE_INDEX != TYPE_INDIRECT {
+        return None;
+    }
+    let t = RECIPES.read().unwrap_or_else(|p| p.into_inner());
+    t.get((h & HANDLE_INDEX) as usize).cloned().flatten()
+}
+
+/// A new handle for a datatype a recipe names (`MPI_Type_get_contents`
+/// returns a derived one as a new datatype the program frees).
+pub(crate) fn handle_of(m: &Made) -> MpiResult<Handle> {
+    match m {
+        Made::Named(h) => Ok(*h),
+        Made::Derived(l, r) => {
+            let h = add((**l).clone())?;
+            set_recipe(h, r.clone());
+            Ok(h)
+        }
+    }
+}
+
 /// Derived datatype `h` is now `l` (`None`: gone). Operations under way
 /// keep the layout they hold.
 pub(crate) fn replace(h: Handle, l: Option<Layout>) {
+    let gone = l.is_none();
     if let Some(slot) = table_mut().get_mut((h & HANDLE_INDEX) as usize) {
         *slot = l.map(Arc::new);
+    }
+    if gone {
+        set_recipe(h, None);
     }
 }

@@ -1,5 +1,7 @@
 //! Datatypes, packing, and counts from a status.
 
+use crate::collective;
+use crate::types::{Made, Recipe};
 use crate::*;
 use fm_mpi_macros::mpi;
 
@@ -8,7 +10,8 @@ fn PMPI_Type_contiguous(count: c_int, oldtype: Handle, newtype: *mut Handle) -> 
     call("MPI_Type_contiguous", MPI_COMM_WORLD, |m| {
         let old = m.layout(oldtype)?;
         let l = Layout::hvector(nonneg(count, "count")?, 1, old.extent as i128, &old)?;
-        *arg(newtype, "the new datatype")? = m.add_type(l)?;
+        let r = recipe(MPI_COMBINER_CONTIGUOUS, vec![count], vec![], &[oldtype])?;
+        *arg(newtype, "the new datatype")? = types::add_made(l, r)?;
         Ok(())
     })
 }
@@ -28,7 +31,9 @@ fn PMPI_Type_vector(
             nonneg(blocklength, "block length")?,
         );
         let l = Layout::hvector(n, b, stride as i128 * old.extent as i128, &old)?;
-        *arg(newtype, "the new datatype")? = m.add_type(l)?;
+        let ints = vec![count, blocklength, stride];
+        let r = recipe(MPI_COMBINER_VECTOR, ints, vec![], &[oldtype])?;
+        *arg(newtype, "the new datatype")? = types::add_made(l, r)?;
         Ok(())
     })
 }
@@ -47,8 +52,14 @@ fn PMPI_Type_create_hvector(
             nonneg(count, "count")?,
             nonneg(blocklength, "block length")?,
         );
-        *arg(newtype, "the new datatype")? =
-            m.add_type(Layout::hvector(n, b, stride as i128, &old)?)?;
+        let l = Layout::hvector(n, b, stride as i128, &old)?;
+        let r = recipe(
+            MPI_COMBINER_HVECTOR,
+            vec![count, blocklength],
+            vec![stride],
+            &[oldtype],
+        )?;
+        *arg(newtype, "the new datatype")? = types::add_made(l, r)?;
         Ok(())
     })
 }
@@ -69,7 +80,15 @@ fn PMPI_Type_indexed(
             |i| *displacements.add(i) as i128 * old.extent as i128,
             displacements.is_null(),
         )?;
-        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old)?)?;
+        let n = blocks.len();
+        let ints = [
+            &[count][..],
+            collective::ints(blocklengths, n, "block lengths")?,
+            collective::ints(displacements, n, "displacements")?,
+        ]
+        .concat();
+        let r = recipe(MPI_COMBINER_INDEXED, ints, vec![], &[oldtype])?;
+        *arg(newtype, "the new datatype")? = types::add_made(Layout::hindexed(&blocks, &old)?, r)?;
         Ok(())
     })
 }
@@ -90,7 +109,15 @@ fn PMPI_Type_create_hindexed(
             |i| *displacements.add(i) as i128,
             displacements.is_null(),
         )?;
-        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old)?)?;
+        let n = blocks.len();
+        let ints = [
+            &[count][..],
+            collective::ints(blocklengths, n, "block lengths")?,
+        ]
+        .concat();
+        let addresses = collective::array(displacements, n, "displacements")?.to_vec();
+        let r = recipe(MPI_COMBINER_HINDEXED, ints, addresses, &[oldtype])?;
+        *arg(newtype, "the new datatype")? = types::add_made(Layout::hindexed(&blocks, &old)?, r)?;
         Ok(())
     })
 }
@@ -113,7 +140,13 @@ fn PMPI_Type_create_indexed_block(
         let blocks: Vec<(usize, i128)> = (0..n)
             .map(|i| (b, *displacements.add(i) as i128 * old.extent as i128))
             .collect();
-        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old)?)?;
+        let ints = [
+            &[count, blocklength][..],
+            collective::ints(displacements, n, "displacements")?,
+        ]
+        .concat();
+        let r = recipe(MPI_COMBINER_INDEXED_BLOCK, ints, vec![], &[oldtype])?;
+        *arg(newtype, "the new datatype")? = types::add_made(Layout::hindexed(&blocks, &old)?, r)?;
         Ok(())
     })
 }
@@ -165,7 +198,19 @@ fn PMPI_Type_create_struct(
             });
             Layout::resized(&data, lb, ub - lb)
         };
-        *arg(newtype, "the new datatype")? = m.add_type(layout)?;
+        let ints = [
+            &[count][..],
+            collective::ints(blocklengths, n, "block lengths")?,
+        ]
+        .concat();
+        let addresses = collective::array(displacements, n, "displacements")?.to_vec();
+        let r = recipe(
+            MPI_COMBINER_STRUCT,
+            ints,
+            addresses,
+            collective::ints(types, n, "datatypes")?,
+        )?;
+        *arg(newtype, "the new datatype")? = types::add_made(layout, r)?;
         Ok(())
     })
 }
@@ -179,7 +224,8 @@ fn PMPI_Type_create_resized(
 ) -> c_int {
     call("MPI_Type_create_resized", MPI_COMM_WORLD, |m| {
         let old = m.layout(oldtype)?;
-        *arg(newtype, "the new datatype")? = m.add_type(Layout::resized(&old, lb, extent))?;
+        let r = recipe(MPI_COMBINER_RESIZED, vec![], vec![lb, extent], &[oldtype])?;
+        *arg(newtype, "the new datatype")? = types::add_made(Layout::resized(&old, lb, extent), r)?;
         Ok(())
     })
 }
@@ -343,4 +389,23 @@ fn PMPI_Get_count(status: *const MpiStatus, datatype: Handle, count: *mut c_int)
 #[mpi]
 fn PMPI_Get_elements(status: *const MpiStatus, datatype: Handle, count: *mut c_int) -> c_int {
     count_in_status(status, datatype, count, true)
+}
+
+/// A constructor's recipe: its combiner, integer and address arguments,
+/// and the datatypes it was given (kept as they are now).
+pub(super) fn recipe(
+    combiner: c_int,
+    ints: Vec<c_int>,
+    addresses: Vec<isize>,
+    types: &[Handle],
+) -> MpiResult<Recipe> {
+    Ok(Recipe {
+        combiner,
+        ints,
+        addresses,
+        types: types
+            .iter()
+            .map(|&t| Made::of(t))
+            .collect::<MpiResult<_>>()?,
+    })
 }

@@ -318,7 +318,8 @@ fn PMPI_Type_dup(oldtype: Handle, newtype: *mut Handle) -> c_int {
     call("MPI_Type_dup", MPI_COMM_WORLD, |m| {
         let out = arg(newtype, "the new datatype")?;
         let l = (*m.layout(oldtype)?).clone();
-        *out = m.add_type(l)?;
+        let r = super::datatype::recipe(MPI_COMBINER_DUP, vec![], vec![], &[oldtype])?;
+        *out = crate::types::add_made(l, r)?;
         Ok(())
     })
 }

@@ -318,9 +318,7 @@ not_yet! {
     MPI_Type_delete_attr
     MPI_Type_free_keyval
     MPI_Type_get_attr
-    MPI_Type_get_contents
     MPI_Type_get_contents_c
-    MPI_Type_get_envelope
     MPI_Type_get_envelope_c
     MPI_Type_get_extent_c
     MPI_Type_get_true_extent_c
@@ -643,9 +641,7 @@ not_yet! {
     PMPI_Type_delete_attr
     PMPI_Type_free_keyval
     PMPI_Type_get_attr
-    PMPI_Type_get_contents
     PMPI_Type_get_contents_c
-    PMPI_Type_get_envelope
     PMPI_Type_get_envelope_c
     PMPI_Type_get_extent_c
     PMPI_Type_get_true_extent_c

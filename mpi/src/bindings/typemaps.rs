@@ -3,8 +3,11 @@
 //! for the bounds, the `_x` queries that answer in `MPI_Count`, and the
 //! status setters for generalized requests and layered libraries.
 
+use crate::types;
 use crate::*;
 use fm_mpi_macros::mpi;
+
+use super::datatype::recipe;
 
 use super::datatype::{
     PMPI_Get_address, PMPI_Get_elements, PMPI_Type_create_hindexed, PMPI_Type_create_hvector,
@@ -30,7 +33,13 @@ fn PMPI_Type_create_hindexed_block(
         );
         let displacements = crate::collective::array(displacements, n, "displacements")?;
         let blocks: Vec<(usize, i128)> = displacements.iter().map(|&d| (b, d as i128)).collect();
-        *arg(newtype, "the new datatype")? = m.add_type(Layout::hindexed(&blocks, &old)?)?;
+        let r = recipe(
+            MPI_COMBINER_HINDEXED_BLOCK,
+            vec![count, blocklength],
+            displacements.to_vec(),
+            &[oldtype],
+        )?;
+        *arg(newtype, "the new datatype")? = types::add_made(Layout::hindexed(&blocks, &old)?, r)?;
         Ok(())
     })
 }
@@ -59,6 +68,8 @@ fn PMPI_Type_create_subarray(
             ints(subsizes, "subsizes")?,
             ints(starts, "starts")?,
         );
+        let args = [&[ndims][..], &sizes, &subsizes, &starts, &[order]].concat();
+        let r = recipe(MPI_COMBINER_SUBARRAY, args, vec![], &[oldtype])?;
         match order {
             MPI_ORDER_C => {}
             MPI_ORDER_FORTRAN => {
@@ -99,7 +110,8 @@ fn PMPI_Type_create_subarray(
         let Ok(extent) = isize::try_from(row) else {
             return err(MPI_ERR_ARG, "the array's extent does not fit an address");
         };
-        *arg(newtype, "the new datatype")? = m.add_type(Layout::resized(&placed, 0, extent))?;
+        *arg(newtype, "the new datatype")? =
+            types::add_made(Layout::resized(&placed, 0, extent), r)?;
         Ok(())
     })
 }
@@ -260,5 +272,96 @@ fn PMPI_Status_set_cancelled(status: *mut MpiStatus, flag: c_int) -> c_int {
             s.count_hi_and_cancelled = (s.count_hi_and_cancelled & !1) | c_int::from(flag != 0);
             MPI_SUCCESS
         }
+    }
+}
+
+/// `MPI_Type_get_envelope`: how `datatype` was made, and how many
+/// arguments of each kind its constructor took.
+#[mpi]
+fn PMPI_Type_get_envelope(
+    datatype: Handle,
+    num_integers: *mut c_int,
+    num_addresses: *mut c_int,
+    num_datatypes: *mut c_int,
+    combiner: *mut c_int,
+) -> c_int {
+    query("MPI_Type_get_envelope", || {
+        let (ni, na, nt, c) = (
+            arg(num_integers, "the number of integers")?,
+            arg(num_addresses, "the number of addresses")?,
+            arg(num_datatypes, "the number of datatypes")?,
+            arg(combiner, "the combiner")?,
+        );
+        (*ni, *na, *nt, *c) = match types::recipe(datatype) {
+            Some(r) => (
+                r.ints.len() as c_int,
+                r.addresses.len() as c_int,
+                r.types.len() as c_int,
+                r.combiner,
+            ),
+            None => {
+                types::layout(datatype)?;
+                (0, 0, 0, MPI_COMBINER_NAMED)
+            }
+        };
+        Ok(())
+    })
+}
+
+/// `MPI_Type_get_contents`: the constructor's arguments; a derived
+/// datatype among them comes back as a new datatype the program frees.
+#[mpi]
+fn PMPI_Type_get_contents(
+    datatype: Handle,
+    max_integers: c_int,
+    max_addresses: c_int,
+    max_datatypes: c_int,
+    integers: *mut c_int,
+    addresses: *mut isize,
+    datatypes: *mut Handle,
+) -> c_int {
+    query("MPI_Type_get_contents", || {
+        let Some(r) = types::recipe(datatype) else {
+            types::layout(datatype)?;
+            return err(
+                MPI_ERR_TYPE,
+                "a predefined datatype has no contents (MPI_COMBINER_NAMED)",
+            );
+        };
+        let room = |max: c_int, need: usize, out_null: bool, what: &str| match usize::try_from(max)
+        {
+            Ok(m) if m >= need && (need == 0 || !out_null) => Ok(()),
+            _ => err(
+                MPI_ERR_ARG,
+                format!("room for {max} {what} (or a null array), not the {need} there are"),
+            ),
+        };
+        room(max_integers, r.ints.len(), integers.is_null(), "integers")?;
+        room(
+            max_addresses,
+            r.addresses.len(),
+            addresses.is_null(),
+            "addresses",
+        )?;
+        room(
+            max_datatypes,
+            r.types.len(),
+            datatypes.is_null(),
+            "datatypes",
+        )?;
+        let handles = (r.types.iter())
+            .map(types::handle_of)
+            .collect::<MpiResult<Vec<_>>>()?;
+        copy_out(integers, &r.ints);
+        copy_out(addresses, &r.addresses);
+        copy_out(datatypes, &handles);
+        Ok(())
+    })
+}
+
+/// `from` into the caller's array at `to` (room checked).
+unsafe fn copy_out<T: Copy>(to: *mut T, from: &[T]) {
+    if !from.is_empty() {
+        std::slice::from_raw_parts_mut(to, from.len()).copy_from_slice(from);
     }
 }

@@ -148,6 +148,57 @@ static void others(void)
     MPI_Type_free(&st);
 }
 
+/* MPI_Type_get_envelope and _contents give back each constructor's
+ * arguments; a derived type among them is a new type, usable after the
+ * original is freed, and freed by the program. */
+static void decoding(void)
+{
+    int ni, na, nt, comb, ints[8];
+    MPI_Aint adds[4];
+    MPI_Datatype types[4], vec, st, sub, got;
+    MPI_Type_get_envelope(MPI_INT, &ni, &na, &nt, &comb);
+    CHECK(comb == MPI_COMBINER_NAMED && ni == 0 && na == 0 && nt == 0, "MPI_INT's envelope: combiner %d", comb);
+    MPI_Type_vector(3, 2, 5, MPI_DOUBLE, &vec);
+    MPI_Type_get_envelope(vec, &ni, &na, &nt, &comb);
+    CHECK(comb == MPI_COMBINER_VECTOR && ni == 3 && na == 0 && nt == 1, "a vector's envelope: %d %d %d %d", comb,
+          ni, na, nt);
+    MPI_Type_get_contents(vec, 8, 4, 4, ints, adds, types);
+    CHECK(ints[0] == 3 && ints[1] == 2 && ints[2] == 5 + (sabotage && rank == 0) && types[0] == MPI_DOUBLE,
+          "a vector's contents: %d %d %d", ints[0], ints[1], ints[2]);
+    int bl[2] = {1, 4};
+    MPI_Aint at[2] = {0, 16};
+    MPI_Datatype ts[2] = {MPI_CHAR, vec};
+    MPI_Type_create_struct(2, bl, at, ts, &st);
+    MPI_Type_free(&vec);
+    MPI_Type_get_envelope(st, &ni, &na, &nt, &comb);
+    CHECK(comb == MPI_COMBINER_STRUCT && ni == 3 && na == 2 && nt == 2, "a struct's envelope: %d %d %d %d", comb,
+          ni, na, nt);
+    MPI_Type_get_contents(st, 8, 4, 4, ints, adds, types);
+    CHECK(ints[0] == 2 && ints[1] == 1 && ints[2] == 4 && adds[0] == 0 && adds[1] == 16 && types[0] == MPI_CHAR,
+          "a struct's contents");
+    /* The vector, freed above, comes back as a new type of the same shape. */
+    MPI_Type_get_envelope(types[1], &ni, &na, &nt, &comb);
+    int size;
+    MPI_Type_size(types[1], &size);
+    CHECK(comb == MPI_COMBINER_VECTOR && size == 6 * 8, "the struct's vector: combiner %d, size %d", comb, size);
+    MPI_Type_free(&types[1]);
+    int sizes[2] = {4, 5}, subs[2] = {2, 3}, starts[2] = {1, 2};
+    MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_FORTRAN, MPI_INT, &sub);
+    MPI_Type_dup(sub, &got);
+    MPI_Type_get_envelope(got, &ni, &na, &nt, &comb);
+    CHECK(comb == MPI_COMBINER_DUP && nt == 1, "a duplicate's envelope: %d", comb);
+    MPI_Type_get_contents(got, 8, 4, 4, ints, adds, types);
+    MPI_Type_get_envelope(types[0], &ni, &na, &nt, &comb);
+    CHECK(comb == MPI_COMBINER_SUBARRAY && ni == 8, "a subarray's envelope: %d %d", comb, ni);
+    MPI_Type_get_contents(types[0], 8, 4, 4, ints, adds, &vec);
+    CHECK(ints[0] == 2 && ints[1] == 4 && ints[3] == 2 && ints[5] == 1 && ints[7] == MPI_ORDER_FORTRAN,
+          "a subarray's contents");
+    MPI_Type_free(&types[0]);
+    MPI_Type_free(&got);
+    MPI_Type_free(&sub);
+    MPI_Type_free(&st);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -156,6 +207,7 @@ int main(int argc, char **argv)
     sabotage = argc > 1 && !strcmp(argv[1], "sabotage");
     subarrays();
     others();
+    decoding();
     MPI_Comm split;
     MPI_Comm_split(MPI_COMM_WORLD, rank < 2, rank, &split);
     bottom(split);
