@@ -116,7 +116,7 @@ impl InfoTable {
         let size = self
             .universe
             .map(|n| n.to_string())
-            .or_else(|| std::env::var("FM_SIZE").ok());
+            .or_else(|| std::env::var(fm::settings::SIZE.var).ok());
         if let Some(n) = size {
             e.push(("maxprocs".to_string(), n));
         }
