@@ -115,11 +115,8 @@ pub fn passes_fails_and_agrees_with_mpich(dir: &TempDir, exe: &Path, n: usize, p
         let Some(o) = under_mpich(exe, n, args) else {
             return;
         };
-        assert_eq!(
-            o.status.success(),
-            ok,
-            "mpiexec.mpich {args:?}:\n{}",
-            text(&o)
-        );
+        let t = text(&o);
+        assert_eq!(o.status.success(), ok, "mpiexec.mpich {args:?}:\n{t}");
+        assert_eq!(t.contains(passed), ok, "mpiexec.mpich {args:?}:\n{t}");
     }
 }
