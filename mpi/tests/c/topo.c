@@ -249,6 +249,18 @@ static void grids(void)
             int first = rank - rr;
             CHECK(sum == rs * first + rs * (rs - 1) / 2, "a row's sum: %d", sum);
             MPI_Comm_free(&row);
+            /* Keeping no dimension: a grid of none, which has one member,
+             * the grid's rank 0 (MPICH's answer); the rest get null. */
+            int none[3] = {0, 0, 0};
+            MPI_Cart_sub(c, none, &row);
+            CHECK((row != MPI_COMM_NULL) == (rank == 0), "MPI_Cart_sub keeping no dimension: %s on rank %d",
+                  row == MPI_COMM_NULL ? "null" : "a communicator", rank);
+            if (row != MPI_COMM_NULL) {
+                MPI_Comm_size(row, &rs);
+                MPI_Cartdim_get(row, &cd);
+                CHECK(rs == 1 && cd == 0, "a grid of no dimension: %d members, %d dimensions", rs, cd);
+                MPI_Comm_free(&row);
+            }
             MPI_Comm dup;
             MPI_Comm_dup(c, &dup);
             MPI_Topo_test(dup, &kind);

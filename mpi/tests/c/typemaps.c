@@ -199,6 +199,38 @@ static void decoding(void)
     MPI_Type_free(&st);
 }
 
+/* Complex numbers are aligned as their parts, as C aligns them (a char
+ * then a double complex: 24 bytes, not 32); predefined types and MPI-1's
+ * bound markers have MPICH's names. */
+static void alignment_and_names(void)
+{
+    int bl[2] = {1, 1};
+    MPI_Aint at[2] = {0, 8}, lb, extent;
+    MPI_Datatype ts[2] = {MPI_CHAR, MPI_C_DOUBLE_COMPLEX}, t;
+    MPI_Type_create_struct(2, bl, at, ts, &t);
+    MPI_Type_get_extent(t, &lb, &extent);
+    CHECK(extent == 24, "a char and a double complex: extent %ld, not 24", (long)extent);
+    MPI_Type_free(&t);
+    at[1] = 4;
+    ts[1] = MPI_C_FLOAT_COMPLEX;
+    MPI_Type_create_struct(2, bl, at, ts, &t);
+    MPI_Type_get_extent(t, &lb, &extent);
+    CHECK(extent == 12, "a char and a float complex: extent %ld, not 12", (long)extent);
+    MPI_Type_free(&t);
+    struct {
+        MPI_Datatype t;
+        const char *name;
+    } names[] = {{MPI_C_FLOAT_COMPLEX, "MPI_C_COMPLEX"}, {MPI_INTEGER4, "MPI_INTEGER4"},
+                 {MPI_CXX_BOOL, "MPI_CXX_BOOL"},       {MPI_LB, "MPI_LB"},
+                 {MPI_UB, "MPI_UB"},                   {MPI_LONG_LONG_INT, "MPI_LONG_LONG_INT"}};
+    for (unsigned i = 0; i < sizeof names / sizeof *names; i++) {
+        char got[MPI_MAX_OBJECT_NAME] = "";
+        int len = 0;
+        MPI_Type_get_name(names[i].t, got, &len);
+        CHECK(!strcmp(got, names[i].name), "the name of %s: \"%s\"", names[i].name, got);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -208,6 +240,7 @@ int main(int argc, char **argv)
     subarrays();
     others();
     decoding();
+    alignment_and_names();
     MPI_Comm split;
     MPI_Comm_split(MPI_COMM_WORLD, rank < 2, rank, &split);
     bottom(split);
