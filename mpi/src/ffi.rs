@@ -177,3 +177,25 @@ pub(crate) unsafe fn block_list(
         .map(|i| Ok((nonneg(*lengths.add(i), "block length")?, offset(i))))
         .collect()
 }
+
+/// Writes the first `max` of `values` (all of them where there is room)
+/// to the caller's array at `to`, which may be null only if nothing is
+/// written.
+///
+/// # Safety
+/// `to` is null or holds `max` values.
+pub(crate) unsafe fn put_array<T: Copy>(
+    to: *mut T,
+    max: c_int,
+    values: &[T],
+    what: &str,
+) -> MpiResult<()> {
+    let n = values.len().min(nonneg(max, what)?);
+    if n > 0 {
+        if to.is_null() {
+            return err(MPI_ERR_ARG, format!("a null array for {what}"));
+        }
+        std::slice::from_raw_parts_mut(to, n).copy_from_slice(&values[..n]);
+    }
+    Ok(())
+}

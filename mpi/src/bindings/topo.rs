@@ -41,19 +41,6 @@ unsafe fn weights(w: *const c_int, n: usize) -> MpiResult<Option<Vec<c_int>>> {
     ints(w, n, "weights").map(|w| Some(w.to_vec()))
 }
 
-/// Writes `values` to the caller's array of `max` ints (only as many as
-/// both allow).
-unsafe fn put_ints(to: *mut c_int, max: c_int, values: &[c_int], what: &str) -> MpiResult<()> {
-    let n = values.len().min(nonneg(max, what)?);
-    if n > 0 {
-        if to.is_null() {
-            return err(MPI_ERR_ARG, format!("a null array for {what}"));
-        }
-        std::slice::from_raw_parts_mut(to, n).copy_from_slice(&values[..n]);
-    }
-    Ok(())
-}
-
 fn dims_arg(ndims: c_int) -> MpiResult<usize> {
     nonneg(ndims, "number of dimensions").map_err(|e| MpiError {
         class: MPI_ERR_DIMS,
@@ -169,9 +156,9 @@ fn PMPI_Cart_get(
             );
         };
         let p: Vec<c_int> = p.iter().map(|&p| p as c_int).collect();
-        put_ints(dims, maxdims, d, "dimensions")?;
-        put_ints(periods, maxdims, &p, "periods")?;
-        put_ints(
+        put_array(dims, maxdims, d, "dimensions")?;
+        put_array(periods, maxdims, &p, "periods")?;
+        put_array(
             coords,
             maxdims,
             &t.coords(m.comm(comm)?.rank)?,
@@ -198,7 +185,7 @@ fn PMPI_Cart_rank(comm: Handle, coords: *const c_int, rank: *mut c_int) -> c_int
 fn PMPI_Cart_coords(comm: Handle, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
     call("MPI_Cart_coords", comm, |m| {
         let c = m.topology(comm)?.coords(rank)?;
-        put_ints(coords, maxdims, &c, "coordinates")
+        put_array(coords, maxdims, &c, "coordinates")
     })
 }
 
@@ -317,8 +304,8 @@ fn PMPI_Graph_get(
 ) -> c_int {
     call("MPI_Graph_get", comm, |m| {
         let (i, e) = graph_of(m, comm)?;
-        put_ints(index, maxindex, &i, "index")?;
-        put_ints(edges, maxedges, &e, "edges")
+        put_array(index, maxindex, &i, "index")?;
+        put_array(edges, maxedges, &e, "edges")
     })
 }
 
@@ -340,7 +327,7 @@ fn PMPI_Graph_neighbors(
 ) -> c_int {
     call("MPI_Graph_neighbors", comm, |m| {
         let t = m.topology(comm)?;
-        put_ints(
+        put_array(
             neighbors,
             maxneighbors,
             t.graph_neighbors(rank)?,
@@ -504,13 +491,13 @@ fn PMPI_Dist_graph_neighbors(
 ) -> c_int {
     call("MPI_Dist_graph_neighbors", comm, |m| {
         let (s, sw, d, dw) = adjacency(m, comm)?;
-        put_ints(sources, maxindegree, &s, "sources")?;
-        put_ints(destinations, maxoutdegree, &d, "destinations")?;
+        put_array(sources, maxindegree, &s, "sources")?;
+        put_array(destinations, maxoutdegree, &d, "destinations")?;
         if let (Some(w), false) = (sw, unweighted(sourceweights)) {
-            put_ints(sourceweights, maxindegree, &w, "source weights")?;
+            put_array(sourceweights, maxindegree, &w, "source weights")?;
         }
         if let (Some(w), false) = (dw, unweighted(destweights)) {
-            put_ints(destweights, maxoutdegree, &w, "destination weights")?;
+            put_array(destweights, maxoutdegree, &w, "destination weights")?;
         }
         Ok(())
     })

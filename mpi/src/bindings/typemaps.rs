@@ -352,16 +352,9 @@ fn PMPI_Type_get_contents(
         let handles = (r.types.iter())
             .map(types::handle_of)
             .collect::<MpiResult<Vec<_>>>()?;
-        copy_out(integers, &r.ints);
-        copy_out(addresses, &r.addresses);
-        copy_out(datatypes, &handles);
-        Ok(())
+        // The room is checked above, before any new datatype is made.
+        put_array(integers, max_integers, &r.ints, "integers")?;
+        put_array(addresses, max_addresses, &r.addresses, "addresses")?;
+        put_array(datatypes, max_datatypes, &handles, "datatypes")
     })
-}
-
-/// `from` into the caller's array at `to` (room checked).
-unsafe fn copy_out<T: Copy>(to: *mut T, from: &[T]) {
-    if !from.is_empty() {
-        std::slice::from_raw_parts_mut(to, from.len()).copy_from_slice(from);
-    }
 }

@@ -192,8 +192,7 @@ pub unsafe fn alltoall(c: &Comm, send: &[Elements], recv: &[Elements]) -> Plan {
     for (i, &b) in blocks.iter().enumerate() {
         p.recv(s.remote(i), b);
     }
-    for (i, e) in send.iter().enumerate() {
-        let b = p.buffer(e.pack());
+    for (i, b) in super::packed(&mut p, send).into_iter().enumerate() {
         p.send(s.remote(i), b);
     }
     p.fence();

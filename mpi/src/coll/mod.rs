@@ -72,6 +72,14 @@ impl Elements {
         v
     }
 
+    /// Whether `other` is these very elements (same buffer, count and
+    /// type).
+    pub fn same(&self, other: &Elements) -> bool {
+        self.buf == other.buf
+            && self.count == other.count
+            && Arc::ptr_eq(&self.layout, &other.layout)
+    }
+
     pub fn target(&self) -> Target {
         Target {
             buf: self.buf,
@@ -209,6 +217,23 @@ pub unsafe fn allreduce(
     }
     p.unpack(acc, recv.target());
     p
+}
+
+/// Each of `elems` packed into the plan, once for a run of the very
+/// same elements (an allgather sends one block to every neighbour).
+///
+/// # Safety
+/// As [`bcast`].
+pub unsafe fn packed(p: &mut Plan, elems: &[Elements]) -> Vec<Span> {
+    let mut out: Vec<Span> = Vec::with_capacity(elems.len());
+    for (i, e) in elems.iter().enumerate() {
+        let span = match i.checked_sub(1) {
+            Some(j) if elems[j].same(e) => out[j],
+            _ => p.buffer(e.pack()),
+        };
+        out.push(span);
+    }
+    out
 }
 
 /// Blocks one after another in one new buffer, of the given lengths.
@@ -396,7 +421,7 @@ pub unsafe fn scan(
 /// As [`bcast`].
 pub unsafe fn neighbors(comm: &Comm, n: &Neighbors, send: &[Elements], recv: &[Elements]) -> Plan {
     let mut p = plan(comm);
-    let s: Vec<Span> = send.iter().map(|e| p.buffer(e.pack())).collect();
+    let s = packed(&mut p, send);
     let lens: Vec<usize> = recv.iter().map(Elements::bytes).collect();
     let r = blocks(&mut p, &lens);
     let real = |k: usize| n.ins[k] != MPI_PROC_NULL;
