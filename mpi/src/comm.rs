@@ -55,6 +55,28 @@ pub(crate) fn dup(m: &mut Mpi, comm: Handle) -> MpiResult<Handle> {
     }
     let (epoch, parent) = m.child_of(comm)?;
     let context = m.new_context(&parent, epoch, true)?;
+    copy(m, comm, parent, context)
+}
+
+/// `MPI_Comm_idup`: [`dup`] (of an intra- or intercommunicator) whose
+/// context the members agree on as their calls progress
+/// (`engine::agreements`): the new communicator's handle at once, usable
+/// when the request, also returned, completes.
+pub(crate) fn idup(m: &mut Mpi, comm: Handle) -> MpiResult<(Handle, u32)> {
+    let (epoch, parent) = m.any_child_of(comm)?;
+    let view = match parent.remote {
+        Some(_) => crate::intercomm::both(&parent),
+        None => parent.clone(),
+    };
+    let (req, id) = m.engine.start_agreement(&view, parent.context, epoch);
+    let new = copy(m, comm, parent, context::UNAGREED)?;
+    m.unagreed.insert(new, id);
+    Ok((new, req))
+}
+
+/// A copy of `parent` (communicator `comm`) with `context`, its children
+/// and collectives not counted yet, and `comm`'s topology.
+fn copy(m: &mut Mpi, comm: Handle, parent: Comm, context: u32) -> MpiResult<Handle> {
     let new = m.add_comm(Comm {
         context,
         collectives: 0,

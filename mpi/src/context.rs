@@ -6,6 +6,12 @@
 //! parent a new communicator is made from take the lowest id free on all
 //! of them, found by a bitwise AND of their free sets (recursive doubling
 //! over the parent, `log2(n)` rounds of messages).
+//!
+//! Agreements may run at once (`MPI_Comm_idup`, `engine::agreements`), and
+//! two that both offered a process's free ids could both take the same
+//! one. So the free set is *held*: only its holder offers it, a blocking
+//! agreement for its whole length or a non-blocking one for one round;
+//! the others offer no ids and try again (MPICH's scheme).
 
 use crate::abi::*;
 use crate::engine::{err, Comm, Engine, MpiResult, Route};
@@ -19,11 +25,21 @@ const WORDS: usize = CONTEXT_IDS / 64;
 /// Bit 30 of a context: the library's own messages on a communicator
 /// (`MPI_Comm_split`'s exchange, the agreement below), which no user
 /// receive can match.
-const COLLECTIVE_CONTEXT: u32 = 0x4000_0000;
+pub const COLLECTIVE_CONTEXT: u32 = 0x4000_0000;
+
+/// The context of a communicator whose `MPI_Comm_idup` has not ended:
+/// no id is this (ids are below [`CONTEXT_IDS`]).
+pub const UNAGREED: u32 = u32::MAX;
 
 /// The ids this process's communicators use.
 pub struct ContextIds {
     used: [u64; WORDS],
+    /// An agreement holds the free set and may offer it.
+    pub held: bool,
+    /// A blocking agreement waits for the free set: no non-blocking
+    /// round takes it meanwhile (or one that keeps failing could keep it
+    /// from the blocking one for ever).
+    pub blocking_waits: bool,
 }
 
 impl Default for ContextIds {
@@ -31,13 +47,17 @@ impl Default for ContextIds {
     fn default() -> Self {
         let mut used = [0; WORDS];
         used[0] = 0b11;
-        ContextIds { used }
+        ContextIds {
+            used,
+            held: false,
+            blocking_waits: false,
+        }
     }
 }
 
 impl ContextIds {
     /// The free ids, one bit each, as bytes to send.
-    fn free(&self) -> Vec<u8> {
+    pub fn free(&self) -> Vec<u8> {
         self.used.iter().flat_map(|w| (!w).to_le_bytes()).collect()
     }
 
@@ -48,30 +68,8 @@ impl ContextIds {
         }
     }
 
-    fn take(&mut self, id: u32) {
+    pub fn take(&mut self, id: u32) {
         self.used[id as usize / 64] |= 1 << (id % 64);
-    }
-
-    /// Agree with the other members of `parent` on the id of a new
-    /// communicator made from it: every member calls this, in the same
-    /// order on `parent` (its `epoch`, the parent's child count, tells the
-    /// agreements apart); those that `join` the new communicator take the
-    /// id. Collective over `parent`.
-    pub fn agree(
-        &mut self,
-        engine: &mut Engine,
-        parent: &Comm,
-        epoch: u32,
-        join: bool,
-    ) -> MpiResult<u32> {
-        let free = self.free_on(engine, parent, agreement_tag(epoch))?;
-        self.take_lowest(&free, join)
-    }
-
-    /// The ids free on every member of `comm`, as bits (collective over
-    /// `comm`, on its library context with `tag`).
-    pub fn free_on(&self, engine: &mut Engine, comm: &Comm, tag: c_int) -> MpiResult<Vec<u8>> {
-        and_over(engine, comm, tag, self.free())
     }
 
     /// The lowest id of `free` (taken when `join`).
@@ -90,6 +88,25 @@ impl ContextIds {
         }
         Ok(id)
     }
+}
+
+/// Agree with the other members of `parent` on the id of a new
+/// communicator made from it: every member calls this, in the same order
+/// on `parent` (its `epoch`, the parent's child count, tells the
+/// agreements apart), holding the free set; those that `join` the new
+/// communicator take the id. Collective over `parent`.
+pub fn agree(engine: &mut Engine, parent: &Comm, epoch: u32, join: bool) -> MpiResult<u32> {
+    let free = free_on(engine, parent, agreement_tag(epoch))?;
+    engine.contexts.take_lowest(&free, join)
+}
+
+/// The ids free on every member of `comm`, as bits (collective over
+/// `comm`, on its library context with `tag`; the caller holds the free
+/// set).
+pub fn free_on(engine: &mut Engine, comm: &Comm, tag: c_int) -> MpiResult<Vec<u8>> {
+    debug_assert!(engine.contexts.held);
+    let mine = engine.contexts.free();
+    and_over(engine, comm, tag, mine)
 }
 
 /// `MPI_Comm_split`'s exchange of colours and keys uses tag `2 * epoch`

@@ -64,12 +64,32 @@ pub(crate) fn create(
     remote_leader: c_int,
     user_tag: c_int,
 ) -> MpiResult<Handle> {
+    m.holding_ids(|m| {
+        create_holding(
+            m,
+            local_comm,
+            local_leader,
+            peer_comm,
+            remote_leader,
+            user_tag,
+        )
+    })
+}
+
+fn create_holding(
+    m: &mut Mpi,
+    local_comm: Handle,
+    local_leader: c_int,
+    peer_comm: Handle,
+    remote_leader: c_int,
+    user_tag: c_int,
+) -> MpiResult<Handle> {
     let (epoch, local) = m.child_of(local_comm)?;
     let leader = crate::coll::root(&local, local_leader)?;
     let max = most(m);
     // The ids free on the whole local group.
     let lead = view(&local, local.ranks.clone(), local.rank);
-    let mut free = m.contexts.free_on(&mut m.engine, &lead, tag(epoch, 0))?;
+    let mut free = crate::context::free_on(&mut m.engine, &lead, tag(epoch, 0))?;
     let me = local.rank as usize;
     let (id, remote) = if me == leader {
         // Leaders swap free sets and groups over the peer communicator.
@@ -94,7 +114,7 @@ pub(crate) fn create(
         let n = free.len();
         and_into(&mut free, got.get(..n).unwrap_or(&[]));
         let remote = ranks_of(&got[n.min(got.len())..])?;
-        let id = m.contexts.take_lowest(&free, false)?;
+        let id = m.engine.contexts.take_lowest(&free, false)?;
         let answer = [id.to_le_bytes().to_vec(), ranks_bytes(&remote)].concat();
         for r in (0..local.ranks.len()).filter(|&r| r != leader) {
             send(&mut m.engine, &lead, r, tag(epoch, 2), &answer)?;
@@ -104,7 +124,7 @@ pub(crate) fn create(
         let b = receive_up_to(&mut m.engine, &lead, leader, tag(epoch, 2), max)?;
         (u32_at(&b, 0)?, ranks_of(&b[4..])?)
     };
-    m.contexts.take_lowest(&id_bits(id), true)?;
+    m.engine.contexts.take_lowest(&id_bits(id), true)?;
     m.add_comm(Comm {
         context: id,
         remote: Some(remote.into()),
@@ -127,6 +147,10 @@ fn id_bits(id: u32) -> Vec<u8> {
 /// group that said `high` after the other (of two that said the same,
 /// the one whose leader has the lower rank in the job first).
 pub(crate) fn merge(m: &mut Mpi, inter: Handle, high: bool) -> MpiResult<Handle> {
+    m.holding_ids(|m| merge_holding(m, inter, high))
+}
+
+fn merge_holding(m: &mut Mpi, inter: Handle, high: bool) -> MpiResult<Handle> {
     let (epoch, ic) = m.any_child_of(inter)?;
     let Some(remote) = ic.remote.clone() else {
         return err(
@@ -135,7 +159,7 @@ pub(crate) fn merge(m: &mut Mpi, inter: Handle, high: bool) -> MpiResult<Handle>
         );
     };
     let local = view(&ic, ic.ranks.clone(), ic.rank);
-    let mut free = m.contexts.free_on(&mut m.engine, &local, tag(epoch, 0))?;
+    let mut free = crate::context::free_on(&mut m.engine, &local, tag(epoch, 0))?;
     let (id, first) = if ic.rank == 0 {
         let them = view(&ic, remote.clone(), ic.rank);
         let mine = [vec![u8::from(high)], free.clone()].concat();
@@ -149,7 +173,7 @@ pub(crate) fn merge(m: &mut Mpi, inter: Handle, high: bool) -> MpiResult<Handle>
         } else {
             !high
         };
-        let id = m.contexts.take_lowest(&free, false)?;
+        let id = m.engine.contexts.take_lowest(&free, false)?;
         let answer = [id.to_le_bytes().to_vec(), vec![u8::from(first)]].concat();
         for r in 1..ic.ranks.len() {
             send(&mut m.engine, &local, r, tag(epoch, 2), &answer)?;
@@ -159,7 +183,7 @@ pub(crate) fn merge(m: &mut Mpi, inter: Handle, high: bool) -> MpiResult<Handle>
         let b = receive(&mut m.engine, &local, 0, tag(epoch, 2), 5)?;
         (u32_at(&b, 0)?, b[4] != 0)
     };
-    m.contexts.take_lowest(&id_bits(id), true)?;
+    m.engine.contexts.take_lowest(&id_bits(id), true)?;
     let (a, b) = if first {
         (&ic.ranks, &remote)
     } else {
@@ -207,8 +231,10 @@ pub(crate) fn create_group(
         return Ok(MPI_COMM_NULL);
     };
     let v = view(&parent, members.clone(), rank as c_int);
-    let free = m.contexts.free_on(&mut m.engine, &v, user_tag)?;
-    let id = m.contexts.take_lowest(&free, true)?;
+    let id = m.holding_ids(|m| {
+        let free = crate::context::free_on(&mut m.engine, &v, user_tag)?;
+        m.engine.contexts.take_lowest(&free, true)
+    })?;
     m.add_comm(Comm {
         context: id,
         ranks: members,
@@ -223,7 +249,7 @@ pub(crate) fn create_group(
 /// Both groups of intercommunicator `ic` as one communicator, numbered
 /// as its collectives number them ([`crate::coll::inter::Sides`]), for
 /// exchanges among all its members.
-fn both(ic: &Comm) -> Comm {
+pub(crate) fn both(ic: &Comm) -> Comm {
     let s = Sides::of(ic);
     Comm {
         ranks: crate::coll::inter::members(ic),

@@ -47,7 +47,7 @@ mod types;
 
 use abi::*;
 use attr::{Attributes, Callback, CopyFn, DeleteFn};
-use context::{split_tag, ContextIds};
+use context::split_tag;
 use datatype::Layout;
 use engine::{err, slice_or_empty, Comm, Engine, MpiError, MpiResult, Route, Unpack};
 use std::ffi::{c_char, c_double, c_int, c_void};

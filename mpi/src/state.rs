@@ -28,8 +28,9 @@ pub(crate) struct Mpi {
     pub(crate) errors: crate::errors::Errors,
     /// The process topologies communicators carry, by handle.
     pub(crate) topologies: std::collections::HashMap<Handle, Arc<crate::topo::Topology>>,
-    /// The context ids this process's communicators use.
-    pub(crate) contexts: ContextIds,
+    /// Communicators whose `MPI_Comm_idup` is under way: the agreement
+    /// that will give each its context (`engine::agreements`).
+    pub(crate) unagreed: std::collections::HashMap<Handle, u64>,
     /// `MPI_UNIVERSE_SIZE`'s value: the job's size.
     pub(crate) universe: c_int,
     /// The source a receive or probe from -1 means: `MPI_PROC_NULL`, or
@@ -128,6 +129,9 @@ pub(crate) fn call(func: &str, comm: Handle, f: impl FnOnce(&mut Mpi) -> MpiResu
         };
         fatal(None, func, why);
     };
+    if !mpi.unagreed.is_empty() {
+        mpi.install_agreed();
+    }
     let e = match f(mpi) {
         Ok(()) => return MPI_SUCCESS,
         Err(e) => e,
@@ -220,9 +224,39 @@ impl Mpi {
     }
 
     /// Agree with the other members of `parent` on the context of its child
-    /// number `epoch` ([`ContextIds::agree`]).
+    /// number `epoch` ([`context::agree`]).
     pub(crate) fn new_context(&mut self, parent: &Comm, epoch: u32, join: bool) -> MpiResult<u32> {
-        self.contexts.agree(&mut self.engine, parent, epoch, join)
+        self.holding_ids(|m| context::agree(&mut m.engine, parent, epoch, join))
+    }
+
+    /// Run `f` holding this process's free context ids (a blocking
+    /// agreement: `context`'s module comment).
+    pub(crate) fn holding_ids<T>(
+        &mut self,
+        f: impl FnOnce(&mut Mpi) -> MpiResult<T>,
+    ) -> MpiResult<T> {
+        self.engine.hold_ids()?;
+        let r = f(self);
+        self.engine.release_ids();
+        r
+    }
+
+    /// Give the communicators whose `MPI_Comm_idup` ended their contexts
+    /// (one freed meanwhile gives its id back).
+    fn install_agreed(&mut self) {
+        let ended: Vec<(Handle, MpiResult<u32>)> = self
+            .unagreed
+            .iter()
+            .filter_map(|(&h, &id)| Some((h, self.engine.agreements.outcome(id)?)))
+            .collect();
+        for (h, outcome) in ended {
+            self.unagreed.remove(&h);
+            let Ok(id) = outcome else { continue };
+            match self.slot(h) {
+                Some(c) => c.context = id,
+                None => self.engine.contexts.release(id),
+            }
+        }
     }
 
     /// Communicator `h` is gone, and its context id free again.
@@ -231,7 +265,7 @@ impl Mpi {
         self.names.remove(&h);
         self.topologies.remove(&h);
         if let Some(c) = c {
-            self.contexts.release(c.context);
+            self.engine.contexts.release(c.context);
         }
     }
 
@@ -279,12 +313,19 @@ impl Mpi {
     }
 
     pub(crate) fn comm(&self, handle: Handle) -> MpiResult<&Comm> {
-        Self::index(handle)
+        let c = Self::index(handle)
             .and_then(|i| self.comms.get(i)?.as_ref())
             .ok_or_else(|| MpiError {
                 class: MPI_ERR_COMM,
                 message: format!("{handle:#x} is not a communicator"),
-            })
+            })?;
+        if c.context == context::UNAGREED {
+            return err(
+                MPI_ERR_COMM,
+                format!("communicator {handle:#x} is used before its MPI_Comm_idup completed (or after it failed)"),
+            );
+        }
+        Ok(c)
     }
 
     /// Communicator `handle`, which must be an intracommunicator (for
@@ -301,12 +342,16 @@ impl Mpi {
     }
 
     pub(crate) fn comm_mut(&mut self, handle: Handle) -> MpiResult<&mut Comm> {
-        Self::index(handle)
-            .and_then(|i| self.comms.get_mut(i)?.as_mut())
-            .ok_or_else(|| MpiError {
-                class: MPI_ERR_COMM,
-                message: format!("{handle:#x} is not a communicator"),
-            })
+        self.comm(handle)?;
+        self.slot(handle).ok_or_else(|| MpiError {
+            class: MPI_ERR_COMM,
+            message: format!("{handle:#x} is not a communicator"),
+        })
+    }
+
+    /// Communicator `handle`'s entry, agreed or not.
+    fn slot(&mut self, handle: Handle) -> Option<&mut Comm> {
+        Self::index(handle).and_then(|i| self.comms.get_mut(i)?.as_mut())
     }
 
     /// Where a receive or probe from `source` with `tag` on communicator
@@ -492,7 +537,7 @@ pub(crate) fn init(func: &str) -> c_int {
         names: std::collections::HashMap::new(),
         errors: Default::default(),
         topologies: std::collections::HashMap::new(),
-        contexts: ContextIds::default(),
+        unagreed: Default::default(),
         universe: size as c_int,
         minus_one,
         t0: Instant::now(),

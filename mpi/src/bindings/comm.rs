@@ -27,24 +27,59 @@ fn PMPI_Comm_size(comm: Handle, size: *mut c_int) -> c_int {
 
 #[mpi]
 fn PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) -> c_int {
-    // The attributes' copy callbacks run outside the lock; then the
-    // duplicate gets what they gave (or, if one failed, is freed again).
+    with_attributes("MPI_Comm_dup", comm, newcomm, |m| dup(m, comm))
+}
+
+#[mpi]
+fn PMPI_Comm_idup(comm: Handle, newcomm: *mut Handle, request: *mut Handle) -> c_int {
+    with_attributes("MPI_Comm_idup", comm, newcomm, |m| {
+        let out = arg(request, "the request")?;
+        let (new, req) = idup(m, comm)?;
+        *out = request_handle(req);
+        Ok(new)
+    })
+}
+
+#[mpi]
+fn PMPI_Comm_idup_with_info(
+    comm: Handle,
+    info: Handle,
+    newcomm: *mut Handle,
+    request: *mut Handle,
+) -> c_int {
+    match call("MPI_Comm_idup_with_info", comm, |m| {
+        super::info::hints(m, info)
+    }) {
+        MPI_SUCCESS => PMPI_Comm_idup(comm, newcomm, request),
+        class => class,
+    }
+}
+
+/// A duplicate of `comm` that `make` makes, with the attributes that
+/// their copy callbacks give: those run outside the lock, then the
+/// duplicate gets what they gave (or, if one failed, is freed again).
+unsafe fn with_attributes(
+    func: &str,
+    comm: Handle,
+    newcomm: *mut Handle,
+    make: impl FnOnce(&mut Mpi) -> MpiResult<Handle>,
+) -> c_int {
     let mut new = MPI_COMM_NULL;
-    let copied = call_with_callbacks("MPI_Comm_dup", comm, |m| {
+    let copied = call_with_callbacks(func, comm, |m| {
         let out = arg(newcomm, "the new communicator")?;
-        new = dup(m, comm)?;
+        new = make(m)?;
         *out = new;
         Ok(m.attrs.copies(comm))
     });
     match copied {
         Ok(values) if values.is_empty() => MPI_SUCCESS,
-        Ok(values) => call("MPI_Comm_dup", comm, |m| {
+        Ok(values) => call(func, comm, |m| {
             m.attrs.set_copied(new, values);
             Ok(())
         }),
         Err(class) if new == MPI_COMM_NULL => class,
         Err(class) => {
-            call("MPI_Comm_dup", comm, |m| {
+            call(func, comm, |m| {
                 m.remove_comm(new);
                 Ok(())
             });

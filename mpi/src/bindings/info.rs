@@ -188,7 +188,7 @@ fn PMPI_Info_free(info: *mut Handle) -> c_int {
 }
 
 /// An info argument a call takes hints from: `MPI_INFO_NULL` or an object.
-fn hints(m: &Mpi, info: Handle) -> MpiResult<()> {
+pub(super) fn hints(m: &Mpi, info: Handle) -> MpiResult<()> {
     if info != MPI_INFO_NULL {
         m.info(info)?;
     }

@@ -84,8 +84,6 @@ not_yet! {
     MPI_Comm_create_from_group
     MPI_Comm_disconnect
     MPI_Comm_get_parent
-    MPI_Comm_idup
-    MPI_Comm_idup_with_info
     MPI_Comm_join
     MPI_Comm_spawn
     MPI_Comm_spawn_multiple
@@ -407,8 +405,6 @@ not_yet! {
     PMPI_Comm_create_from_group
     PMPI_Comm_disconnect
     PMPI_Comm_get_parent
-    PMPI_Comm_idup
-    PMPI_Comm_idup_with_info
     PMPI_Comm_join
     PMPI_Comm_spawn
     PMPI_Comm_spawn_multiple

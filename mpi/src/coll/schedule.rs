@@ -201,6 +201,11 @@ impl Plan {
 }
 
 impl Schedule {
+    /// The bytes of `span` (a result, once the schedule is done).
+    pub fn bytes(&self, span: Span) -> &[u8] {
+        &self.bufs[span.buf][span.at..span.at + span.len]
+    }
+
     /// Start what can be started; `true` once every step is done.
     pub fn advance(&mut self, e: &mut Engine) -> MpiResult<bool> {
         loop {

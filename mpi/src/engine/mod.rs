@@ -23,11 +23,14 @@ use std::collections::{HashMap, VecDeque};
 use std::os::raw::c_int;
 use std::sync::Arc;
 
+mod agreements;
+mod compound;
 mod deferred;
 mod handlers;
 mod matching;
 mod wire;
 
+pub use agreements::Agreements;
 use deferred::Deferred;
 
 pub use crate::error::{err, MpiError, MpiResult};
@@ -92,6 +95,10 @@ pub struct Engine {
     /// sends them as credit returns, so `MPI_Isend` never waits for its
     /// receiver (MPICH's pt2pt/sendrecv3).
     deferred: HashMap<Rank, VecDeque<Deferred>>,
+    /// The context ids this process's communicators use.
+    pub contexts: crate::context::ContextIds,
+    /// Context agreements under way (`MPI_Comm_idup`), and their outcomes.
+    pub agreements: Agreements,
 }
 
 impl Engine {
@@ -130,6 +137,8 @@ impl Engine {
             collectives: Vec::new(),
             pairs: Vec::new(),
             deferred: HashMap::new(),
+            contexts: Default::default(),
+            agreements: Default::default(),
         })
     }
 
@@ -150,90 +159,10 @@ impl Engine {
         if !self.pairs.is_empty() {
             self.advance_pairs();
         }
+        if self.agreements.running() {
+            self.advance_agreements();
+        }
         Ok(())
-    }
-
-    /// One request for a send and a receive started together
-    /// (`MPI_Isendrecv`): complete when both are, with the receive's
-    /// status (and the send's error, if it had one and the receive none).
-    pub fn start_pair(&mut self, send: Option<u32>, recv: u32) -> MpiResult<u32> {
-        let req = self
-            .matching()
-            .add(Request::new(Op::Collective, false, None));
-        self.pairs.push((req, send, recv));
-        self.advance_pairs();
-        Ok(req)
-    }
-
-    fn advance_pairs(&mut self) {
-        let mut i = 0;
-        while i < self.pairs.len() {
-            let (req, send, recv) = self.pairs[i];
-            let sent = send.is_none_or(|s| self.peek(s).is_some());
-            if !sent || self.peek(recv).is_none() {
-                i += 1;
-                continue;
-            }
-            self.pairs.swap_remove(i);
-            let sent = send.and_then(|s| self.test(s));
-            let Some(mut status) = self.test(recv) else {
-                continue;
-            };
-            if status.error == MPI_SUCCESS {
-                status.error = sent.map_or(MPI_SUCCESS, |s| s.error);
-            }
-            self.matching().complete(req, status);
-        }
-    }
-
-    /// Run collective `s` to its end (a blocking collective).
-    pub fn run(&mut self, mut s: Schedule) -> MpiResult<()> {
-        if s.advance(self)? {
-            return Ok(());
-        }
-        self.progress_until(|e| match s.advance(e) {
-            Ok(false) => None,
-            done => Some(done),
-        })?
-        .map(drop)
-    }
-
-    /// Start collective `s` (a non-blocking one): its request, which
-    /// completes when the schedule ends (advanced by every progress).
-    pub fn start_collective(&mut self, s: Schedule) -> MpiResult<u32> {
-        let req = self
-            .matching()
-            .add(Request::new(Op::Collective, false, None));
-        self.collectives.push((req, s));
-        self.advance_collectives();
-        Ok(req)
-    }
-
-    /// Advance every non-blocking collective; complete those that ended
-    /// (one that failed completes with its error class in its status).
-    fn advance_collectives(&mut self) {
-        let mut running = std::mem::take(&mut self.collectives);
-        let mut i = 0;
-        while i < running.len() {
-            let status = match running[i].1.advance(self) {
-                Ok(false) => {
-                    i += 1;
-                    continue;
-                }
-                Ok(true) => MpiStatus::empty(),
-                Err(e) => {
-                    tracing::warn!("a non-blocking collective failed: {}", e.message);
-                    MpiStatus {
-                        error: e.class,
-                        ..MpiStatus::empty()
-                    }
-                }
-            };
-            let (req, _) = running.swap_remove(i);
-            self.matching().complete(req, status);
-        }
-        running.append(&mut self.collectives);
-        self.collectives = running;
     }
 
     /// Send what handlers asked for (sending may run handlers that ask for more).

@@ -1,0 +1,216 @@
+//! Context agreements that do not block (`MPI_Comm_idup`): the members of
+//! a communicator agree on a new context id in rounds, each round a
+//! non-blocking allreduce (bitwise AND) of what each member offers, which
+//! every progress advances.
+//!
+//! A member offers its free ids only while it holds its free set
+//! (`context::ContextIds::held`), else none; one more byte says whether
+//! it offered them. If every member did, the lowest id free on all is the
+//! new context (or, with none, the process is out of ids); if one did
+//! not, the round is lost and the next one starts. So two agreements in
+//! flight at once never take the same id at a process.
+//!
+//! Round 0 offers nothing: it ends when every member has started the
+//! agreement. A later round therefore ends as soon as every member makes
+//! progress (each offers something at once), so a held free set always
+//! comes back, and a blocking agreement may wait for it; round 0 may not
+//! hold it, as a member not there yet may be in a blocking agreement that
+//! waits for this one's free set (MPICH's comm/comm_create_group_idup).
+//!
+//! A round takes the free set only when no blocking agreement waits for
+//! it and its agreement comes first, by (parent's context, child number),
+//! of those past round 0 at this process: an order every member sees the
+//! same. The first agreement of that order among all those past round 0
+//! in the job is first at each of its members, so each offers it the free
+//! set from some round on, and it ends; then the next. (One still in
+//! round 0 waits for members that may wait for another agreement to end:
+//! it comes in no order.)
+
+use super::*;
+use crate::coll::algorithms::allreduce_recursive_doubling;
+use crate::coll::op::{Elem, Predefined, Reduction};
+use crate::coll::{Plan, Span};
+use crate::context::{COLLECTIVE_CONTEXT, CONTEXT_IDS};
+
+/// The order agreements under way at a process take the free set in:
+/// (the parent's context, the child's number on it).
+pub type Priority = (u32, u32);
+
+/// One agreement under way at this member.
+struct Agreement {
+    id: u64,
+    priority: Priority,
+    /// The members agreeing (the parent's, or both groups of an
+    /// intercommunicator's), and which of them this process is.
+    context: u32,
+    ranks: Arc<[Rank]>,
+    me: usize,
+    epoch: u32,
+    req: u32,
+    round: u32,
+    under_way: Option<Round>,
+}
+
+struct Round {
+    schedule: Schedule,
+    offer: Span,
+    /// This round offers the free set (and holds it).
+    holds: bool,
+}
+
+/// Agreements under way, and the outcomes of those that ended until the
+/// communicator waiting for one takes it.
+#[derive(Default)]
+pub struct Agreements {
+    running: Vec<Agreement>,
+    ended: HashMap<u64, MpiResult<u32>>,
+    next: u64,
+}
+
+impl Agreements {
+    pub fn running(&self) -> bool {
+        !self.running.is_empty()
+    }
+
+    /// The outcome of agreement `id`, once it ended (taken: asked once).
+    pub fn outcome(&mut self, id: u64) -> Option<MpiResult<u32>> {
+        self.ended.remove(&id)
+    }
+}
+
+impl Engine {
+    /// Start agreeing with the members of `view` on the context of child
+    /// `epoch` of the communicator whose context is `parent`: the request
+    /// that completes when they have, and the agreement's id for
+    /// [`Agreements::outcome`].
+    pub fn start_agreement(&mut self, view: &Comm, parent: u32, epoch: u32) -> (u32, u64) {
+        let req = self
+            .matching()
+            .add(Request::new(Op::Collective, false, None));
+        let id = self.agreements.next;
+        self.agreements.next += 1;
+        self.agreements.running.push(Agreement {
+            id,
+            priority: (parent, epoch),
+            context: view.context | COLLECTIVE_CONTEXT,
+            ranks: view.ranks.clone(),
+            me: view.rank as usize,
+            epoch,
+            req,
+            round: 0,
+            under_way: None,
+        });
+        self.advance_agreements();
+        (req, id)
+    }
+
+    /// Wait until no agreement round holds this process's free set, and
+    /// hold it (a blocking agreement, until [`Engine::release_ids`]).
+    pub fn hold_ids(&mut self) -> MpiResult<()> {
+        if self.contexts.held {
+            self.contexts.blocking_waits = true;
+            let r = self.progress_until(|e| (!e.contexts.held).then_some(()));
+            self.contexts.blocking_waits = false;
+            r?;
+        }
+        self.contexts.held = true;
+        Ok(())
+    }
+
+    pub fn release_ids(&mut self) {
+        self.contexts.held = false;
+    }
+
+    /// Advance every agreement: start a round where none is under way,
+    /// and end those whose round found the id.
+    pub(super) fn advance_agreements(&mut self) {
+        let mut running = std::mem::take(&mut self.agreements.running);
+        let mut i = 0;
+        while i < running.len() {
+            let first = (running.iter())
+                .filter(|a| a.round > 0)
+                .map(|a| a.priority)
+                .min();
+            let a = &mut running[i];
+            let round = match &mut a.under_way {
+                Some(r) => r,
+                None => {
+                    let holds = a.round > 0
+                        && !self.contexts.held
+                        && !self.contexts.blocking_waits
+                        && first == Some(a.priority);
+                    a.under_way.insert(self.start_round(a, holds))
+                }
+            };
+            let outcome = match round.schedule.advance(self) {
+                Ok(false) => {
+                    i += 1;
+                    continue;
+                }
+                Ok(true) => self.round_ended(round),
+                Err(e) => Some(Err(e)),
+            };
+            if round.holds {
+                self.release_ids();
+            }
+            let Some(outcome) = outcome else {
+                // Some member offered no ids: the next round, at the next
+                // progress (a round of one member ends at once).
+                a.round = a.round.wrapping_add(1);
+                a.under_way = None;
+                i += 1;
+                continue;
+            };
+            let a = running.swap_remove(i);
+            let status = match &outcome {
+                Ok(_) => MpiStatus::empty(),
+                Err(e) => {
+                    tracing::warn!("MPI_Comm_idup failed: {}", e.message);
+                    MpiStatus {
+                        error: e.class,
+                        ..MpiStatus::empty()
+                    }
+                }
+            };
+            self.agreements.ended.insert(a.id, outcome);
+            self.matching().complete(a.req, status);
+        }
+        running.append(&mut self.agreements.running);
+        self.agreements.running = running;
+    }
+
+    /// Round `a.round` of agreement `a`, offering the free set if `holds`.
+    fn start_round(&mut self, a: &Agreement, holds: bool) -> Round {
+        let mut offer = if holds {
+            self.contexts.held = true;
+            self.contexts.free()
+        } else {
+            vec![0; CONTEXT_IDS / 8]
+        };
+        offer.push(u8::from(holds));
+        let mut plan = Plan::new(a.ranks.len(), a.me);
+        let span = plan.buffer(offer);
+        allreduce_recursive_doubling(&mut plan, span);
+        plan.reducing(Reduction::Predefined(Predefined::Band, Elem::U8));
+        // A member is at most one round ahead of another (a round ends
+        // nowhere before every member has offered), so the round's last
+        // three bits tell rounds apart; the child number, agreements.
+        let tag = (a.epoch << 3 | (a.round & 7)) as c_int;
+        Round {
+            schedule: plan.schedule(a.context, tag, a.ranks.clone()),
+            offer: span,
+            holds,
+        }
+    }
+
+    /// What a finished round decided: the id (taken), out of ids, or
+    /// `None`: some member offered none, try again.
+    fn round_ended(&mut self, round: &Round) -> Option<MpiResult<u32>> {
+        let bits = round.schedule.bytes(round.offer);
+        let (&everyone, free) = bits.split_last()?;
+        if everyone == 0 {
+            return None;
+        }
+        Some(self.contexts.take_lowest(free, true))
+    }
+}
