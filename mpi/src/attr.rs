@@ -1,5 +1,7 @@
-//! Attributes on communicators (MPI 3.1 §6.7): keyvals with the caller's
-//! copy and delete callbacks, and each communicator's values under them.
+//! Attributes on communicators and datatypes (MPI-4.0 §7.7): keyvals
+//! with the caller's copy and delete callbacks, and each object's values
+//! under them. A keyval is for one kind of object; handles of the two
+//! kinds never coincide, so values are kept by handle alone.
 //!
 //! The callbacks are the caller's code and may call MPI themselves, so
 //! they never run under the library's lock: what needs them returns a
@@ -10,7 +12,8 @@ use crate::engine::{err, MpiResult};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 
-/// `MPI_Comm_copy_attr_function` (and MPI-1's `MPI_Copy_function`).
+/// `MPI_Comm_copy_attr_function` (and MPI-1's `MPI_Copy_function`;
+/// `MPI_Type_copy_attr_function` has the same shape).
 pub type CopyFn = unsafe extern "C" fn(
     oldcomm: Handle,
     keyval: c_int,
@@ -28,8 +31,25 @@ pub type DeleteFn = unsafe extern "C" fn(
     extra_state: *mut c_void,
 ) -> c_int;
 
-/// A keyval made by `MPI_Comm_create_keyval`.
+/// What a keyval's attributes are set on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Comm,
+    Datatype,
+}
+
+impl Kind {
+    fn maker(self) -> &'static str {
+        match self {
+            Kind::Comm => "MPI_Comm_create_keyval",
+            Kind::Datatype => "MPI_Type_create_keyval",
+        }
+    }
+}
+
+/// A keyval made by `MPI_Comm_create_keyval` or `MPI_Type_create_keyval`.
 struct Keyval {
+    kind: Kind,
     copy: Option<CopyFn>,
     delete: Option<DeleteFn>,
     /// The caller's, passed back to its callbacks (kept as an address: the
@@ -43,7 +63,8 @@ struct Keyval {
 /// A callback to run outside the library's lock.
 #[derive(Debug)]
 pub enum Callback {
-    /// Copy the value of `keyval` on `comm` for a duplicate of it.
+    /// Copy the value of `keyval` on `comm` (a communicator or datatype)
+    /// for a duplicate of it.
     Copy {
         comm: Handle,
         keyval: c_int,
@@ -129,9 +150,11 @@ pub struct Attributes {
 }
 
 impl Attributes {
-    /// `MPI_Comm_create_keyval`: a new keyval's handle.
+    /// `MPI_Comm_create_keyval` (`MPI_Type_create_keyval`): a new keyval's
+    /// handle.
     pub fn create_keyval(
         &mut self,
+        kind: Kind,
         copy: Option<CopyFn>,
         delete: Option<DeleteFn>,
         extra: usize,
@@ -140,6 +163,7 @@ impl Attributes {
             return err(MPI_ERR_OTHER, "too many keyvals");
         }
         self.keyvals.push(Keyval {
+            kind,
             copy,
             delete,
             extra,
@@ -154,13 +178,28 @@ impl Attributes {
             .flatten()
             .ok_or_else(|| crate::engine::MpiError {
                 class: MPI_ERR_KEYVAL,
-                message: format!("{keyval:#x} is not a keyval made by MPI_Comm_create_keyval"),
+                message: format!("{keyval:#x} is not a keyval made by MPI_Comm_create_keyval or MPI_Type_create_keyval"),
             })
     }
 
-    /// A keyval new values may be set under.
-    fn live_keyval(&self, keyval: c_int) -> MpiResult<&Keyval> {
+    /// A keyval for objects of `kind`.
+    fn keyval_for(&self, keyval: c_int, kind: Kind) -> MpiResult<&Keyval> {
         let k = self.keyval(keyval)?;
+        if k.kind != kind {
+            return err(
+                MPI_ERR_KEYVAL,
+                format!(
+                    "keyval {keyval:#x} was made by {}, for another kind of object",
+                    k.kind.maker()
+                ),
+            );
+        }
+        Ok(k)
+    }
+
+    /// A keyval for `kind` new values may be set under.
+    fn live_keyval(&self, keyval: c_int, kind: Kind) -> MpiResult<&Keyval> {
+        let k = self.keyval_for(keyval, kind)?;
         if k.freed {
             return err(MPI_ERR_KEYVAL, format!("keyval {keyval:#x} was freed"));
         }
@@ -170,15 +209,15 @@ impl Attributes {
     /// `MPI_Comm_free_keyval`. Freeing one already freed is let pass, as
     /// MPICH lets it (attr/keyval_double_free: a copy of the handle, freed
     /// while attributes still use the keyval); the standard leaves it open.
-    pub fn free_keyval(&mut self, keyval: c_int) -> MpiResult<()> {
-        self.keyval(keyval)?;
+    pub fn free_keyval(&mut self, keyval: c_int, kind: Kind) -> MpiResult<()> {
+        self.keyval_for(keyval, kind)?;
         self.keyvals[(keyval & KEYVAL_INDEX) as usize].freed = true;
         Ok(())
     }
 
     /// `MPI_Comm_get_attr` of a keyval made at run time.
-    pub fn get(&self, comm: Handle, keyval: c_int) -> MpiResult<Option<usize>> {
-        self.keyval(keyval)?;
+    pub fn get(&self, comm: Handle, keyval: c_int, kind: Kind) -> MpiResult<Option<usize>> {
+        self.keyval_for(keyval, kind)?;
         Ok(self
             .values
             .get(&comm)
@@ -203,9 +242,10 @@ impl Attributes {
         &mut self,
         comm: Handle,
         keyval: c_int,
+        kind: Kind,
         value: usize,
     ) -> MpiResult<Option<Callback>> {
-        self.live_keyval(keyval)?;
+        self.live_keyval(keyval, kind)?;
         let values = self.values.entry(comm).or_default();
         let old = match values.iter_mut().find(|(k, _)| *k == keyval) {
             Some(slot) => Some(std::mem::replace(&mut slot.1, value)),
@@ -219,8 +259,13 @@ impl Attributes {
 
     /// `MPI_Comm_delete_attr`: the value's deletion (none if there was no
     /// value, which is not an error, as in MPICH).
-    pub fn delete(&mut self, comm: Handle, keyval: c_int) -> MpiResult<Option<Callback>> {
-        self.keyval(keyval)?;
+    pub fn delete(
+        &mut self,
+        comm: Handle,
+        keyval: c_int,
+        kind: Kind,
+    ) -> MpiResult<Option<Callback>> {
+        self.keyval_for(keyval, kind)?;
         let Some(values) = self.values.get_mut(&comm) else {
             return Ok(None);
         };
@@ -326,45 +371,55 @@ mod tests {
     #[test]
     fn values_are_replaced_deleted_and_cleared_with_their_callbacks() {
         let mut a = Attributes::default();
+        let c = Kind::Comm;
         let k = a
-            .create_keyval(Some(MPIR_Dup_fn), Some(count_delete), 0)
+            .create_keyval(c, Some(MPIR_Dup_fn), Some(count_delete), 0)
             .unwrap();
-        let plain = a.create_keyval(None, None, 0).unwrap();
+        let plain = a.create_keyval(c, None, None, 0).unwrap();
+        // A datatype's keyval is refused on a communicator, and back.
+        let typed = a.create_keyval(Kind::Datatype, None, None, 0).unwrap();
+        assert_eq!(a.set(5, typed, c, 1).unwrap_err().class, MPI_ERR_KEYVAL);
+        assert_eq!(
+            a.get(5, k, Kind::Datatype).unwrap_err().class,
+            MPI_ERR_KEYVAL
+        );
+        assert!(a.set(9, typed, Kind::Datatype, 1).unwrap().is_none());
+        assert_eq!(a.get(9, typed, Kind::Datatype).unwrap(), Some(1));
         assert_ne!(k, plain);
         let (mut first, mut second) = (0 as c_int, 0 as c_int);
         let (p1, p2) = (
             &mut first as *mut c_int as usize,
             &mut second as *mut c_int as usize,
         );
-        assert!(a.set(5, k, p1).unwrap().is_none());
+        assert!(a.set(5, k, c, p1).unwrap().is_none());
         // Replacing calls the delete callback on the old value.
-        let old = a.set(5, k, p2).unwrap().unwrap();
+        let old = a.set(5, k, c, p2).unwrap().unwrap();
         unsafe { old.run().unwrap() };
         assert_eq!(first, 1);
-        assert!(a.set(5, plain, 7).unwrap().is_none());
-        assert_eq!(a.get(5, k).unwrap(), Some(p2));
-        assert_eq!(a.get(6, k).unwrap(), None);
+        assert!(a.set(5, plain, c, 7).unwrap().is_none());
+        assert_eq!(a.get(5, k, c).unwrap(), Some(p2));
+        assert_eq!(a.get(6, k, c).unwrap(), None);
         // A duplicate copies only what has a copy callback.
         let copies = a.copies(5);
         assert_eq!(copies.len(), 1);
         let copied = unsafe { copies[0].run().unwrap() };
         assert_eq!(copied, Some(p2));
         // Freeing the keyval keeps its values until they go.
-        a.free_keyval(k).unwrap();
-        assert!(a.set(5, k, p1).is_err());
+        a.free_keyval(k, c).unwrap();
+        assert!(a.set(5, k, c, p1).is_err());
         // A second free is let pass, as MPICH lets it.
-        assert!(a.free_keyval(k).is_ok());
+        assert!(a.free_keyval(k, c).is_ok());
         for d in a.clear(5) {
             unsafe { d.run().unwrap() };
         }
         assert_eq!(second, 1);
-        assert_eq!(a.get(5, plain).unwrap(), None);
-        assert_eq!(a.get(5, 0x1234).unwrap_err().class, MPI_ERR_KEYVAL);
+        assert_eq!(a.get(5, plain, c).unwrap(), None);
+        assert_eq!(a.get(5, 0x1234, c).unwrap_err().class, MPI_ERR_KEYVAL);
         assert_eq!(
-            a.get(5, KEYVAL_DIRECT | 99).unwrap_err().class,
+            a.get(5, KEYVAL_DIRECT | 99, c).unwrap_err().class,
             MPI_ERR_KEYVAL
         );
-        assert!(a.delete(5, plain).unwrap().is_none());
-        assert_eq!(a.delete(5, 77).unwrap_err().class, MPI_ERR_KEYVAL);
+        assert!(a.delete(5, plain, c).unwrap().is_none());
+        assert_eq!(a.delete(5, 77, c).unwrap_err().class, MPI_ERR_KEYVAL);
     }
 }

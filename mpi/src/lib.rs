@@ -46,7 +46,7 @@ mod state;
 mod types;
 
 use abi::*;
-use attr::{Attributes, Callback, CopyFn, DeleteFn};
+use attr::{Attributes, Callback, CopyFn, DeleteFn, Kind};
 use context::split_tag;
 use datatype::Layout;
 use engine::{err, slice_or_empty, Comm, Engine, MpiError, MpiResult, Route, Unpack};

@@ -269,6 +269,12 @@ impl Mpi {
         }
     }
 
+    /// Datatype `h` is gone (its attributes already deleted).
+    pub(crate) fn remove_type(&mut self, h: Handle) {
+        crate::types::replace(h, None);
+        self.names.remove(&h);
+    }
+
     /// A communicator made at run time: its handle.
     pub(crate) fn add_comm(&mut self, c: Comm) -> MpiResult<Handle> {
         if self.comms.len() > HANDLE_INDEX as usize {

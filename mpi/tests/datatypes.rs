@@ -1,6 +1,7 @@
 //! The subarray and hindexed-block constructors, MPI-1's datatype names,
-//! the `_x` queries and the status setters (`tests/c/typemaps.c`, built
-//! with MPICH's `mpicc`), checked against what each rank computes alone,
+//! the `_x` queries, the status setters and attributes on datatypes
+//! (`tests/c/typemaps.c`, built with MPICH's `mpicc`), checked against
+//! what each rank computes alone,
 //! under fmrun and under `mpiexec.mpich`; its checker must fail on one
 //! wrong value.
 

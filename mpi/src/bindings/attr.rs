@@ -15,7 +15,6 @@ static APPNUM: c_int = 0;
 fn PMPI_Comm_get_attr(comm: Handle, keyval: c_int, value: *mut c_void, flag: *mut c_int) -> c_int {
     call("MPI_Comm_get_attr", comm, |m| {
         m.comm(comm)?;
-        let flag = arg(flag, "the flag")?;
         let predefined: Option<*const c_int> = match keyval {
             MPI_TAG_UB => Some(&TAG_UB),
             MPI_HOST => Some(&PROC_NULL),
@@ -30,14 +29,21 @@ fn PMPI_Comm_get_attr(comm: Handle, keyval: c_int, value: *mut c_void, flag: *mu
         // attribute's int, or the one the caller set.
         let found = match predefined {
             Some(p) => Some(p as usize),
-            None => m.attrs.get(comm, keyval)?,
+            None => m.attrs.get(comm, keyval, Kind::Comm)?,
         };
-        *flag = c_int::from(found.is_some());
-        if let Some(v) = found {
-            *arg(value.cast::<usize>(), "the value")? = v;
-        }
-        Ok(())
+        give(found, value, flag)
     })
+}
+
+/// An attribute's value as `MPI_X_get_attr` gives it: the flag, and the
+/// value if there is one.
+unsafe fn give(found: Option<usize>, value: *mut c_void, flag: *mut c_int) -> MpiResult<()> {
+    let flag = arg(flag, "the flag")?;
+    *flag = c_int::from(found.is_some());
+    if let Some(v) = found {
+        *arg(value.cast::<usize>(), "the value")? = v;
+    }
+    Ok(())
 }
 
 #[mpi]
@@ -54,7 +60,9 @@ fn PMPI_Comm_create_keyval(
 ) -> c_int {
     call("MPI_Comm_create_keyval", MPI_COMM_WORLD, |m| {
         let keyval = arg(keyval, "the keyval")?;
-        *keyval = m.attrs.create_keyval(copy, delete, extra_state as usize)?;
+        *keyval = m
+            .attrs
+            .create_keyval(Kind::Comm, copy, delete, extra_state as usize)?;
         Ok(())
     })
 }
@@ -71,9 +79,13 @@ fn PMPI_Keyval_create(
 
 #[mpi]
 fn PMPI_Comm_free_keyval(keyval: *mut c_int) -> c_int {
-    call("MPI_Comm_free_keyval", MPI_COMM_WORLD, |m| {
+    free_keyval("MPI_Comm_free_keyval", keyval, Kind::Comm)
+}
+
+unsafe fn free_keyval(func: &str, keyval: *mut c_int, kind: Kind) -> c_int {
+    call(func, MPI_COMM_WORLD, |m| {
         let keyval = arg(keyval, "the keyval")?;
-        m.attrs.free_keyval(*keyval)?;
+        m.attrs.free_keyval(*keyval, kind)?;
         *keyval = MPI_KEYVAL_INVALID;
         Ok(())
     })
@@ -86,22 +98,31 @@ fn PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
 
 #[mpi]
 fn PMPI_Comm_set_attr(comm: Handle, keyval: c_int, value: *mut c_void) -> c_int {
-    deleting("MPI_Comm_set_attr", comm, |m| {
-        m.attrs.set(comm, keyval, value as usize)
+    deleting("MPI_Comm_set_attr", comm, Kind::Comm, |m| {
+        m.attrs.set(comm, keyval, Kind::Comm, value as usize)
     })
 }
 
-/// A call that may delete a value (`set` replacing one, `delete`): its
-/// delete callback runs outside the library's lock; if it fails, the
-/// call fails and the value stays (attr/attrerr).
+/// A call that may delete a value of `object` (`set` replacing one,
+/// `delete`): its delete callback runs outside the library's lock; if it
+/// fails, the call fails and the value stays (attr/attrerr). Errors go to
+/// the communicator's handler, a datatype's to `MPI_COMM_WORLD`'s.
 unsafe fn deleting(
     func: &str,
-    comm: Handle,
+    object: Handle,
+    kind: Kind,
     f: impl FnOnce(&mut Mpi) -> MpiResult<Option<Callback>>,
 ) -> c_int {
+    let comm = match kind {
+        Kind::Comm => object,
+        Kind::Datatype => MPI_COMM_WORLD,
+    };
     let mut deletion = None;
     let r = call(func, comm, |m| {
-        m.comm(comm)?;
+        match kind {
+            Kind::Comm => m.comm(object).map(drop)?,
+            Kind::Datatype => m.layout(object).map(drop)?,
+        }
         deletion = f(m)?;
         Ok(())
     });
@@ -124,12 +145,104 @@ fn PMPI_Attr_put(comm: Handle, keyval: c_int, value: *mut c_void) -> c_int {
 
 #[mpi]
 fn PMPI_Comm_delete_attr(comm: Handle, keyval: c_int) -> c_int {
-    deleting("MPI_Comm_delete_attr", comm, |m| {
-        m.attrs.delete(comm, keyval)
+    deleting("MPI_Comm_delete_attr", comm, Kind::Comm, |m| {
+        m.attrs.delete(comm, keyval, Kind::Comm)
     })
 }
 
 #[mpi]
 fn PMPI_Attr_delete(comm: Handle, keyval: c_int) -> c_int {
     PMPI_Comm_delete_attr(comm, keyval)
+}
+
+#[mpi]
+fn PMPI_Type_create_keyval(
+    copy: Option<CopyFn>,
+    delete: Option<DeleteFn>,
+    keyval: *mut c_int,
+    extra_state: *mut c_void,
+) -> c_int {
+    call("MPI_Type_create_keyval", MPI_COMM_WORLD, |m| {
+        let keyval = arg(keyval, "the keyval")?;
+        *keyval = m
+            .attrs
+            .create_keyval(Kind::Datatype, copy, delete, extra_state as usize)?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Type_free_keyval(keyval: *mut c_int) -> c_int {
+    free_keyval("MPI_Type_free_keyval", keyval, Kind::Datatype)
+}
+
+#[mpi]
+fn PMPI_Type_set_attr(datatype: Handle, keyval: c_int, value: *mut c_void) -> c_int {
+    deleting("MPI_Type_set_attr", datatype, Kind::Datatype, |m| {
+        m.attrs
+            .set(datatype, keyval, Kind::Datatype, value as usize)
+    })
+}
+
+#[mpi]
+fn PMPI_Type_get_attr(
+    datatype: Handle,
+    keyval: c_int,
+    value: *mut c_void,
+    flag: *mut c_int,
+) -> c_int {
+    call("MPI_Type_get_attr", MPI_COMM_WORLD, |m| {
+        m.layout(datatype)?;
+        give(m.attrs.get(datatype, keyval, Kind::Datatype)?, value, flag)
+    })
+}
+
+#[mpi]
+fn PMPI_Type_delete_attr(datatype: Handle, keyval: c_int) -> c_int {
+    deleting("MPI_Type_delete_attr", datatype, Kind::Datatype, |m| {
+        m.attrs.delete(datatype, keyval, Kind::Datatype)
+    })
+}
+
+/// A duplicate of communicator or datatype `old` that `make` makes, with
+/// the attributes their copy callbacks give: those run outside the lock,
+/// then the duplicate gets what they gave (or, if one failed, is freed
+/// again).
+pub(super) unsafe fn with_attributes(
+    func: &str,
+    kind: Kind,
+    old: Handle,
+    out: *mut Handle,
+    make: impl FnOnce(&mut Mpi) -> MpiResult<Handle>,
+) -> c_int {
+    let (errors, null) = match kind {
+        Kind::Comm => (old, MPI_COMM_NULL),
+        Kind::Datatype => (MPI_COMM_WORLD, MPI_DATATYPE_NULL),
+    };
+    let mut new = null;
+    let copied = call_with_callbacks(func, errors, |m| {
+        let out = arg(out, "the new object")?;
+        new = make(m)?;
+        *out = new;
+        Ok(m.attrs.copies(old))
+    });
+    match copied {
+        Ok(values) if values.is_empty() => MPI_SUCCESS,
+        Ok(values) => call(func, errors, |m| {
+            m.attrs.set_copied(new, values);
+            Ok(())
+        }),
+        Err(class) if new == null => class,
+        Err(class) => {
+            call(func, errors, |m| {
+                match kind {
+                    Kind::Comm => m.remove_comm(new),
+                    Kind::Datatype => m.remove_type(new),
+                }
+                Ok(())
+            });
+            *out = null;
+            class
+        }
+    }
 }

@@ -27,12 +27,12 @@ fn PMPI_Comm_size(comm: Handle, size: *mut c_int) -> c_int {
 
 #[mpi]
 fn PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) -> c_int {
-    with_attributes("MPI_Comm_dup", comm, newcomm, |m| dup(m, comm))
+    super::attr::with_attributes("MPI_Comm_dup", Kind::Comm, comm, newcomm, |m| dup(m, comm))
 }
 
 #[mpi]
 fn PMPI_Comm_idup(comm: Handle, newcomm: *mut Handle, request: *mut Handle) -> c_int {
-    with_attributes("MPI_Comm_idup", comm, newcomm, |m| {
+    super::attr::with_attributes("MPI_Comm_idup", Kind::Comm, comm, newcomm, |m| {
         let out = arg(request, "the request")?;
         let (new, req) = idup(m, comm)?;
         *out = request_handle(req);
@@ -52,40 +52,6 @@ fn PMPI_Comm_idup_with_info(
     }) {
         MPI_SUCCESS => PMPI_Comm_idup(comm, newcomm, request),
         class => class,
-    }
-}
-
-/// A duplicate of `comm` that `make` makes, with the attributes that
-/// their copy callbacks give: those run outside the lock, then the
-/// duplicate gets what they gave (or, if one failed, is freed again).
-unsafe fn with_attributes(
-    func: &str,
-    comm: Handle,
-    newcomm: *mut Handle,
-    make: impl FnOnce(&mut Mpi) -> MpiResult<Handle>,
-) -> c_int {
-    let mut new = MPI_COMM_NULL;
-    let copied = call_with_callbacks(func, comm, |m| {
-        let out = arg(newcomm, "the new communicator")?;
-        new = make(m)?;
-        *out = new;
-        Ok(m.attrs.copies(comm))
-    });
-    match copied {
-        Ok(values) if values.is_empty() => MPI_SUCCESS,
-        Ok(values) => call(func, comm, |m| {
-            m.attrs.set_copied(new, values);
-            Ok(())
-        }),
-        Err(class) if new == MPI_COMM_NULL => class,
-        Err(class) => {
-            call(func, comm, |m| {
-                m.remove_comm(new);
-                Ok(())
-            });
-            *newcomm = MPI_COMM_NULL;
-            class
-        }
     }
 }
 

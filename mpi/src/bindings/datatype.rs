@@ -251,11 +251,24 @@ fn PMPI_Type_commit(datatype: *mut Handle) -> c_int {
 
 #[mpi]
 fn PMPI_Type_free(datatype: *mut Handle) -> c_int {
+    let h = if datatype.is_null() {
+        MPI_DATATYPE_NULL
+    } else {
+        *datatype
+    };
+    // The attributes go first, their delete callbacks outside the lock,
+    // while the datatype is still there for them to look at.
+    let deleted = call_with_callbacks("MPI_Type_free", MPI_COMM_WORLD, |m| {
+        m.derived(h)?;
+        Ok(m.attrs.clear(h))
+    });
+    if let Err(class) = deleted {
+        return class;
+    }
     call("MPI_Type_free", MPI_COMM_WORLD, |m| {
         let datatype = arg(datatype, "the datatype")?;
-        m.derived(*datatype)?;
-        types::replace(*datatype, None);
-        m.names.remove(&*datatype);
+        m.derived(h)?;
+        m.remove_type(h);
         *datatype = MPI_DATATYPE_NULL;
         Ok(())
     })

@@ -315,13 +315,12 @@ fn PMPI_Type_get_name(datatype: Handle, type_name: *mut c_char, resultlen: *mut 
 
 #[mpi]
 fn PMPI_Type_dup(oldtype: Handle, newtype: *mut Handle) -> c_int {
-    call("MPI_Type_dup", MPI_COMM_WORLD, |m| {
-        let out = arg(newtype, "the new datatype")?;
+    let make = |m: &mut Mpi| {
         let l = (*m.layout(oldtype)?).clone();
         let r = super::datatype::recipe(MPI_COMBINER_DUP, vec![], vec![], &[oldtype])?;
-        *out = crate::types::add_made(l, r)?;
-        Ok(())
-    })
+        crate::types::add_made(l, r)
+    };
+    super::attr::with_attributes("MPI_Type_dup", Kind::Datatype, oldtype, newtype, make)
 }
 
 /// The names of the predefined datatypes, as MPICH gives them (each

@@ -309,20 +309,15 @@ not_yet! {
     MPI_Type_create_hindexed_c
     MPI_Type_create_hvector_c
     MPI_Type_create_indexed_block_c
-    MPI_Type_create_keyval
     MPI_Type_create_resized_c
     MPI_Type_create_struct_c
     MPI_Type_create_subarray_c
-    MPI_Type_delete_attr
-    MPI_Type_free_keyval
-    MPI_Type_get_attr
     MPI_Type_get_contents_c
     MPI_Type_get_envelope_c
     MPI_Type_get_extent_c
     MPI_Type_get_true_extent_c
     MPI_Type_indexed_c
     MPI_Type_match_size
-    MPI_Type_set_attr
     MPI_Type_size_c
     MPI_Type_vector_c
     MPI_Unpack_c
@@ -630,20 +625,15 @@ not_yet! {
     PMPI_Type_create_hindexed_c
     PMPI_Type_create_hvector_c
     PMPI_Type_create_indexed_block_c
-    PMPI_Type_create_keyval
     PMPI_Type_create_resized_c
     PMPI_Type_create_struct_c
     PMPI_Type_create_subarray_c
-    PMPI_Type_delete_attr
-    PMPI_Type_free_keyval
-    PMPI_Type_get_attr
     PMPI_Type_get_contents_c
     PMPI_Type_get_envelope_c
     PMPI_Type_get_extent_c
     PMPI_Type_get_true_extent_c
     PMPI_Type_indexed_c
     PMPI_Type_match_size
-    PMPI_Type_set_attr
     PMPI_Type_size_c
     PMPI_Type_vector_c
     PMPI_Unpack_c

@@ -1,5 +1,5 @@
 /* The subarray and hindexed-block constructors, MPI-1's datatype names,
- * the _x queries and the status setters, each checked against what this
+ * the _x queries, the status setters and attributes on datatypes, each checked against what this
  * rank computes alone: a subarray's bytes as MPI_Pack lays them out and
  * as they arrive at rank 1 (C and Fortran order, 1 to 3 dimensions,
  * every start that fits in a small array), its size and its bounds.
@@ -231,6 +231,78 @@ static void alignment_and_names(void)
     }
 }
 
+static int copies, deletions;
+
+static int count_copy(MPI_Datatype t, int key, void *extra, void *in, void *out, int *flag)
+{
+    (void)t, (void)key, (void)extra;
+    copies++;
+    *(void **)out = (char *)in + 1;
+    *flag = 1;
+    return MPI_SUCCESS;
+}
+
+static int count_delete(MPI_Datatype t, int key, void *value, void *extra)
+{
+    (void)t, (void)key, (void)value, (void)extra;
+    deletions++;
+    return MPI_SUCCESS;
+}
+
+static int refuse_delete(MPI_Datatype t, int key, void *value, void *extra)
+{
+    (void)t, (void)key, (void)value, (void)extra;
+    return MPI_ERR_OTHER;
+}
+
+/* Attributes on datatypes: set, replaced (the old value's delete callback
+ * runs), copied by MPI_Type_dup as the copy callback says, deleted by
+ * MPI_Type_free; a comm keyval refused on a datatype; a failing delete
+ * callback fails the call and keeps the value. */
+static void type_attributes(void)
+{
+    int key, plain, refusing, comm_key, flag;
+    char *v;
+    MPI_Datatype t, twin;
+    MPI_Type_contiguous(3, MPI_INT, &t);
+    MPI_Type_create_keyval(count_copy, count_delete, &key, NULL);
+    MPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, MPI_TYPE_NULL_DELETE_FN, &plain, NULL);
+    static char base[8];
+    MPI_Type_set_attr(t, key, base);
+    MPI_Type_set_attr(t, key, base + 2);
+    CHECK(deletions == 1, "replacing a value ran %d deletions", deletions);
+    MPI_Type_set_attr(t, plain, base + 5);
+    MPI_Type_get_attr(t, key, &v, &flag);
+    CHECK(flag && v == base + 2 + sabotage, "the datatype's attribute is %p, not %p", (void *)v,
+          (void *)(base + 2));
+    MPI_Type_dup(t, &twin);
+    MPI_Type_get_attr(twin, key, &v, &flag);
+    CHECK(copies == 1 && flag && v == base + 3, "the dup's attribute: %d copies, flag %d", copies, flag);
+    MPI_Type_get_attr(twin, plain, &v, &flag);
+    CHECK(!flag, "an attribute without a copy callback was copied");
+    MPI_Type_free(&twin);
+    CHECK(deletions == 2, "freeing the dup ran %d deletions", deletions);
+    MPI_Type_delete_attr(t, key);
+    MPI_Type_get_attr(t, key, &v, &flag);
+    CHECK(deletions == 3 && !flag, "deleting: %d deletions, flag %d", deletions, flag);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &comm_key, NULL);
+    int rc = MPI_Type_set_attr(t, comm_key, base);
+    int cls = -1;
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_KEYVAL, "a communicator's keyval on a datatype: class %d", cls);
+    MPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, refuse_delete, &refusing, NULL);
+    MPI_Type_set_attr(t, refusing, base + 7);
+    rc = MPI_Type_delete_attr(t, refusing);
+    MPI_Type_get_attr(t, refusing, &v, &flag);
+    CHECK(rc != MPI_SUCCESS && flag && v == base + 7, "a refused deletion: rc %d, flag %d", rc, flag);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Type_free_keyval(&plain);
+    CHECK(plain == MPI_KEYVAL_INVALID, "a freed keyval is %d", plain);
+    MPI_Type_free_keyval(&key);
+    MPI_Comm_free_keyval(&comm_key);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -241,6 +313,7 @@ int main(int argc, char **argv)
     others();
     decoding();
     alignment_and_names();
+    type_attributes();
     MPI_Comm split;
     MPI_Comm_split(MPI_COMM_WORLD, rank < 2, rank, &split);
     bottom(split);
