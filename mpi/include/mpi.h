@@ -201,6 +201,10 @@ int MPIR_Dup_fn(MPI_Comm, int, void *, void *, void *, int *);
 #define MPI_ERR_LASTCODE 0x3fffffff
 
 /* Topologies (MPI_Topo_test); weights as the library's own addresses. */
+/* What MPI_Type_match_size looks for. */
+#define MPI_TYPECLASS_REAL 1
+#define MPI_TYPECLASS_INTEGER 2
+#define MPI_TYPECLASS_COMPLEX 3
 /* How a datatype was made (MPI_Type_get_envelope). */
 #define MPI_COMBINER_NAMED 1
 #define MPI_COMBINER_DUP 2

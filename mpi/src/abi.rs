@@ -98,6 +98,10 @@ pub const MPI_MAX_OBJECT_NAME: usize = 128;
 
 pub const MPI_ANY_SOURCE: c_int = -2;
 pub const MPI_ANY_TAG: c_int = -1;
+/// What `MPI_Type_match_size` looks for.
+pub const MPI_TYPECLASS_REAL: c_int = 1;
+pub const MPI_TYPECLASS_INTEGER: c_int = 2;
+pub const MPI_TYPECLASS_COMPLEX: c_int = 3;
 /// How a datatype was made (`MPI_Type_get_envelope`).
 pub const MPI_COMBINER_NAMED: c_int = 1;
 pub const MPI_COMBINER_DUP: c_int = 2;

@@ -105,30 +105,47 @@ pub(crate) fn bsend(
             ),
         );
     }
-    let copy = match elements {
-        // SAFETY: the caller's buffer of `bytes` bytes (checked above).
-        Elements::Plain { at, .. } => {
-            unsafe { slice_or_empty(buf.cast::<u8>().offset(at), bytes) }.to_vec()
-        }
-        Elements::Packed { layout, .. } => {
-            let mut data = Vec::with_capacity(bytes);
-            // SAFETY: the caller's `count` elements.
-            unsafe { layout.pack(buf.cast(), count as usize, &mut data) };
-            data
-        }
-    };
+    // SAFETY: the caller's `count` elements (checked above).
+    let copy = unsafe { copy_of(buf, count, elements) };
     // SAFETY: the copy lives in `buffered` until the send completes.
     let id = unsafe { m.engine.isend(c, tag, copy.as_ptr(), bytes, false)? };
     m.buffered.push((id, copy));
     Ok(())
 }
 
-/// Make a persistent request (`send`: `Some(sync)`, or `None` for a
+/// The data of `count` elements at `buf`, packed.
+///
+/// # Safety
+/// `buf` holds the elements (checked by the caller).
+pub(crate) unsafe fn copy_of(buf: *const c_void, count: c_int, elements: Elements) -> Vec<u8> {
+    match elements {
+        Elements::Plain { at, bytes } => {
+            slice_or_empty(buf.cast::<u8>().offset(at), bytes).to_vec()
+        }
+        Elements::Packed { layout, bytes } => {
+            let mut data = Vec::with_capacity(bytes);
+            layout.pack(buf.cast(), count as usize, &mut data);
+            data
+        }
+    }
+}
+
+/// How a send sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SendMode {
+    /// Standard and ready sends.
+    Standard,
+    Synchronous,
+    /// A copy from the attached buffer ([`bsend`]).
+    Buffered,
+}
+
+/// Make a persistent request (`send`: its mode, or `None` for a
 /// receive), checked now as the operation it starts will be.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn persistent(
     m: &mut Mpi,
-    send: Option<bool>,
+    send: Option<SendMode>,
     buf: *mut c_void,
     count: c_int,
     datatype: Handle,
@@ -202,7 +219,12 @@ pub(crate) fn start(m: &mut Mpi, h: Handle) -> MpiResult<()> {
             let (sync, buf, count, datatype, peer, tag) =
                 (*sync, *buf, *count, *datatype, *peer, *tag);
             match sync {
-                Some(sync) => {
+                Some(SendMode::Buffered) => {
+                    bsend(m, buf, count, datatype, peer, tag, comm)?;
+                    m.engine.null_request()
+                }
+                Some(mode) => {
+                    let sync = mode == SendMode::Synchronous;
                     let mut r = MPI_REQUEST_NULL;
                     send(m, buf, count, datatype, peer, tag, comm, sync, Some(&mut r))?;
                     request_id(r)?

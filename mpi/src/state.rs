@@ -50,9 +50,9 @@ pub(crate) struct Persistent {
 
 /// What a persistent request starts.
 pub(crate) enum Started {
-    /// A send (`send`: `Some(sync)`) or a receive (`None`).
+    /// A send (`send`: its mode) or a receive (`None`).
     P2p {
-        send: Option<bool>,
+        send: Option<crate::p2p::SendMode>,
         buf: *mut c_void,
         count: c_int,
         datatype: Handle,

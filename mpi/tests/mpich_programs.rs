@@ -25,7 +25,8 @@ const NETPIPE: &str = "/usr/bin/NPmpich2";
 /// messages from and to MPI_BOTTOM, attribute callbacks that fail,
 /// a persistent send outliving its datatype, MPI_Isend returning while
 /// its receiver is idle, MPI_Request_get_status, MPI-4's hardware splits
-/// (also on two virtual hosts, where the unguided split is a host).
+/// (also on two virtual hosts, where the unguided split is a host),
+/// MPI_Isendrecv(_replace), MPI_Bsend_init and MPI_Type_match_size.
 #[test]
 fn statuses_and_empty_groups_are_mpichs() {
     let dir = TempDir::for_segments("mpi-status");

@@ -74,7 +74,6 @@ not_yet! {
     MPI_Bcast_c
     MPI_Bcast_init_c
     MPI_Bsend_c
-    MPI_Bsend_init
     MPI_Bsend_init_c
     MPI_Buffer_attach_c
     MPI_Buffer_detach_c
@@ -222,7 +221,6 @@ not_yet! {
     MPI_Iscatterv_c
     MPI_Isend_c
     MPI_Isendrecv_c
-    MPI_Isendrecv_replace
     MPI_Isendrecv_replace_c
     MPI_Issend_c
     MPI_Lookup_name
@@ -317,7 +315,6 @@ not_yet! {
     MPI_Type_get_extent_c
     MPI_Type_get_true_extent_c
     MPI_Type_indexed_c
-    MPI_Type_match_size
     MPI_Type_size_c
     MPI_Type_vector_c
     MPI_Unpack_c
@@ -390,7 +387,6 @@ not_yet! {
     PMPI_Bcast_c
     PMPI_Bcast_init_c
     PMPI_Bsend_c
-    PMPI_Bsend_init
     PMPI_Bsend_init_c
     PMPI_Buffer_attach_c
     PMPI_Buffer_detach_c
@@ -538,7 +534,6 @@ not_yet! {
     PMPI_Iscatterv_c
     PMPI_Isend_c
     PMPI_Isendrecv_c
-    PMPI_Isendrecv_replace
     PMPI_Isendrecv_replace_c
     PMPI_Issend_c
     PMPI_Lookup_name
@@ -633,7 +628,6 @@ not_yet! {
     PMPI_Type_get_extent_c
     PMPI_Type_get_true_extent_c
     PMPI_Type_indexed_c
-    PMPI_Type_match_size
     PMPI_Type_size_c
     PMPI_Type_vector_c
     PMPI_Unpack_c

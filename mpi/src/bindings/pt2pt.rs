@@ -292,6 +292,34 @@ fn PMPI_Sendrecv_replace(
     })
 }
 
+/// `MPI_Isendrecv_replace`: the data to send is copied first, so the
+/// receive may write over it at once; one request for both.
+#[mpi]
+fn PMPI_Isendrecv_replace(
+    buf: *mut c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    source: c_int,
+    recvtag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    call("MPI_Isendrecv_replace", comm, |m| {
+        let request = arg(request, "the request")?;
+        let elements = m.elements(count, datatype)?;
+        check_buffer(buf, elements.bytes(), datatype)?;
+        let to = m.p2p(comm, dest, false, sendtag)?;
+        let s = m
+            .engine
+            .isend_owned(to, sendtag, copy_of(buf, count, elements), false)?;
+        let r = recv(m, buf, count, datatype, source, recvtag, comm)?;
+        *request = request_handle(m.engine.start_pair(Some(s), r)?);
+        Ok(())
+    })
+}
+
 #[mpi]
 fn PMPI_Improbe(
     source: c_int,
@@ -465,7 +493,7 @@ fn PMPI_Send_init(
     call("MPI_Send_init", comm, |m| {
         persistent(
             m,
-            Some(false),
+            Some(SendMode::Standard),
             buf.cast_mut(),
             count,
             datatype,
@@ -490,7 +518,7 @@ fn PMPI_Ssend_init(
     call("MPI_Ssend_init", comm, |m| {
         persistent(
             m,
-            Some(true),
+            Some(SendMode::Synchronous),
             buf.cast_mut(),
             count,
             datatype,
@@ -515,7 +543,32 @@ fn PMPI_Rsend_init(
     call("MPI_Rsend_init", comm, |m| {
         persistent(
             m,
-            Some(false),
+            Some(SendMode::Standard),
+            buf.cast_mut(),
+            count,
+            datatype,
+            dest,
+            tag,
+            comm,
+            request,
+        )
+    })
+}
+
+#[mpi]
+fn PMPI_Bsend_init(
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    call("MPI_Bsend_init", comm, |m| {
+        persistent(
+            m,
+            Some(SendMode::Buffered),
             buf.cast_mut(),
             count,
             datatype,

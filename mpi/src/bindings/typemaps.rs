@@ -358,3 +358,36 @@ fn PMPI_Type_get_contents(
         put_array(datatypes, max_datatypes, &handles, "datatypes")
     })
 }
+
+/// `MPI_Type_match_size`: the predefined type of a class and size, as
+/// MPICH gives it (Fortran's sized types: `MPI_REAL4`, `MPI_INTEGER8`,
+/// `MPI_COMPLEX16`…); a size the class has no type of is `MPI_ERR_ARG`.
+#[mpi]
+fn PMPI_Type_match_size(typeclass: c_int, size: c_int, datatype: *mut Handle) -> c_int {
+    call("MPI_Type_match_size", MPI_COMM_WORLD, |_| {
+        let out = arg(datatype, "the datatype")?;
+        let t: Option<u32> = match (typeclass, size) {
+            (MPI_TYPECLASS_REAL, 4) => Some(0x4c00_0427),
+            (MPI_TYPECLASS_REAL, 8) => Some(0x4c00_0829),
+            (MPI_TYPECLASS_REAL, 16) => Some(0x4c00_102b),
+            (MPI_TYPECLASS_INTEGER, 1) => Some(0x4c00_012d),
+            (MPI_TYPECLASS_INTEGER, 2) => Some(0x4c00_022f),
+            (MPI_TYPECLASS_INTEGER, 4) => Some(0x4c00_0430),
+            (MPI_TYPECLASS_INTEGER, 8) => Some(0x4c00_0831),
+            (MPI_TYPECLASS_COMPLEX, 8) => Some(0x4c00_0828),
+            (MPI_TYPECLASS_COMPLEX, 16) => Some(0x4c00_102a),
+            (MPI_TYPECLASS_COMPLEX, 32) => Some(0x4c00_202c),
+            _ => None,
+        };
+        match t {
+            Some(t) => {
+                *out = t as Handle;
+                Ok(())
+            }
+            None => err(
+                MPI_ERR_ARG,
+                format!("no predefined type of class {typeclass} has {size} bytes"),
+            ),
+        }
+    })
+}
