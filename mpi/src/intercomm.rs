@@ -246,6 +246,80 @@ pub(crate) fn create_group(
     })
 }
 
+/// The context `MPI_Intercomm_create_from_groups` agrees on: no
+/// communicator's (ids are below [`crate::context::CONTEXT_IDS`]), under
+/// the view bit.
+const FROM_GROUPS: u32 = crate::context::CONTEXT_IDS as u32 | VIEW;
+
+/// `MPI_Intercomm_create_from_groups`: the members of `local` (this
+/// process among them) and of `remote` make an intercommunicator, with
+/// no communicator of both to start from. Both groups agree on its
+/// context over the job, the group whose leader has the lower rank in
+/// the job first; `stringtag` (its hash the tag) tells concurrent calls
+/// apart, as the standard asks of the program.
+pub(crate) fn create_from_groups(
+    m: &mut Mpi,
+    local: Arc<[fm::Rank]>,
+    local_leader: c_int,
+    remote: Arc<[fm::Rank]>,
+    remote_leader: c_int,
+    stringtag: &[u8],
+    errhandler: Handle,
+) -> MpiResult<Handle> {
+    let me = m.engine.fm.rank();
+    let Some(rank) = local.iter().position(|&r| r == me) else {
+        return err(MPI_ERR_GROUP, "this process is not in the local group");
+    };
+    let leader = |g: &[fm::Rank], l: c_int, which: &str| match usize::try_from(l) {
+        Ok(l) if l < g.len() => Ok(g[l]),
+        _ => err(
+            MPI_ERR_RANK,
+            format!(
+                "the {which} leader {l} is not a rank of a group of {}",
+                g.len()
+            ),
+        ),
+    };
+    let ours = leader(&local, local_leader, "local")?;
+    let theirs = leader(&remote, remote_leader, "remote")?;
+    if let Some(r) = local.iter().find(|r| remote.contains(r)) {
+        return err(MPI_ERR_GROUP, format!("process {r} is in both groups"));
+    }
+    let (first, second) = if ours < theirs {
+        (&local, &remote)
+    } else {
+        (&remote, &local)
+    };
+    let ranks: Arc<[fm::Rank]> = first.iter().chain(second.iter()).copied().collect();
+    let everyone = Comm {
+        context: FROM_GROUPS,
+        rank: ranks.iter().position(|&r| r == me).unwrap_or(0) as c_int,
+        ranks,
+        remote: None,
+        errhandler,
+        collectives: 0,
+        children: 0,
+    };
+    // FNV-1a: the same tag at every member for the same string.
+    let hash = (stringtag.iter()).fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let tag = (hash as u32 & TAG_UB as u32) as c_int;
+    let id = m.holding_ids(|m| {
+        let free = crate::context::free_on(&mut m.engine, &everyone, tag)?;
+        m.engine.contexts.take_lowest(&free, true)
+    })?;
+    m.add_comm(Comm {
+        context: id,
+        ranks: local,
+        rank: rank as c_int,
+        remote: Some(remote),
+        errhandler,
+        collectives: 0,
+        children: 0,
+    })
+}
+
 /// Both groups of intercommunicator `ic` as one communicator, numbered
 /// as its collectives number them ([`crate::coll::inter::Sides`]), for
 /// exchanges among all its members.

@@ -265,6 +265,39 @@ fn PMPI_Intercomm_merge(intercomm: Handle, high: c_int, newintracomm: *mut Handl
 }
 
 #[mpi]
+#[allow(clippy::too_many_arguments)]
+fn PMPI_Intercomm_create_from_groups(
+    local_group: Handle,
+    local_leader: c_int,
+    remote_group: Handle,
+    remote_leader: c_int,
+    stringtag: *const c_char,
+    _info: Handle,
+    errhandler: Handle,
+    newintercomm: *mut Handle,
+) -> c_int {
+    call("MPI_Intercomm_create_from_groups", MPI_COMM_WORLD, |m| {
+        let out = arg(newintercomm, "the new intercommunicator")?;
+        if stringtag.is_null() {
+            return err(MPI_ERR_ARG, "the string tag is a null pointer");
+        }
+        let tag = std::ffi::CStr::from_ptr(stringtag).to_bytes();
+        let errhandler = m.errors.settable(errhandler)?;
+        let (local, remote) = (m.group(local_group)?, m.group(remote_group)?);
+        *out = intercomm::create_from_groups(
+            m,
+            local,
+            local_leader,
+            remote,
+            remote_leader,
+            tag,
+            errhandler,
+        )?;
+        Ok(())
+    })
+}
+
+#[mpi]
 fn PMPI_Comm_create_group(comm: Handle, group: Handle, tag: c_int, newcomm: *mut Handle) -> c_int {
     call("MPI_Comm_create_group", comm, |m| {
         let out = arg(newcomm, "the new communicator")?;

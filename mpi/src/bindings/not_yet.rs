@@ -210,7 +210,6 @@ not_yet! {
     MPI_Ineighbor_alltoall_c
     MPI_Ineighbor_alltoallv_c
     MPI_Ineighbor_alltoallw_c
-    MPI_Intercomm_create_from_groups
     MPI_Irecv_c
     MPI_Ireduce_c
     MPI_Ireduce_scatter_block_c
@@ -523,7 +522,6 @@ not_yet! {
     PMPI_Ineighbor_alltoall_c
     PMPI_Ineighbor_alltoallv_c
     PMPI_Ineighbor_alltoallw_c
-    PMPI_Intercomm_create_from_groups
     PMPI_Irecv_c
     PMPI_Ireduce_c
     PMPI_Ireduce_scatter_block_c

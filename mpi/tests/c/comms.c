@@ -1,7 +1,9 @@
 /* Communicators made by some members only, and groups by ranges and set
  * operations: MPI_Intercomm_create (point-to-point across it, its remote
  * group), MPI_Intercomm_merge both ways round, MPI_Comm_create_group,
- * MPI_Group_range_incl/excl, MPI_Group_union/intersection/difference.
+ * MPI_Group_range_incl/excl, MPI_Group_union/intersection/difference,
+ * MPI_Intercomm_create_from_groups (the even ranks and the odd ones, with
+ * no communicator of theirs to start from).
  * Compiled with MPICH's mpicc; run under fmrun and mpiexec.mpich. Needs
  * at least 2 ranks. Exits 1 at the first failure, printing it.
  *
@@ -130,6 +132,67 @@ static void create_group(void)
     MPI_Group_free(&world);
 }
 
+/* The even and the odd ranks make an intercommunicator from their groups
+ * alone (the odd ones naming their last member leader), twice at once
+ * with different string tags is not allowed, so one after another; each
+ * leader swaps its world rank with the other side, and an allreduce
+ * across gives each side the other's sum. */
+static void from_groups(void)
+{
+    MPI_Group world, evens, odds;
+    int ranges[1][3] = {{0, size - 1, 2}};
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_range_incl(world, 1, ranges, &evens);
+    MPI_Group_range_excl(world, 1, ranges, &odds);
+    int even = rank % 2 == 0, nodds = size / 2, nevens = (size + 1) / 2;
+    int my_leader = even ? 0 : nodds - 1, their_leader = even ? nodds - 1 : 0;
+    for (int round = 0; round < 2; round++) {
+        MPI_Comm ic;
+        MPI_Intercomm_create_from_groups(even ? evens : odds, my_leader, even ? odds : evens,
+                                         their_leader, round ? "again" : "first", MPI_INFO_NULL,
+                                         MPI_ERRORS_RETURN, &ic);
+        int inter = 0, rsize = 0, r = -1;
+        MPI_Comm_test_inter(ic, &inter);
+        MPI_Comm_remote_size(ic, &rsize);
+        MPI_Comm_rank(ic, &r);
+        CHECK(inter && rsize == (even ? nodds : nevens) && r == rank / 2,
+              "from groups: inter %d, remote size %d, rank %d", inter, rsize, r);
+        MPI_Errhandler eh;
+        MPI_Comm_get_errhandler(ic, &eh);
+        CHECK(eh == MPI_ERRORS_RETURN, "from groups: the error handler given is not the communicator's");
+        MPI_Errhandler_free(&eh);
+        int sum = 0;
+        MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, ic);
+        int want = 0;
+        for (int k = even ? 1 : 0; k < size; k += 2)
+            want += k;
+        CHECK(sum == want + sabotage, "from groups: the other side's sum is %d, not %d", sum, want);
+        if (r == my_leader) {
+            int theirs = -1;
+            MPI_Sendrecv(&rank, 1, MPI_INT, their_leader, 3, &theirs, 1, MPI_INT, their_leader, 3, ic,
+                         MPI_STATUS_IGNORE);
+            int want_leader = even ? 2 * (nodds - 1) + 1 : 0;
+            CHECK(theirs == want_leader, "from groups: the other leader is world rank %d", theirs);
+        }
+        MPI_Comm_free(&ic);
+    }
+    /* A process in both groups is refused (MPICH 4.0.2 does not check,
+     * and hangs). */
+    MPI_Comm bad = MPI_COMM_NULL;
+    if (getenv("ON_MPICH"))
+        goto done;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rc = MPI_Intercomm_create_from_groups(world, 0, world, 0, "both", MPI_INFO_NULL,
+                                              MPI_ERRORS_RETURN, &bad), cls = -1;
+    MPI_Error_class(rc, &cls);
+    CHECK(rc != MPI_SUCCESS, "groups that overlap made an intercommunicator");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+done:
+    MPI_Group_free(&world);
+    MPI_Group_free(&evens);
+    MPI_Group_free(&odds);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -142,6 +205,7 @@ int main(int argc, char **argv)
     }
     intercomms();
     create_group();
+    from_groups();
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0)
         printf("all communicator checks passed on %d ranks\n", size);
