@@ -69,6 +69,11 @@ fn PMPI_Comm_split(comm: Handle, color: c_int, key: c_int, newcomm: *mut Handle)
 
 const MPI_COMM_TYPE_HW_GUIDED: c_int = 2;
 const MPI_COMM_TYPE_HW_UNGUIDED: c_int = 3;
+/// MPICH's extension: processes near each other as its hints say (a
+/// directory they share, a level of the network). fm takes none of those
+/// hints, so the split gives `MPI_COMM_NULL`, as MPICH does for a hint it
+/// cannot serve.
+const MPIX_COMM_TYPE_NEIGHBORHOOD: c_int = 4;
 
 /// The info key of the hardware splits (MPI-4.0 §7.4.2), and the one
 /// resource fm knows: the memory of a host ("machine" names it too).
@@ -93,7 +98,7 @@ fn PMPI_Comm_split_type(
         let newcomm = arg(newcomm, "the new communicator")?;
         let host = host_color(m);
         let color = match split_type {
-            MPI_UNDEFINED => MPI_UNDEFINED,
+            MPI_UNDEFINED | MPIX_COMM_TYPE_NEIGHBORHOOD => MPI_UNDEFINED,
             MPI_COMM_TYPE_SHARED => host,
             MPI_COMM_TYPE_HW_GUIDED => {
                 let asked = match info {
@@ -125,7 +130,7 @@ fn PMPI_Comm_split_type(
             t => {
                 return err(
                     MPI_ERR_ARG,
-                    format!("split type {t} is not one fm knows (MPI_COMM_TYPE_SHARED, _HW_GUIDED, _HW_UNGUIDED)"),
+                    format!("split type {t} is not one fm knows (MPI_COMM_TYPE_SHARED, _HW_GUIDED, _HW_UNGUIDED, MPIX_COMM_TYPE_NEIGHBORHOOD)"),
                 )
             }
         };
