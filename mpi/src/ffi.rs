@@ -6,7 +6,7 @@ use crate::*;
 /// `MPI_Get_count` (whole elements of `datatype`) and, with `basic`,
 /// `MPI_Get_elements` (its basic elements, also those of a partial
 /// element) in the bytes `status` says arrived: `MPI_UNDEFINED` when they
-/// end inside one.
+/// end inside one or are more than an int holds.
 ///
 /// # Safety
 /// `status` and `count` are null or valid, as MPI's caller promises.
@@ -16,15 +16,40 @@ pub(crate) unsafe fn count_in_status(
     count: *mut c_int,
     basic: bool,
 ) -> c_int {
+    if count.is_null() {
+        return MPI_ERR_ARG;
+    }
+    match elements_in_status(status, datatype, basic) {
+        Ok(n) => {
+            // A count past an int's is MPI_UNDEFINED too (MPI-4.0 §3.2.5).
+            *count = n
+                .and_then(|n| c_int::try_from(n).ok())
+                .unwrap_or(MPI_UNDEFINED);
+            MPI_SUCCESS
+        }
+        Err(class) => class,
+    }
+}
+
+/// [`count_in_status`]'s count, uncut (`MPI_Get_elements_x`): `None`
+/// for `MPI_UNDEFINED`.
+///
+/// # Safety
+/// `status` is null or valid, as MPI's caller promises.
+pub(crate) unsafe fn elements_in_status(
+    status: *const MpiStatus,
+    datatype: Handle,
+    basic: bool,
+) -> Result<Option<u64>, c_int> {
     let whole = |bytes: u64, size: usize| match size as u64 {
         0 => Some(0),
         size => bytes.is_multiple_of(size).then_some(bytes / size),
     };
-    if status.is_null() || status as usize == STATUS_IGNORE || count.is_null() {
-        return MPI_ERR_ARG;
+    if status.is_null() || status as usize == STATUS_IGNORE {
+        return Err(MPI_ERR_ARG);
     }
     let bytes = (*status).bytes();
-    let n = match builtin_type_size(datatype) {
+    Ok(match builtin_type_size(datatype) {
         Some(size) if !basic => whole(bytes, size),
         // Basic elements (pair types count two) are the layout's to say.
         _ => {
@@ -35,12 +60,10 @@ pub(crate) unsafe fn count_in_status(
             match layout {
                 Ok(l) if basic => l.elements_in(bytes),
                 Ok(l) => whole(bytes, l.size),
-                Err(_) => return MPI_ERR_TYPE,
+                Err(_) => return Err(MPI_ERR_TYPE),
             }
         }
-    };
-    *count = n.map_or(MPI_UNDEFINED, |n| n.min(c_int::MAX as u64) as c_int);
-    MPI_SUCCESS
+    })
 }
 
 /// Bytes of data in `count` elements of `layout`, if they fit an address.

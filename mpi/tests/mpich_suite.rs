@@ -48,6 +48,10 @@ const SAMPLE: usize = 6;
 /// about 35 s on a quiet 2-CPU machine).
 const TIMEOUT: &str = "300s";
 
+/// Seconds a test MPICH marks as failing on itself may run: such a test
+/// may wait for ever (pt2pt/pscancel waits for a cancel fm does not do).
+const XFAIL_TIMEOUT: &str = "60s";
+
 #[derive(Clone, Debug)]
 struct Test {
     folder: &'static str,
@@ -269,9 +273,11 @@ fn under_fmrun(dir: &TempDir, suite: &Path, t: &Test, hosts: Option<&str>) -> Ou
         return Outcome::Fail("not built".into());
     }
     let np = t.np.to_string();
-    let limit = t
-        .own_limit()
-        .map_or(TIMEOUT.to_owned(), |s| format!("{s}s"));
+    let limit = match t.own_limit() {
+        Some(s) => format!("{s}s"),
+        None if t.xfail => XFAIL_TIMEOUT.to_owned(),
+        None => TIMEOUT.to_owned(),
+    };
     let mut args = vec!["--timeout", &limit, "-n", &np, "--oversubscribe"];
     if let Some(h) = hosts {
         args.extend(["--hosts", h, "--rsh", "local"]);

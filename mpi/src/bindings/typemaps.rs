@@ -10,8 +10,8 @@ use fm_mpi_macros::mpi;
 use super::datatype::recipe;
 
 use super::datatype::{
-    PMPI_Get_address, PMPI_Get_elements, PMPI_Type_create_hindexed, PMPI_Type_create_hvector,
-    PMPI_Type_create_struct, PMPI_Type_get_extent, PMPI_Type_get_true_extent,
+    PMPI_Get_address, PMPI_Type_create_hindexed, PMPI_Type_create_hvector, PMPI_Type_create_struct,
+    PMPI_Type_get_extent, PMPI_Type_get_true_extent,
 };
 
 const MPI_ORDER_C: c_int = 56;
@@ -220,14 +220,15 @@ fn PMPI_Type_get_true_extent_x(datatype: Handle, lb: *mut i64, extent: *mut i64)
 
 #[mpi]
 fn PMPI_Get_elements_x(status: *const MpiStatus, datatype: Handle, count: *mut i64) -> c_int {
-    let mut n = 0;
-    match PMPI_Get_elements(status, datatype, &mut n) {
-        MPI_SUCCESS if count.is_null() => MPI_ERR_ARG,
-        MPI_SUCCESS => {
-            *count = i64::from(n);
+    if count.is_null() {
+        return MPI_ERR_ARG;
+    }
+    match elements_in_status(status, datatype, true) {
+        Ok(n) => {
+            *count = n.map_or(i64::from(MPI_UNDEFINED), |n| n.min(i64::MAX as u64) as i64);
             MPI_SUCCESS
         }
-        e => e,
+        Err(class) => class,
     }
 }
 

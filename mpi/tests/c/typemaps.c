@@ -143,6 +143,15 @@ static void others(void)
     MPI_Get_elements_x(&s, MPI_INT, &nx);
     MPI_Test_cancelled(&s, &flag);
     CHECK(n == 5 && nx == 10 && flag, "status setters: %d %lld %d", n, (long long)nx, flag);
+    /* A count past 2^31 (MPICH's pt2pt/big_count_status): whole through
+     * MPI_Get_elements_x, MPI_UNDEFINED from MPI_Get_elements, the
+     * cancelled bit kept apart. */
+    MPI_Count big = 0x7654321ff1234567LL;
+    MPI_Status_set_elements_x(&s, MPI_BYTE, big);
+    MPI_Get_elements_x(&s, MPI_BYTE, &nx);
+    MPI_Get_elements(&s, MPI_BYTE, &n);
+    MPI_Test_cancelled(&s, &flag);
+    CHECK(nx == big && n == MPI_UNDEFINED && flag, "a big count: %llx, %x, cancelled %d", (long long)nx, n, flag);
     MPI_Type_free(&hb);
     MPI_Type_free(&hv);
     MPI_Type_free(&st);
