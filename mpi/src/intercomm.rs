@@ -231,10 +231,7 @@ pub(crate) fn create_group(
         return Ok(MPI_COMM_NULL);
     };
     let v = view(&parent, members.clone(), rank as c_int);
-    let id = m.holding_ids(|m| {
-        let free = crate::context::free_on(&mut m.engine, &v, user_tag)?;
-        m.engine.contexts.take_lowest(&free, true)
-    })?;
+    let id = agree_among(m, &v, user_tag)?;
     m.add_comm(Comm {
         context: id,
         ranks: members,
@@ -243,6 +240,15 @@ pub(crate) fn create_group(
         collectives: 0,
         children: 0,
         ..parent
+    })
+}
+
+/// The lowest context id free on every member of `v` (collective over
+/// it, with `tag`), taken.
+fn agree_among(m: &mut Mpi, v: &Comm, tag: c_int) -> MpiResult<u32> {
+    m.holding_ids(|m| {
+        let free = crate::context::free_on(&mut m.engine, v, tag)?;
+        m.engine.contexts.take_lowest(&free, true)
     })
 }
 
@@ -305,10 +311,7 @@ pub(crate) fn create_from_groups(
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
     let tag = (hash as u32 & TAG_UB as u32) as c_int;
-    let id = m.holding_ids(|m| {
-        let free = crate::context::free_on(&mut m.engine, &everyone, tag)?;
-        m.engine.contexts.take_lowest(&free, true)
-    })?;
+    let id = agree_among(m, &everyone, tag)?;
     m.add_comm(Comm {
         context: id,
         ranks: local,

@@ -490,19 +490,17 @@ fn PMPI_Send_init(
     comm: Handle,
     request: *mut Handle,
 ) -> c_int {
-    call("MPI_Send_init", comm, |m| {
-        persistent(
-            m,
-            Some(SendMode::Standard),
-            buf.cast_mut(),
-            count,
-            datatype,
-            dest,
-            tag,
-            comm,
-            request,
-        )
-    })
+    send_init(
+        "MPI_Send_init",
+        SendMode::Standard,
+        buf,
+        count,
+        datatype,
+        dest,
+        tag,
+        comm,
+        request,
+    )
 }
 
 #[mpi]
@@ -515,19 +513,17 @@ fn PMPI_Ssend_init(
     comm: Handle,
     request: *mut Handle,
 ) -> c_int {
-    call("MPI_Ssend_init", comm, |m| {
-        persistent(
-            m,
-            Some(SendMode::Synchronous),
-            buf.cast_mut(),
-            count,
-            datatype,
-            dest,
-            tag,
-            comm,
-            request,
-        )
-    })
+    send_init(
+        "MPI_Ssend_init",
+        SendMode::Synchronous,
+        buf,
+        count,
+        datatype,
+        dest,
+        tag,
+        comm,
+        request,
+    )
 }
 
 #[mpi]
@@ -540,19 +536,17 @@ fn PMPI_Rsend_init(
     comm: Handle,
     request: *mut Handle,
 ) -> c_int {
-    call("MPI_Rsend_init", comm, |m| {
-        persistent(
-            m,
-            Some(SendMode::Standard),
-            buf.cast_mut(),
-            count,
-            datatype,
-            dest,
-            tag,
-            comm,
-            request,
-        )
-    })
+    send_init(
+        "MPI_Rsend_init",
+        SendMode::Standard,
+        buf,
+        count,
+        datatype,
+        dest,
+        tag,
+        comm,
+        request,
+    )
 }
 
 #[mpi]
@@ -565,10 +559,36 @@ fn PMPI_Bsend_init(
     comm: Handle,
     request: *mut Handle,
 ) -> c_int {
-    call("MPI_Bsend_init", comm, |m| {
+    send_init(
+        "MPI_Bsend_init",
+        SendMode::Buffered,
+        buf,
+        count,
+        datatype,
+        dest,
+        tag,
+        comm,
+        request,
+    )
+}
+
+/// A persistent send of `mode`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn send_init(
+    func: &str,
+    mode: SendMode,
+    buf: *const c_void,
+    count: c_int,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    request: *mut Handle,
+) -> c_int {
+    call(func, comm, |m| {
         persistent(
             m,
-            Some(SendMode::Buffered),
+            Some(mode),
             buf.cast_mut(),
             count,
             datatype,
