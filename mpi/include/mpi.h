@@ -201,6 +201,13 @@ int MPIR_Dup_fn(MPI_Comm, int, void *, void *, void *, int *);
 #define MPI_ERR_LASTCODE 0x3fffffff
 
 /* Topologies (MPI_Topo_test); weights as the library's own addresses. */
+/* Array orders and distributions (MPI_Type_create_subarray, _darray). */
+#define MPI_ORDER_C 56
+#define MPI_ORDER_FORTRAN 57
+#define MPI_DISTRIBUTE_BLOCK 121
+#define MPI_DISTRIBUTE_CYCLIC 122
+#define MPI_DISTRIBUTE_NONE 123
+#define MPI_DISTRIBUTE_DFLT_DARG -49767
 /* What MPI_Type_match_size looks for. */
 #define MPI_TYPECLASS_REAL 1
 #define MPI_TYPECLASS_INTEGER 2

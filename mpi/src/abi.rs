@@ -98,6 +98,14 @@ pub const MPI_MAX_OBJECT_NAME: usize = 128;
 
 pub const MPI_ANY_SOURCE: c_int = -2;
 pub const MPI_ANY_TAG: c_int = -1;
+/// Array orders and distributions (`MPI_Type_create_subarray`,
+/// `MPI_Type_create_darray`).
+pub const MPI_ORDER_C: c_int = 56;
+pub const MPI_ORDER_FORTRAN: c_int = 57;
+pub const MPI_DISTRIBUTE_BLOCK: c_int = 121;
+pub const MPI_DISTRIBUTE_CYCLIC: c_int = 122;
+pub const MPI_DISTRIBUTE_NONE: c_int = 123;
+pub const MPI_DISTRIBUTE_DFLT_DARG: c_int = -49767;
 /// What `MPI_Type_match_size` looks for.
 pub const MPI_TYPECLASS_REAL: c_int = 1;
 pub const MPI_TYPECLASS_INTEGER: c_int = 2;

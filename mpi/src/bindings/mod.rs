@@ -33,6 +33,7 @@ macro_rules! collective {
 mod attr;
 mod coll;
 pub(crate) mod comm;
+mod darray;
 mod datatype;
 mod errhan;
 mod group;

@@ -297,7 +297,6 @@ not_yet! {
     MPI_Status_c2f
     MPI_Status_f2c
     MPI_Type_contiguous_c
-    MPI_Type_create_darray
     MPI_Type_create_darray_c
     MPI_Type_create_f90_complex
     MPI_Type_create_f90_integer
@@ -609,7 +608,6 @@ not_yet! {
     PMPI_Status_c2f
     PMPI_Status_f2c
     PMPI_Type_contiguous_c
-    PMPI_Type_create_darray
     PMPI_Type_create_darray_c
     PMPI_Type_create_f90_complex
     PMPI_Type_create_f90_integer

@@ -14,9 +14,6 @@ use super::datatype::{
     PMPI_Type_get_extent, PMPI_Type_get_true_extent,
 };
 
-const MPI_ORDER_C: c_int = 56;
-const MPI_ORDER_FORTRAN: c_int = 57;
-
 #[mpi]
 fn PMPI_Type_create_hindexed_block(
     count: c_int,

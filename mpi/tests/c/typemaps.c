@@ -1,5 +1,6 @@
 /* The subarray and hindexed-block constructors, MPI-1's datatype names,
- * the _x queries, the status setters and attributes on datatypes, each checked against what this
+ * the _x queries, the status setters, attributes on datatypes and
+ * distributed arrays, each checked against what this
  * rank computes alone: a subarray's bytes as MPI_Pack lays them out and
  * as they arrive at rank 1 (C and Fortran order, 1 to 3 dimensions,
  * every start that fits in a small array), its size and its bounds.
@@ -240,6 +241,75 @@ static void alignment_and_names(void)
     }
 }
 
+/* Which process of a dimension of `g` elements spread as `distrib`
+ * (argument `darg`) over `p` processes holds element `i`. */
+static int owner(int i, int g, int p, int distrib, int darg)
+{
+    if (distrib == MPI_DISTRIBUTE_NONE)
+        return 0;
+    int k = darg != MPI_DISTRIBUTE_DFLT_DARG ? darg : distrib == MPI_DISTRIBUTE_BLOCK ? (g + p - 1) / p : 1;
+    return (i / k) % p;
+}
+
+/* MPI_Type_create_darray on a 7 x 5 array over every grid of the ranks
+ * (2 dimensions), BLOCK, CYCLIC(2), default arguments and NONE, in both
+ * orders: packing the array with a rank's type gives exactly the elements
+ * that rank holds, in array order, and every element is held once. */
+static void darrays(void)
+{
+    enum { G0 = 7, G1 = 5 };
+    int a[G0 * G1], packed[G0 * G1], want[G0 * G1];
+    for (int i = 0; i < G0 * G1; i++)
+        a[i] = i;
+    int kinds[][2] = {{MPI_DISTRIBUTE_BLOCK, MPI_DISTRIBUTE_DFLT_DARG},
+                      {MPI_DISTRIBUTE_CYCLIC, 2},
+                      {MPI_DISTRIBUTE_CYCLIC, MPI_DISTRIBUTE_DFLT_DARG},
+                      {MPI_DISTRIBUTE_BLOCK, 4}};
+    for (int p0 = 1; p0 <= size; p0++) {
+        if (size % p0)
+            continue;
+        int ps[2] = {p0, size / p0}, me[2] = {rank / ps[1], rank % ps[1]};
+        for (int order = 0; order < 2; order++)
+            for (int k0 = 0; k0 < 4; k0++)
+                for (int k1 = 0; k1 < 4; k1++) {
+                    int gs[2] = {G0, G1}, d[2] = {kinds[k0][0], kinds[k1][0]},
+                        da[2] = {kinds[k0][1], kinds[k1][1]};
+                    /* BLOCK(4) covers 7 only on 2 or more processes. */
+                    if ((da[0] == 4 && 4 * ps[0] < G0) || (da[1] == 4 && 4 * ps[1] < G1))
+                        continue;
+                    int ord = order ? MPI_ORDER_FORTRAN : MPI_ORDER_C;
+                    MPI_Datatype t;
+                    MPI_Type_create_darray(size, rank, 2, gs, d, da, ps, ord, MPI_INT, &t);
+                    MPI_Type_commit(&t);
+                    int n = 0, bytes = 0, pos = 0;
+                    MPI_Aint lb, extent;
+                    MPI_Type_get_extent(t, &lb, &extent);
+                    CHECK(lb == 0 && extent == (MPI_Aint)sizeof a, "darray extent %ld", (long)extent);
+                    /* In C order element (i, j) is a[i * G1 + j]; in
+                     * Fortran order a[i + j * G0]; memory order first. */
+                    for (int x = 0; x < G0 * G1; x++) {
+                        int i = order ? x % G0 : x / G1, j = order ? x / G0 : x % G1;
+                        if (owner(i, G0, ps[0], d[0], da[0]) == me[0] &&
+                            owner(j, G1, ps[1], d[1], da[1]) == me[1])
+                            want[n++] = x;
+                    }
+                    MPI_Type_size(t, &bytes);
+                    MPI_Pack(a, 1, t, packed, sizeof packed, &pos, MPI_COMM_SELF);
+                    CHECK(bytes == n * (int)sizeof(int) && pos == bytes,
+                          "darray on %dx%d, kinds %d %d, order %d: %d bytes, %d wanted", ps[0], ps[1], k0,
+                          k1, order, bytes, n * (int)sizeof(int));
+                    for (int e = 0; e < n; e++)
+                        CHECK(packed[e] == want[e] + (sabotage && e == n - 1),
+                              "darray on %dx%d, kinds %d %d, order %d: element %d is %d, not %d", ps[0],
+                              ps[1], k0, k1, order, e, packed[e], want[e]);
+                    int total = 0;
+                    MPI_Allreduce(&n, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+                    CHECK(total == G0 * G1, "the processes hold %d elements of %d", total, G0 * G1);
+                    MPI_Type_free(&t);
+                }
+    }
+}
+
 static int copies, deletions;
 
 static int count_copy(MPI_Datatype t, int key, void *extra, void *in, void *out, int *flag)
@@ -323,6 +393,7 @@ int main(int argc, char **argv)
     decoding();
     alignment_and_names();
     type_attributes();
+    darrays();
     MPI_Comm split;
     MPI_Comm_split(MPI_COMM_WORLD, rank < 2, rank, &split);
     bottom(split);
