@@ -31,7 +31,7 @@ impl Mpi {
     pub(crate) fn elements_at(
         &self,
         buf: *const c_void,
-        count: c_int,
+        count: impl Into<i64>,
         datatype: Handle,
     ) -> MpiResult<Elements> {
         let count = nonneg(count, "count")?;
@@ -185,23 +185,23 @@ pub(crate) unsafe fn array<'a, T>(p: *const T, n: usize, what: &str) -> MpiResul
 /// (in elements of `datatype`), as the v-collectives take them.
 ///
 /// # Safety
-/// `counts` and `displs` hold `n` ints; `buf` is the caller's.
-pub(crate) unsafe fn per_member(
+/// `counts` and `displs` hold `n` entries; `buf` is the caller's.
+pub(crate) unsafe fn per_member<C: CountArg>(
     m: &Mpi,
     buf: *const c_void,
-    counts: *const c_int,
-    displs: *const c_int,
+    counts: *const C,
+    displs: *const C,
     datatype: Handle,
     n: usize,
 ) -> MpiResult<Vec<Elements>> {
     let (counts, displs) = (
-        ints(counts, n, "counts")?,
-        ints(displs, n, "displacements")?,
+        array(counts, n, "counts")?,
+        array(displs, n, "displacements")?,
     );
     let base = m.elements_at(buf, 0, datatype)?;
     (0..n)
         .map(|i| {
-            let e = base.at(displs[i] as isize, nonneg(counts[i], "count")?);
+            let e = base.at(displs[i].into() as isize, nonneg(counts[i], "count")?);
             check_buffer(buf, e.bytes(), datatype)?;
             Ok(e)
         })
@@ -216,19 +216,19 @@ pub(crate) fn uniform(base: &Elements, n: usize) -> Vec<Elements> {
 }
 
 /// Elements for each member with its own datatype and a displacement in
-/// bytes (`MPI_Alltoallw`: ints; `MPI_Neighbor_alltoallw`: addresses).
+/// bytes (`MPI_Alltoallw`: ints, or addresses in its `_c` form; `MPI_Neighbor_alltoallw`: addresses).
 ///
 /// # Safety
 /// The arrays hold `n` entries each; `buf` is the caller's.
-pub(crate) unsafe fn per_member_w<D: Copy + Into<i64>>(
+pub(crate) unsafe fn per_member_w<C: CountArg, D: CountArg>(
     m: &Mpi,
     buf: *const c_void,
-    counts: *const c_int,
+    counts: *const C,
     displs: *const D,
     types: *const Handle,
     n: usize,
 ) -> MpiResult<Vec<Elements>> {
-    let counts = ints(counts, n, "counts")?;
+    let counts = array(counts, n, "counts")?;
     let displs = array(displs, n, "displacements")?;
     let types = ints(types, n, "datatypes")?;
     (0..n)

@@ -3,6 +3,37 @@
 
 use crate::*;
 
+/// C's `MPI_Count`: what the large-count (`_c`) functions take.
+#[allow(non_camel_case_types)]
+pub(crate) type MPI_Count = i64;
+
+/// A count, length or displacement as a C caller passes it: `int` in
+/// MPI's classic functions, `MPI_Count` or `MPI_Aint` in the `_c` ones
+/// (`#[mpi]` writes both from one body, with `IntOrCount` for the
+/// type). The library works in `i64` and converts at its edge.
+pub(crate) trait CountArg:
+    Form + Copy + Into<i64> + From<c_int> + TryFrom<u64> + TryFrom<usize> + std::fmt::Display
+{
+}
+impl CountArg for c_int {}
+impl CountArg for MPI_Count {}
+
+/// Which form of a large-count function a body runs in, from the type
+/// its `IntOrCount` or `AintOrCount` stands for there.
+pub(crate) trait Form {
+    /// The `_c` form.
+    const LARGE: bool;
+}
+impl Form for c_int {
+    const LARGE: bool = false;
+}
+impl Form for isize {
+    const LARGE: bool = false;
+}
+impl Form for MPI_Count {
+    const LARGE: bool = true;
+}
+
 /// `MPI_Get_count` (whole elements of `datatype`) and, with `basic`,
 /// `MPI_Get_elements` (its basic elements, also those of a partial
 /// element) in the bytes `status` says arrived: `MPI_UNDEFINED` when they
@@ -10,10 +41,10 @@ use crate::*;
 ///
 /// # Safety
 /// `status` and `count` are null or valid, as MPI's caller promises.
-pub(crate) unsafe fn count_in_status(
+pub(crate) unsafe fn count_in_status<C: CountArg>(
     status: *const MpiStatus,
     datatype: Handle,
-    count: *mut c_int,
+    count: *mut C,
     basic: bool,
 ) -> c_int {
     if count.is_null() {
@@ -23,8 +54,8 @@ pub(crate) unsafe fn count_in_status(
         Ok(n) => {
             // A count past an int's is MPI_UNDEFINED too (MPI-4.0 §3.2.5).
             *count = n
-                .and_then(|n| c_int::try_from(n).ok())
-                .unwrap_or(MPI_UNDEFINED);
+                .and_then(|n| C::try_from(n).ok())
+                .unwrap_or(C::from(MPI_UNDEFINED));
             MPI_SUCCESS
         }
         Err(class) => class,
@@ -167,8 +198,19 @@ pub(crate) unsafe fn put_string(s: &str, out: *mut c_char, max: usize, len: *mut
     }
 }
 
+/// `n` counts from a caller's array, widened.
+///
+/// # Safety
+/// `p` is null or holds `n` entries.
+pub(crate) unsafe fn counts<C: CountArg>(p: *const C, n: usize, what: &str) -> MpiResult<Vec<i64>> {
+    Ok((crate::collective::array(p, n, what)?.iter())
+        .map(|&c| c.into())
+        .collect())
+}
+
 /// A count or length that must not be negative.
-pub(crate) fn nonneg(v: c_int, what: &str) -> MpiResult<usize> {
+pub(crate) fn nonneg(v: impl Into<i64>, what: &str) -> MpiResult<usize> {
+    let v: i64 = v.into();
     usize::try_from(v).map_err(|_| MpiError {
         class: if what == "count" {
             MPI_ERR_COUNT
@@ -182,10 +224,10 @@ pub(crate) fn nonneg(v: c_int, what: &str) -> MpiResult<usize> {
 /// `count` blocks: lengths from `lengths`, byte offsets from `offset(i)`.
 ///
 /// # Safety
-/// `lengths` holds `count` ints, and `offset` reads `count` entries.
-pub(crate) unsafe fn block_list(
-    count: c_int,
-    lengths: *const c_int,
+/// `lengths` holds `count` entries, and `offset` reads `count` entries.
+pub(crate) unsafe fn block_list<C: CountArg>(
+    count: C,
+    lengths: *const C,
     offset: impl Fn(usize) -> i128,
     offsets_null: bool,
 ) -> MpiResult<Vec<(usize, i128)>> {
@@ -209,7 +251,7 @@ pub(crate) unsafe fn block_list(
 /// `to` is null or holds `max` values.
 pub(crate) unsafe fn put_array<T: Copy>(
     to: *mut T,
-    max: c_int,
+    max: impl Into<i64>,
     values: &[T],
     what: &str,
 ) -> MpiResult<()> {

@@ -9,7 +9,7 @@ use crate::*;
 pub(crate) fn send(
     m: &mut Mpi,
     buf: *const c_void,
-    count: c_int,
+    count: i64,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -78,7 +78,7 @@ pub(crate) const BSEND_OVERHEAD: usize = 96;
 pub(crate) fn bsend(
     m: &mut Mpi,
     buf: *const c_void,
-    count: c_int,
+    count: i64,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -117,7 +117,7 @@ pub(crate) fn bsend(
 ///
 /// # Safety
 /// `buf` holds the elements (checked by the caller).
-pub(crate) unsafe fn copy_of(buf: *const c_void, count: c_int, elements: Elements) -> Vec<u8> {
+pub(crate) unsafe fn copy_of(buf: *const c_void, count: i64, elements: Elements) -> Vec<u8> {
     match elements {
         Elements::Plain { at, bytes } => {
             slice_or_empty(buf.cast::<u8>().offset(at), bytes).to_vec()
@@ -147,7 +147,7 @@ pub(crate) fn persistent(
     m: &mut Mpi,
     send: Option<SendMode>,
     buf: *mut c_void,
-    count: c_int,
+    count: i64,
     datatype: Handle,
     peer: c_int,
     tag: c_int,
@@ -245,7 +245,7 @@ pub(crate) fn start(m: &mut Mpi, h: Handle) -> MpiResult<()> {
 pub(crate) fn mrecv_start(
     m: &mut Mpi,
     buf: *mut c_void,
-    count: c_int,
+    count: i64,
     datatype: Handle,
     message: Handle,
 ) -> MpiResult<u32> {
@@ -281,7 +281,7 @@ pub(crate) fn mrecv_start(
 pub(crate) fn recv(
     m: &mut Mpi,
     buf: *mut c_void,
-    count: c_int,
+    count: i64,
     datatype: Handle,
     source: c_int,
     tag: c_int,

@@ -54,7 +54,7 @@ pub(crate) enum Started {
     P2p {
         send: Option<crate::p2p::SendMode>,
         buf: *mut c_void,
-        count: c_int,
+        count: i64,
         datatype: Handle,
         peer: c_int,
         tag: c_int,
@@ -457,7 +457,7 @@ impl Elements {
 impl Mpi {
     /// How `count` elements of `datatype` travel; a derived type must be
     /// committed.
-    pub(crate) fn elements(&self, count: c_int, datatype: Handle) -> MpiResult<Elements> {
+    pub(crate) fn elements(&self, count: i64, datatype: Handle) -> MpiResult<Elements> {
         if count < 0 {
             return err(MPI_ERR_COUNT, format!("count {count} is negative"));
         }

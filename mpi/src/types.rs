@@ -69,6 +69,8 @@ pub(crate) struct Recipe {
     pub(crate) combiner: c_int,
     pub(crate) ints: Vec<c_int>,
     pub(crate) addresses: Vec<isize>,
+    /// What a `_c` constructor was given as `MPI_Count`s.
+    pub(crate) large: Vec<i64>,
     pub(crate) types: Vec<Made>,
 }
 

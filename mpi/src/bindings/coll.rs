@@ -13,71 +13,71 @@ use super::intercoll;
 collective! {
     PMPI_Barrier / PMPI_Ibarrier / PMPI_Barrier_init => barrier(comm: Handle) on comm;
     PMPI_Bcast / PMPI_Ibcast / PMPI_Bcast_init => bcast(
-        buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle
+        buffer: *mut c_void, count: IntOrCount, datatype: Handle, root: c_int, comm: Handle
     ) on comm;
     PMPI_Reduce / PMPI_Ireduce / PMPI_Reduce_init => reduce(
-        sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle,
+        sendbuf: *const c_void, recvbuf: *mut c_void, count: IntOrCount, datatype: Handle,
         op: Handle, root: c_int, comm: Handle
     ) on comm;
     PMPI_Allreduce / PMPI_Iallreduce / PMPI_Allreduce_init => allreduce(
-        sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle,
+        sendbuf: *const c_void, recvbuf: *mut c_void, count: IntOrCount, datatype: Handle,
         op: Handle, comm: Handle
     ) on comm;
     PMPI_Gather / PMPI_Igather / PMPI_Gather_init => gather(
-        sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle
+        sendbuf: *const c_void, sendcount: IntOrCount, sendtype: Handle,
+        recvbuf: *mut c_void, recvcount: IntOrCount, recvtype: Handle, root: c_int, comm: Handle
     ) on comm;
     PMPI_Gatherv / PMPI_Igatherv / PMPI_Gatherv_init => gatherv(
-        sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
-        recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int,
+        sendbuf: *const c_void, sendcount: IntOrCount, sendtype: Handle,
+        recvbuf: *mut c_void, recvcounts: *const IntOrCount, displs: *const IntOrCount,
         recvtype: Handle, root: c_int, comm: Handle
     ) on comm;
     PMPI_Scatter / PMPI_Iscatter / PMPI_Scatter_init => scatter(
-        sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle
+        sendbuf: *const c_void, sendcount: IntOrCount, sendtype: Handle,
+        recvbuf: *mut c_void, recvcount: IntOrCount, recvtype: Handle, root: c_int, comm: Handle
     ) on comm;
     PMPI_Scatterv / PMPI_Iscatterv / PMPI_Scatterv_init => scatterv(
-        sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int,
-        sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle,
+        sendbuf: *const c_void, sendcounts: *const IntOrCount, displs: *const IntOrCount,
+        sendtype: Handle, recvbuf: *mut c_void, recvcount: IntOrCount, recvtype: Handle,
         root: c_int, comm: Handle
     ) on comm;
     PMPI_Allgather / PMPI_Iallgather / PMPI_Allgather_init => allgather(
-        sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle
+        sendbuf: *const c_void, sendcount: IntOrCount, sendtype: Handle,
+        recvbuf: *mut c_void, recvcount: IntOrCount, recvtype: Handle, comm: Handle
     ) on comm;
     PMPI_Allgatherv / PMPI_Iallgatherv / PMPI_Allgatherv_init => allgatherv(
-        sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
-        recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int,
+        sendbuf: *const c_void, sendcount: IntOrCount, sendtype: Handle,
+        recvbuf: *mut c_void, recvcounts: *const IntOrCount, displs: *const IntOrCount,
         recvtype: Handle, comm: Handle
     ) on comm;
     PMPI_Alltoall / PMPI_Ialltoall / PMPI_Alltoall_init => alltoall(
-        sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle
+        sendbuf: *const c_void, sendcount: IntOrCount, sendtype: Handle,
+        recvbuf: *mut c_void, recvcount: IntOrCount, recvtype: Handle, comm: Handle
     ) on comm;
     PMPI_Alltoallv / PMPI_Ialltoallv / PMPI_Alltoallv_init => alltoallv(
-        sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
-        sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int,
-        rdispls: *const c_int, recvtype: Handle, comm: Handle
+        sendbuf: *const c_void, sendcounts: *const IntOrCount, sdispls: *const IntOrCount,
+        sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const IntOrCount,
+        rdispls: *const IntOrCount, recvtype: Handle, comm: Handle
     ) on comm;
     PMPI_Alltoallw / PMPI_Ialltoallw / PMPI_Alltoallw_init => alltoallw(
-        sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
-        sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int,
-        rdispls: *const c_int, recvtypes: *const Handle, comm: Handle
+        sendbuf: *const c_void, sendcounts: *const IntOrCount, sdispls: *const IntOrCount,
+        sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const IntOrCount,
+        rdispls: *const IntOrCount, recvtypes: *const Handle, comm: Handle
     ) on comm;
     PMPI_Reduce_scatter / PMPI_Ireduce_scatter / PMPI_Reduce_scatter_init => reduce_scatter(
-        sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
+        sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const IntOrCount,
         datatype: Handle, op: Handle, comm: Handle
     ) on comm;
     PMPI_Reduce_scatter_block / PMPI_Ireduce_scatter_block / PMPI_Reduce_scatter_block_init => reduce_scatter_block(
-        sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int,
+        sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: IntOrCount,
         datatype: Handle, op: Handle, comm: Handle
     ) on comm;
     PMPI_Scan / PMPI_Iscan / PMPI_Scan_init => scan(
-        sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle,
+        sendbuf: *const c_void, recvbuf: *mut c_void, count: IntOrCount, datatype: Handle,
         op: Handle, comm: Handle
     ) + false on comm;
     PMPI_Exscan / PMPI_Iexscan / PMPI_Exscan_init => scan(
-        sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle,
+        sendbuf: *const c_void, recvbuf: *mut c_void, count: IntOrCount, datatype: Handle,
         op: Handle, comm: Handle
     ) + true on comm;
 }
@@ -89,10 +89,10 @@ fn barrier(m: &mut Mpi, comm: Handle, mode: Mode) -> MpiResult<()> {
     m.collective(comm, mode, move |c| Ok(coll::barrier(c)))
 }
 
-unsafe fn bcast(
+unsafe fn bcast<C: CountArg>(
     m: &mut Mpi,
     buffer: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: Handle,
     root: c_int,
     comm: Handle,
@@ -108,10 +108,10 @@ unsafe fn bcast(
 }
 
 /// The input of a reduction: `None` for `MPI_IN_PLACE`.
-unsafe fn input(
+unsafe fn input<C: CountArg>(
     m: &Mpi,
     sendbuf: *const c_void,
-    count: c_int,
+    count: C,
     datatype: Handle,
 ) -> MpiResult<Option<Elements>> {
     if coll::in_place(sendbuf) {
@@ -121,11 +121,11 @@ unsafe fn input(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn reduce(
+unsafe fn reduce<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: Handle,
     op: Handle,
     root: c_int,
@@ -163,11 +163,11 @@ unsafe fn reduce(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn allreduce(
+unsafe fn allreduce<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: Handle,
     op: Handle,
     comm: Handle,
@@ -190,13 +190,13 @@ fn size_of(m: &Mpi, comm: Handle) -> MpiResult<(usize, usize)> {
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn gather(
+unsafe fn gather<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: Handle,
     root: c_int,
     comm: Handle,
@@ -216,14 +216,14 @@ unsafe fn gather(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn gatherv(
+unsafe fn gatherv<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    displs: *const c_int,
+    recvcounts: *const C,
+    displs: *const C,
     recvtype: Handle,
     root: c_int,
     comm: Handle,
@@ -244,10 +244,10 @@ unsafe fn gatherv(
 
 /// Gather(v)'s common part: this member's input, and the run.
 #[allow(clippy::too_many_arguments)]
-unsafe fn gathered(
+unsafe fn gathered<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: Handle,
     recv: Vec<Elements>,
     root: c_int,
@@ -264,13 +264,13 @@ unsafe fn gathered(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn scatter(
+unsafe fn scatter<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: Handle,
     root: c_int,
     comm: Handle,
@@ -290,14 +290,14 @@ unsafe fn scatter(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn scatterv(
+unsafe fn scatterv<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    displs: *const c_int,
+    sendcounts: *const C,
+    displs: *const C,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: Handle,
     root: c_int,
     comm: Handle,
@@ -318,11 +318,11 @@ unsafe fn scatterv(
 
 /// Scatter(v)'s common part: this member's output, and the run.
 #[allow(clippy::too_many_arguments)]
-unsafe fn scattered(
+unsafe fn scattered<C: CountArg>(
     m: &mut Mpi,
     send: Vec<Elements>,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: Handle,
     root: c_int,
     comm: Handle,
@@ -338,13 +338,13 @@ unsafe fn scattered(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn allgather(
+unsafe fn allgather<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: Handle,
     comm: Handle,
     mode: Mode,
@@ -360,14 +360,14 @@ unsafe fn allgather(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn allgatherv(
+unsafe fn allgatherv<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    displs: *const c_int,
+    recvcounts: *const C,
+    displs: *const C,
     recvtype: Handle,
     comm: Handle,
     mode: Mode,
@@ -382,10 +382,10 @@ unsafe fn allgatherv(
     allgathered(m, sendbuf, sendcount, sendtype, recv, comm, mode)
 }
 
-unsafe fn allgathered(
+unsafe fn allgathered<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: Handle,
     recv: Vec<Elements>,
     comm: Handle,
@@ -401,13 +401,13 @@ unsafe fn allgathered(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn alltoall(
+unsafe fn alltoall<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: Handle,
     comm: Handle,
     mode: Mode,
@@ -427,15 +427,15 @@ unsafe fn alltoall(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn alltoallv(
+unsafe fn alltoallv<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const c_int,
+    sendcounts: *const C,
+    sdispls: *const C,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const c_int,
+    recvcounts: *const C,
+    rdispls: *const C,
     recvtype: Handle,
     comm: Handle,
     mode: Mode,
@@ -456,15 +456,15 @@ unsafe fn alltoallv(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn alltoallw(
+unsafe fn alltoallw<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const c_int,
+    sendcounts: *const C,
+    sdispls: *const C,
     sendtypes: *const Handle,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const c_int,
+    recvcounts: *const C,
+    rdispls: *const C,
     recvtypes: *const Handle,
     comm: Handle,
     mode: Mode,
@@ -485,18 +485,18 @@ unsafe fn alltoallw(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn reduce_scatter(
+unsafe fn reduce_scatter<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
+    recvcounts: *const C,
     datatype: Handle,
     op: Handle,
     comm: Handle,
     mode: Mode,
 ) -> MpiResult<()> {
     let (n, _) = size_of(m, comm)?;
-    let counts = ints(recvcounts, n, "counts")?
+    let counts = array(recvcounts, n, "counts")?
         .iter()
         .map(|&c| nonneg(c, "count"))
         .collect::<MpiResult<Vec<usize>>>()?;
@@ -504,11 +504,11 @@ unsafe fn reduce_scatter(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn reduce_scatter_block(
+unsafe fn reduce_scatter_block<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     datatype: Handle,
     op: Handle,
     comm: Handle,
@@ -557,11 +557,11 @@ unsafe fn scattered_reduction(
 
 #[allow(clippy::too_many_arguments)]
 /// `MPI_Scan`, and `MPI_Exscan` (`exclusive`).
-unsafe fn scan(
+unsafe fn scan<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: Handle,
     op: Handle,
     comm: Handle,

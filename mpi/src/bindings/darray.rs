@@ -6,7 +6,7 @@ use crate::types;
 use crate::*;
 use fm_mpi_macros::mpi;
 
-use super::datatype::recipe;
+use super::datatype::{recipe, Args};
 
 /// How one dimension is spread over the grid's processes along it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +68,7 @@ fn PMPI_Type_create_darray(
     size: c_int,
     rank: c_int,
     ndims: c_int,
-    gsizes: *const c_int,
+    gsizes: *const IntOrCount,
     distribs: *const c_int,
     dargs: *const c_int,
     psizes: *const c_int,
@@ -80,21 +80,20 @@ fn PMPI_Type_create_darray(
         let n = nonneg(ndims, "number of dimensions")?;
         let ints = |p, what| crate::collective::ints(p, n, what).map(<[c_int]>::to_vec);
         let (gsizes, distribs, dargs, psizes) = (
-            ints(gsizes, "global sizes")?,
+            counts(gsizes, n, "global sizes")?,
             ints(distribs, "distributions")?,
             ints(dargs, "distribution arguments")?,
             ints(psizes, "process grid sizes")?,
         );
-        let args = [
-            &[size, rank, ndims][..],
+        let after = [&distribs[..], &dargs, &psizes, &[order]].concat();
+        let args = Args::counted(
+            IntOrCount::LARGE,
+            &[size, rank, ndims],
             &gsizes,
-            &distribs,
-            &dargs,
-            &psizes,
-            &[order],
-        ]
-        .concat();
-        let r = recipe(MPI_COMBINER_DARRAY, args, vec![], &[oldtype])?;
+            &after,
+            &[],
+        );
+        let r = recipe(MPI_COMBINER_DARRAY, args, &[oldtype])?;
         let procs: usize = (psizes.iter())
             .map(|&p| nonneg(p, "process grid size"))
             .product::<MpiResult<usize>>()?;

@@ -6,11 +6,12 @@ use crate::*;
 use fm_mpi_macros::mpi;
 
 #[mpi]
-fn PMPI_Type_contiguous(count: c_int, oldtype: Handle, newtype: *mut Handle) -> c_int {
+fn PMPI_Type_contiguous(count: IntOrCount, oldtype: Handle, newtype: *mut Handle) -> c_int {
     call("MPI_Type_contiguous", MPI_COMM_WORLD, |m| {
         let old = m.layout(oldtype)?;
         let l = Layout::hvector(nonneg(count, "count")?, 1, old.extent as i128, &old)?;
-        let r = recipe(MPI_COMBINER_CONTIGUOUS, vec![count], vec![], &[oldtype])?;
+        let args = Args::counted(IntOrCount::LARGE, &[], &[count], &[], &[]);
+        let r = recipe(MPI_COMBINER_CONTIGUOUS, args, &[oldtype])?;
         *arg(newtype, "the new datatype")? = types::add_made(l, r)?;
         Ok(())
     })
@@ -18,9 +19,9 @@ fn PMPI_Type_contiguous(count: c_int, oldtype: Handle, newtype: *mut Handle) -> 
 
 #[mpi]
 fn PMPI_Type_vector(
-    count: c_int,
-    blocklength: c_int,
-    stride: c_int,
+    count: IntOrCount,
+    blocklength: IntOrCount,
+    stride: IntOrCount,
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> c_int {
@@ -31,8 +32,9 @@ fn PMPI_Type_vector(
             nonneg(blocklength, "block length")?,
         );
         let l = Layout::hvector(n, b, stride as i128 * old.extent as i128, &old)?;
-        let ints = vec![count, blocklength, stride];
-        let r = recipe(MPI_COMBINER_VECTOR, ints, vec![], &[oldtype])?;
+        let counts = [count, blocklength, stride];
+        let args = Args::counted(IntOrCount::LARGE, &[], &counts, &[], &[]);
+        let r = recipe(MPI_COMBINER_VECTOR, args, &[oldtype])?;
         *arg(newtype, "the new datatype")? = types::add_made(l, r)?;
         Ok(())
     })
@@ -40,9 +42,9 @@ fn PMPI_Type_vector(
 
 #[mpi]
 fn PMPI_Type_create_hvector(
-    count: c_int,
-    blocklength: c_int,
-    stride: isize,
+    count: IntOrCount,
+    blocklength: IntOrCount,
+    stride: AintOrCount,
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> c_int {
@@ -53,12 +55,9 @@ fn PMPI_Type_create_hvector(
             nonneg(blocklength, "block length")?,
         );
         let l = Layout::hvector(n, b, stride as i128, &old)?;
-        let r = recipe(
-            MPI_COMBINER_HVECTOR,
-            vec![count, blocklength],
-            vec![stride],
-            &[oldtype],
-        )?;
+        let counts = [count, blocklength];
+        let args = Args::counted(IntOrCount::LARGE, &[], &counts, &[], &[stride as isize]);
+        let r = recipe(MPI_COMBINER_HVECTOR, args, &[oldtype])?;
         *arg(newtype, "the new datatype")? = types::add_made(l, r)?;
         Ok(())
     })
@@ -66,9 +65,9 @@ fn PMPI_Type_create_hvector(
 
 #[mpi]
 fn PMPI_Type_indexed(
-    count: c_int,
-    blocklengths: *const c_int,
-    displacements: *const c_int,
+    count: IntOrCount,
+    blocklengths: *const IntOrCount,
+    displacements: *const IntOrCount,
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> c_int {
@@ -81,13 +80,14 @@ fn PMPI_Type_indexed(
             displacements.is_null(),
         )?;
         let n = blocks.len();
-        let ints = [
+        let counts = [
             &[count][..],
-            collective::ints(blocklengths, n, "block lengths")?,
-            collective::ints(displacements, n, "displacements")?,
+            collective::array(blocklengths, n, "block lengths")?,
+            collective::array(displacements, n, "displacements")?,
         ]
         .concat();
-        let r = recipe(MPI_COMBINER_INDEXED, ints, vec![], &[oldtype])?;
+        let args = Args::counted(IntOrCount::LARGE, &[], &counts, &[], &[]);
+        let r = recipe(MPI_COMBINER_INDEXED, args, &[oldtype])?;
         *arg(newtype, "the new datatype")? = types::add_made(Layout::hindexed(&blocks, &old)?, r)?;
         Ok(())
     })
@@ -95,9 +95,9 @@ fn PMPI_Type_indexed(
 
 #[mpi]
 fn PMPI_Type_create_hindexed(
-    count: c_int,
-    blocklengths: *const c_int,
-    displacements: *const isize,
+    count: IntOrCount,
+    blocklengths: *const IntOrCount,
+    displacements: *const AintOrCount,
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> c_int {
@@ -110,13 +110,14 @@ fn PMPI_Type_create_hindexed(
             displacements.is_null(),
         )?;
         let n = blocks.len();
-        let ints = [
+        let counts = [
             &[count][..],
-            collective::ints(blocklengths, n, "block lengths")?,
+            collective::array(blocklengths, n, "block lengths")?,
         ]
         .concat();
-        let addresses = collective::array(displacements, n, "displacements")?.to_vec();
-        let r = recipe(MPI_COMBINER_HINDEXED, ints, addresses, &[oldtype])?;
+        let addresses = addresses(displacements, n)?;
+        let args = Args::counted(IntOrCount::LARGE, &[], &counts, &[], &addresses);
+        let r = recipe(MPI_COMBINER_HINDEXED, args, &[oldtype])?;
         *arg(newtype, "the new datatype")? = types::add_made(Layout::hindexed(&blocks, &old)?, r)?;
         Ok(())
     })
@@ -124,9 +125,9 @@ fn PMPI_Type_create_hindexed(
 
 #[mpi]
 fn PMPI_Type_create_indexed_block(
-    count: c_int,
-    blocklength: c_int,
-    displacements: *const c_int,
+    count: IntOrCount,
+    blocklength: IntOrCount,
+    displacements: *const IntOrCount,
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> c_int {
@@ -134,18 +135,13 @@ fn PMPI_Type_create_indexed_block(
         let old = m.layout(oldtype)?;
         let b = nonneg(blocklength, "block length")?;
         let n = nonneg(count, "count")?;
-        if n > 0 && displacements.is_null() {
-            return err(MPI_ERR_ARG, "a null array of displacements");
-        }
-        let blocks: Vec<(usize, i128)> = (0..n)
-            .map(|i| (b, *displacements.add(i) as i128 * old.extent as i128))
+        let displacements = collective::array(displacements, n, "displacements")?;
+        let blocks: Vec<(usize, i128)> = (displacements.iter())
+            .map(|&d| (b, d as i128 * old.extent as i128))
             .collect();
-        let ints = [
-            &[count, blocklength][..],
-            collective::ints(displacements, n, "displacements")?,
-        ]
-        .concat();
-        let r = recipe(MPI_COMBINER_INDEXED_BLOCK, ints, vec![], &[oldtype])?;
+        let counts = [&[count, blocklength][..], displacements].concat();
+        let args = Args::counted(IntOrCount::LARGE, &[], &counts, &[], &[]);
+        let r = recipe(MPI_COMBINER_INDEXED_BLOCK, args, &[oldtype])?;
         *arg(newtype, "the new datatype")? = types::add_made(Layout::hindexed(&blocks, &old)?, r)?;
         Ok(())
     })
@@ -153,9 +149,9 @@ fn PMPI_Type_create_indexed_block(
 
 #[mpi]
 fn PMPI_Type_create_struct(
-    count: c_int,
-    blocklengths: *const c_int,
-    displacements: *const isize,
+    count: IntOrCount,
+    blocklengths: *const IntOrCount,
+    displacements: *const AintOrCount,
     types: *const Handle,
     newtype: *mut Handle,
 ) -> c_int {
@@ -170,7 +166,7 @@ fn PMPI_Type_create_struct(
         // MPI-1's bound markers set the bounds instead of holding data.
         let (mut lbs, mut ubs, mut real) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..n {
-            let at = *displacements.add(i);
+            let at = *displacements.add(i) as isize;
             match *types.add(i) {
                 LB_MARKER => lbs.push(at),
                 UB_MARKER => ubs.push(at),
@@ -198,16 +194,16 @@ fn PMPI_Type_create_struct(
             });
             Layout::resized(&data, lb, ub - lb)
         };
-        let ints = [
+        let counts = [
             &[count][..],
-            collective::ints(blocklengths, n, "block lengths")?,
+            collective::array(blocklengths, n, "block lengths")?,
         ]
         .concat();
-        let addresses = collective::array(displacements, n, "displacements")?.to_vec();
+        let addresses = addresses(displacements, n)?;
+        let args = Args::counted(IntOrCount::LARGE, &[], &counts, &[], &addresses);
         let r = recipe(
             MPI_COMBINER_STRUCT,
-            ints,
-            addresses,
+            args,
             collective::ints(types, n, "datatypes")?,
         )?;
         *arg(newtype, "the new datatype")? = types::add_made(layout, r)?;
@@ -218,16 +214,29 @@ fn PMPI_Type_create_struct(
 #[mpi]
 fn PMPI_Type_create_resized(
     oldtype: Handle,
-    lb: isize,
-    extent: isize,
+    lb: AintOrCount,
+    extent: AintOrCount,
     newtype: *mut Handle,
 ) -> c_int {
     call("MPI_Type_create_resized", MPI_COMM_WORLD, |m| {
         let old = m.layout(oldtype)?;
-        let r = recipe(MPI_COMBINER_RESIZED, vec![], vec![lb, extent], &[oldtype])?;
+        let (lb, extent) = (lb as isize, extent as isize);
+        let args = Args::counted(AintOrCount::LARGE, &[], &[0; 0], &[], &[lb, extent]);
+        let r = recipe(MPI_COMBINER_RESIZED, args, &[oldtype])?;
         *arg(newtype, "the new datatype")? = types::add_made(Layout::resized(&old, lb, extent), r)?;
         Ok(())
     })
+}
+
+/// `n` addresses from a caller's array (`MPI_Aint`, or `MPI_Count` in a
+/// `_c` function).
+///
+/// # Safety
+/// `p` is null or holds `n` entries.
+unsafe fn addresses<A: Copy + TryInto<isize>>(p: *const A, n: usize) -> MpiResult<Vec<isize>> {
+    Ok((collective::array(p, n, "displacements")?.iter())
+        .map(|&a| a.try_into().unwrap_or(isize::MAX))
+        .collect())
 }
 
 #[mpi]
@@ -275,30 +284,35 @@ fn PMPI_Type_free(datatype: *mut Handle) -> c_int {
 }
 
 #[mpi]
-fn PMPI_Type_size(datatype: Handle, size: *mut c_int) -> c_int {
+fn PMPI_Type_size(datatype: Handle, size: *mut IntOrCount) -> c_int {
     query("MPI_Type_size", || {
         let l = types::layout(datatype)?;
-        *arg(size, "the size")? = c_int::try_from(l.size).unwrap_or(MPI_UNDEFINED);
+        *arg(size, "the size")? =
+            IntOrCount::try_from(l.size).unwrap_or(IntOrCount::from(MPI_UNDEFINED));
         Ok(())
     })
 }
 
 #[mpi]
-fn PMPI_Type_get_extent(datatype: Handle, lb: *mut isize, extent: *mut isize) -> c_int {
+fn PMPI_Type_get_extent(datatype: Handle, lb: *mut AintOrCount, extent: *mut AintOrCount) -> c_int {
     query("MPI_Type_get_extent", || {
         let l = types::layout(datatype)?;
-        *arg(lb, "the lower bound")? = l.lb;
-        *arg(extent, "the extent")? = l.extent;
+        *arg(lb, "the lower bound")? = l.lb as AintOrCount;
+        *arg(extent, "the extent")? = l.extent as AintOrCount;
         Ok(())
     })
 }
 
 #[mpi]
-fn PMPI_Type_get_true_extent(datatype: Handle, lb: *mut isize, extent: *mut isize) -> c_int {
+fn PMPI_Type_get_true_extent(
+    datatype: Handle,
+    lb: *mut AintOrCount,
+    extent: *mut AintOrCount,
+) -> c_int {
     query("MPI_Type_get_true_extent", || {
         let l = types::layout(datatype)?;
-        *arg(lb, "the lower bound")? = l.true_lb;
-        *arg(extent, "the extent")? = l.true_ub - l.true_lb;
+        *arg(lb, "the lower bound")? = l.true_lb as AintOrCount;
+        *arg(extent, "the extent")? = (l.true_ub - l.true_lb) as AintOrCount;
         Ok(())
     })
 }
@@ -306,11 +320,11 @@ fn PMPI_Type_get_true_extent(datatype: Handle, lb: *mut isize, extent: *mut isiz
 #[mpi]
 fn PMPI_Pack(
     inbuf: *const c_void,
-    incount: c_int,
+    incount: IntOrCount,
     datatype: Handle,
     outbuf: *mut c_void,
-    outsize: c_int,
-    position: *mut c_int,
+    outsize: IntOrCount,
+    position: *mut IntOrCount,
     comm: Handle,
 ) -> c_int {
     call("MPI_Pack", comm, |m| {
@@ -334,7 +348,7 @@ fn PMPI_Pack(
         if bytes > 0 {
             std::ptr::copy_nonoverlapping(data.as_ptr(), outbuf.cast::<u8>().add(at), bytes);
         }
-        *position += bytes as c_int;
+        *position += bytes as IntOrCount;
         Ok(())
     })
 }
@@ -342,10 +356,10 @@ fn PMPI_Pack(
 #[mpi]
 fn PMPI_Unpack(
     inbuf: *const c_void,
-    insize: c_int,
-    position: *mut c_int,
+    insize: IntOrCount,
+    position: *mut IntOrCount,
     outbuf: *mut c_void,
-    outcount: c_int,
+    outcount: IntOrCount,
     datatype: Handle,
     comm: Handle,
 ) -> c_int {
@@ -367,19 +381,24 @@ fn PMPI_Unpack(
             })?;
         let data = slice_or_empty(inbuf.cast::<u8>().wrapping_add(at), bytes);
         l.unpack(data, outbuf.cast(), n);
-        *position += bytes as c_int;
+        *position += bytes as IntOrCount;
         Ok(())
     })
 }
 
 #[mpi]
-fn PMPI_Pack_size(incount: c_int, datatype: Handle, comm: Handle, size: *mut c_int) -> c_int {
+fn PMPI_Pack_size(
+    incount: IntOrCount,
+    datatype: Handle,
+    comm: Handle,
+    size: *mut IntOrCount,
+) -> c_int {
     call("MPI_Pack_size", comm, |m| {
         let l = m.layout(datatype)?;
         let bytes = data_bytes(nonneg(incount, "count")?, &l)?;
-        *arg(size, "the size")? = c_int::try_from(bytes).map_err(|_| MpiError {
+        *arg(size, "the size")? = IntOrCount::try_from(bytes).map_err(|_| MpiError {
             class: MPI_ERR_COUNT,
-            message: format!("{bytes} bytes do not fit an int"),
+            message: format!("{bytes} bytes are more than the size argument holds"),
         })?;
         Ok(())
     })
@@ -395,27 +414,64 @@ fn PMPI_Get_address(location: *const c_void, address: *mut isize) -> c_int {
 }
 
 #[mpi]
-fn PMPI_Get_count(status: *const MpiStatus, datatype: Handle, count: *mut c_int) -> c_int {
+fn PMPI_Get_count(status: *const MpiStatus, datatype: Handle, count: *mut IntOrCount) -> c_int {
     count_in_status(status, datatype, count, false)
 }
 
 #[mpi]
-fn PMPI_Get_elements(status: *const MpiStatus, datatype: Handle, count: *mut c_int) -> c_int {
+fn PMPI_Get_elements(status: *const MpiStatus, datatype: Handle, count: *mut IntOrCount) -> c_int {
     count_in_status(status, datatype, count, true)
 }
 
-/// A constructor's recipe: its combiner, integer and address arguments,
-/// and the datatypes it was given (kept as they are now).
-pub(super) fn recipe(
-    combiner: c_int,
-    ints: Vec<c_int>,
-    addresses: Vec<isize>,
-    types: &[Handle],
-) -> MpiResult<Recipe> {
+/// A constructor's integer, address and large-count arguments, as
+/// `MPI_Type_get_contents` gives them back.
+#[derive(Default)]
+pub(super) struct Args {
+    pub(super) ints: Vec<c_int>,
+    pub(super) addresses: Vec<isize>,
+    pub(super) large: Vec<i64>,
+}
+
+impl Args {
+    /// A constructor with count arguments (MPI-4.0 §5.1.13): called in its
+    /// classic form, `before`, `counts` and `after` are its integers and
+    /// `addresses` its addresses; called in its `_c` form (`large`),
+    /// `counts` and then `addresses` are its large counts, and only
+    /// `before` and `after` are integers.
+    pub(super) fn counted<C: CountArg>(
+        large: bool,
+        before: &[c_int],
+        counts: &[C],
+        after: &[c_int],
+        addresses: &[isize],
+    ) -> Args {
+        let counts = counts.iter().map(|&c| c.into());
+        match large {
+            false => Args {
+                ints: (before.iter().copied())
+                    .chain(counts.map(|c| c as c_int))
+                    .chain(after.iter().copied())
+                    .collect(),
+                addresses: addresses.to_vec(),
+                large: Vec::new(),
+            },
+            true => Args {
+                ints: [before, after].concat(),
+                addresses: Vec::new(),
+                large: counts.chain(addresses.iter().map(|&a| a as i64)).collect(),
+            },
+        }
+    }
+}
+
+/// A constructor's recipe: its combiner, arguments, and the datatypes
+/// it was given (kept as they are now).
+pub(super) fn recipe(combiner: c_int, args: Args, types: &[Handle]) -> MpiResult<Recipe> {
     Ok(Recipe {
         combiner,
-        ints,
-        addresses,
+        ints: args.ints,
+        addresses: args.addresses,
+        large: args.large,
         types: types
             .iter()
             .map(|&t| Made::of(t))

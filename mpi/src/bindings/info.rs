@@ -317,7 +317,7 @@ fn PMPI_Type_get_name(datatype: Handle, type_name: *mut c_char, resultlen: *mut 
 fn PMPI_Type_dup(oldtype: Handle, newtype: *mut Handle) -> c_int {
     let make = |m: &mut Mpi| {
         let l = (*m.layout(oldtype)?).clone();
-        let r = super::datatype::recipe(MPI_COMBINER_DUP, vec![], vec![], &[oldtype])?;
+        let r = super::datatype::recipe(MPI_COMBINER_DUP, Default::default(), &[oldtype])?;
         crate::types::add_made(l, r)
     };
     super::attr::with_attributes("MPI_Type_dup", Kind::Datatype, oldtype, newtype, make)

@@ -28,10 +28,10 @@ pub(super) fn not_in_place(buf: *const c_void) -> MpiResult<()> {
 }
 
 /// `count` elements at `buf`, which may not be `MPI_IN_PLACE` here.
-pub(super) unsafe fn elements(
+pub(super) unsafe fn elements<C: CountArg>(
     m: &Mpi,
     buf: *const c_void,
-    count: c_int,
+    count: C,
     datatype: Handle,
 ) -> MpiResult<Elements> {
     not_in_place(buf)?;
@@ -47,10 +47,10 @@ pub(super) fn barrier(m: &mut Mpi, comm: Handle, mode: Mode) -> MpiResult<()> {
     m.collective(comm, mode, |c| Ok(inter::barrier(c)))
 }
 
-pub(super) unsafe fn bcast(
+pub(super) unsafe fn bcast<C: CountArg>(
     m: &mut Mpi,
     buffer: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: Handle,
     root: c_int,
     comm: Handle,
@@ -65,11 +65,11 @@ pub(super) unsafe fn bcast(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn reduce(
+pub(super) unsafe fn reduce<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: Handle,
     op: Handle,
     root: c_int,
@@ -89,11 +89,11 @@ pub(super) unsafe fn reduce(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn allreduce(
+pub(super) unsafe fn allreduce<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
-    count: c_int,
+    count: C,
     datatype: Handle,
     op: Handle,
     comm: Handle,
@@ -109,9 +109,9 @@ pub(super) unsafe fn allreduce(
 
 /// Gather(v): `recv` gives the root's blocks, one per member of the
 /// other group, when asked.
-pub(super) unsafe fn gather(
+pub(super) unsafe fn gather<C: CountArg>(
     m: &mut Mpi,
-    (sendbuf, sendcount, sendtype): (*const c_void, c_int, Handle),
+    (sendbuf, sendcount, sendtype): (*const c_void, C, Handle),
     recv: impl FnOnce(&Mpi, usize) -> MpiResult<Vec<Elements>>,
     root: c_int,
     comm: Handle,
@@ -128,10 +128,10 @@ pub(super) unsafe fn gather(
 }
 
 /// Scatter(v): `send` gives the root's blocks when asked.
-pub(super) unsafe fn scatter(
+pub(super) unsafe fn scatter<C: CountArg>(
     m: &mut Mpi,
     send: impl FnOnce(&Mpi, usize) -> MpiResult<Vec<Elements>>,
-    (recvbuf, recvcount, recvtype): (*mut c_void, c_int, Handle),
+    (recvbuf, recvcount, recvtype): (*mut c_void, C, Handle),
     root: c_int,
     comm: Handle,
     mode: Mode,
@@ -162,9 +162,9 @@ pub(super) fn exchange(
 }
 
 /// The same elements for each of `n` members (allgather's input).
-pub(super) unsafe fn repeated(
+pub(super) unsafe fn repeated<C: CountArg>(
     m: &Mpi,
-    (buf, count, datatype): (*const c_void, c_int, Handle),
+    (buf, count, datatype): (*const c_void, C, Handle),
     n: usize,
 ) -> MpiResult<Vec<Elements>> {
     Ok(vec![elements(m, buf, count, datatype)?; n])
@@ -185,10 +185,10 @@ pub(super) unsafe fn reduce_scatter(
     let reduction = m.reduction(op, datatype)?;
     let me = m.comm(comm)?.rank as usize;
     let total: usize = counts.iter().sum();
-    let total = c_int::try_from(total)
-        .or_else(|_| err(MPI_ERR_COUNT, format!("{total} elements in all")))?;
+    let total =
+        i64::try_from(total).or_else(|_| err(MPI_ERR_COUNT, format!("{total} elements in all")))?;
     let input = elements(m, sendbuf, total, datatype)?;
-    let recv = elements(m, recvbuf, counts[me] as c_int, datatype)?;
+    let recv = elements(m, recvbuf, counts[me] as i64, datatype)?;
     m.collective(comm, mode, move |c| {
         Ok(inter::reduce_scatter(
             c,

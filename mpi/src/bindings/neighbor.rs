@@ -9,26 +9,26 @@ use crate::*;
 
 collective! {
     PMPI_Neighbor_allgather / PMPI_Ineighbor_allgather / PMPI_Neighbor_allgather_init => allgather(
-        sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle
+        sendbuf: *const c_void, sendcount: IntOrCount, sendtype: Handle,
+        recvbuf: *mut c_void, recvcount: IntOrCount, recvtype: Handle, comm: Handle
     ) on comm;
     PMPI_Neighbor_allgatherv / PMPI_Ineighbor_allgatherv / PMPI_Neighbor_allgatherv_init => allgatherv(
-        sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
-        recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int,
+        sendbuf: *const c_void, sendcount: IntOrCount, sendtype: Handle,
+        recvbuf: *mut c_void, recvcounts: *const IntOrCount, displs: *const IntOrCount,
         recvtype: Handle, comm: Handle
     ) on comm;
     PMPI_Neighbor_alltoall / PMPI_Ineighbor_alltoall / PMPI_Neighbor_alltoall_init => alltoall(
-        sendbuf: *const c_void, sendcount: c_int, sendtype: Handle,
-        recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle
+        sendbuf: *const c_void, sendcount: IntOrCount, sendtype: Handle,
+        recvbuf: *mut c_void, recvcount: IntOrCount, recvtype: Handle, comm: Handle
     ) on comm;
     PMPI_Neighbor_alltoallv / PMPI_Ineighbor_alltoallv / PMPI_Neighbor_alltoallv_init => alltoallv(
-        sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
-        sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int,
-        rdispls: *const c_int, recvtype: Handle, comm: Handle
+        sendbuf: *const c_void, sendcounts: *const IntOrCount, sdispls: *const IntOrCount,
+        sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const IntOrCount,
+        rdispls: *const IntOrCount, recvtype: Handle, comm: Handle
     ) on comm;
     PMPI_Neighbor_alltoallw / PMPI_Ineighbor_alltoallw / PMPI_Neighbor_alltoallw_init => alltoallw(
-        sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const i64,
-        sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const c_int,
+        sendbuf: *const c_void, sendcounts: *const IntOrCount, sdispls: *const i64,
+        sendtypes: *const Handle, recvbuf: *mut c_void, recvcounts: *const IntOrCount,
         rdispls: *const i64, recvtypes: *const Handle, comm: Handle
     ) on comm;
 }
@@ -50,13 +50,13 @@ fn exchange(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn allgather(
+unsafe fn allgather<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: Handle,
     comm: Handle,
     mode: Mode,
@@ -68,14 +68,14 @@ unsafe fn allgather(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn allgatherv(
+unsafe fn allgatherv<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    displs: *const c_int,
+    recvcounts: *const C,
+    displs: *const C,
     recvtype: Handle,
     comm: Handle,
     mode: Mode,
@@ -87,13 +87,13 @@ unsafe fn allgatherv(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn alltoall(
+unsafe fn alltoall<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: C,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: C,
     recvtype: Handle,
     comm: Handle,
     mode: Mode,
@@ -105,15 +105,15 @@ unsafe fn alltoall(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn alltoallv(
+unsafe fn alltoallv<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const c_int,
+    sendcounts: *const C,
+    sdispls: *const C,
     sendtype: Handle,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const c_int,
+    recvcounts: *const C,
+    rdispls: *const C,
     recvtype: Handle,
     comm: Handle,
     mode: Mode,
@@ -125,14 +125,14 @@ unsafe fn alltoallv(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn alltoallw(
+unsafe fn alltoallw<C: CountArg>(
     m: &mut Mpi,
     sendbuf: *const c_void,
-    sendcounts: *const c_int,
+    sendcounts: *const C,
     sdispls: *const i64,
     sendtypes: *const Handle,
     recvbuf: *mut c_void,
-    recvcounts: *const c_int,
+    recvcounts: *const C,
     rdispls: *const i64,
     recvtypes: *const Handle,
     comm: Handle,

@@ -59,24 +59,6 @@ not_yet! {
     MPIX_Grequest_start
     MPI_Accumulate
     MPI_Accumulate_c
-    MPI_Allgather_c
-    MPI_Allgather_init_c
-    MPI_Allgatherv_c
-    MPI_Allgatherv_init_c
-    MPI_Allreduce_c
-    MPI_Allreduce_init_c
-    MPI_Alltoall_c
-    MPI_Alltoall_init_c
-    MPI_Alltoallv_c
-    MPI_Alltoallv_init_c
-    MPI_Alltoallw_c
-    MPI_Alltoallw_init_c
-    MPI_Bcast_c
-    MPI_Bcast_init_c
-    MPI_Bsend_c
-    MPI_Bsend_init_c
-    MPI_Buffer_attach_c
-    MPI_Buffer_detach_c
     MPI_Close_port
     MPI_Comm_accept
     MPI_Comm_connect
@@ -87,8 +69,6 @@ not_yet! {
     MPI_Comm_spawn
     MPI_Comm_spawn_multiple
     MPI_Compare_and_swap
-    MPI_Exscan_c
-    MPI_Exscan_init_c
     MPI_Fetch_and_op
     MPI_File_c2f
     MPI_File_call_errhandler
@@ -180,67 +160,19 @@ not_yet! {
     MPI_File_write_ordered_end
     MPI_File_write_shared
     MPI_File_write_shared_c
-    MPI_Gather_c
-    MPI_Gather_init_c
-    MPI_Gatherv_c
-    MPI_Gatherv_init_c
     MPI_Get
     MPI_Get_accumulate
     MPI_Get_accumulate_c
     MPI_Get_c
-    MPI_Get_count_c
-    MPI_Get_elements_c
     MPI_Grequest_complete
     MPI_Grequest_start
     MPI_Group_from_session_pset
-    MPI_Iallgather_c
-    MPI_Iallgatherv_c
-    MPI_Iallreduce_c
-    MPI_Ialltoall_c
-    MPI_Ialltoallv_c
-    MPI_Ialltoallw_c
-    MPI_Ibcast_c
-    MPI_Ibsend_c
-    MPI_Iexscan_c
-    MPI_Igather_c
-    MPI_Igatherv_c
-    MPI_Imrecv_c
-    MPI_Ineighbor_allgather_c
-    MPI_Ineighbor_allgatherv_c
-    MPI_Ineighbor_alltoall_c
-    MPI_Ineighbor_alltoallv_c
-    MPI_Ineighbor_alltoallw_c
-    MPI_Irecv_c
-    MPI_Ireduce_c
-    MPI_Ireduce_scatter_block_c
-    MPI_Ireduce_scatter_c
-    MPI_Irsend_c
-    MPI_Iscan_c
-    MPI_Iscatter_c
-    MPI_Iscatterv_c
-    MPI_Isend_c
-    MPI_Isendrecv_c
-    MPI_Isendrecv_replace_c
-    MPI_Issend_c
     MPI_Lookup_name
-    MPI_Mrecv_c
-    MPI_Neighbor_allgather_c
-    MPI_Neighbor_allgather_init_c
-    MPI_Neighbor_allgatherv_c
-    MPI_Neighbor_allgatherv_init_c
-    MPI_Neighbor_alltoall_c
-    MPI_Neighbor_alltoall_init_c
-    MPI_Neighbor_alltoallv_c
-    MPI_Neighbor_alltoallv_init_c
-    MPI_Neighbor_alltoallw_c
-    MPI_Neighbor_alltoallw_init_c
     MPI_Open_port
-    MPI_Pack_c
     MPI_Pack_external
     MPI_Pack_external_c
     MPI_Pack_external_size
     MPI_Pack_external_size_c
-    MPI_Pack_size_c
     MPI_Parrived
     MPI_Pcontrol
     MPI_Pready
@@ -253,15 +185,6 @@ not_yet! {
     MPI_Put_c
     MPI_Raccumulate
     MPI_Raccumulate_c
-    MPI_Recv_c
-    MPI_Recv_init_c
-    MPI_Reduce_c
-    MPI_Reduce_init_c
-    MPI_Reduce_local_c
-    MPI_Reduce_scatter_block_c
-    MPI_Reduce_scatter_block_init_c
-    MPI_Reduce_scatter_c
-    MPI_Reduce_scatter_init_c
     MPI_Register_datarep
     MPI_Register_datarep_c
     MPI_Rget
@@ -270,18 +193,6 @@ not_yet! {
     MPI_Rget_c
     MPI_Rput
     MPI_Rput_c
-    MPI_Rsend_c
-    MPI_Rsend_init_c
-    MPI_Scan_c
-    MPI_Scan_init_c
-    MPI_Scatter_c
-    MPI_Scatter_init_c
-    MPI_Scatterv_c
-    MPI_Scatterv_init_c
-    MPI_Send_c
-    MPI_Send_init_c
-    MPI_Sendrecv_c
-    MPI_Sendrecv_replace_c
     MPI_Session_call_errhandler
     MPI_Session_create_errhandler
     MPI_Session_finalize
@@ -292,30 +203,11 @@ not_yet! {
     MPI_Session_get_pset_info
     MPI_Session_init
     MPI_Session_set_errhandler
-    MPI_Ssend_c
-    MPI_Ssend_init_c
     MPI_Status_c2f
     MPI_Status_f2c
-    MPI_Type_contiguous_c
-    MPI_Type_create_darray_c
     MPI_Type_create_f90_complex
     MPI_Type_create_f90_integer
     MPI_Type_create_f90_real
-    MPI_Type_create_hindexed_block_c
-    MPI_Type_create_hindexed_c
-    MPI_Type_create_hvector_c
-    MPI_Type_create_indexed_block_c
-    MPI_Type_create_resized_c
-    MPI_Type_create_struct_c
-    MPI_Type_create_subarray_c
-    MPI_Type_get_contents_c
-    MPI_Type_get_envelope_c
-    MPI_Type_get_extent_c
-    MPI_Type_get_true_extent_c
-    MPI_Type_indexed_c
-    MPI_Type_size_c
-    MPI_Type_vector_c
-    MPI_Unpack_c
     MPI_Unpack_external
     MPI_Unpack_external_c
     MPI_Unpublish_name
@@ -370,24 +262,6 @@ not_yet! {
     PMPIX_Grequest_start
     PMPI_Accumulate
     PMPI_Accumulate_c
-    PMPI_Allgather_c
-    PMPI_Allgather_init_c
-    PMPI_Allgatherv_c
-    PMPI_Allgatherv_init_c
-    PMPI_Allreduce_c
-    PMPI_Allreduce_init_c
-    PMPI_Alltoall_c
-    PMPI_Alltoall_init_c
-    PMPI_Alltoallv_c
-    PMPI_Alltoallv_init_c
-    PMPI_Alltoallw_c
-    PMPI_Alltoallw_init_c
-    PMPI_Bcast_c
-    PMPI_Bcast_init_c
-    PMPI_Bsend_c
-    PMPI_Bsend_init_c
-    PMPI_Buffer_attach_c
-    PMPI_Buffer_detach_c
     PMPI_Close_port
     PMPI_Comm_accept
     PMPI_Comm_connect
@@ -398,8 +272,6 @@ not_yet! {
     PMPI_Comm_spawn
     PMPI_Comm_spawn_multiple
     PMPI_Compare_and_swap
-    PMPI_Exscan_c
-    PMPI_Exscan_init_c
     PMPI_Fetch_and_op
     PMPI_File_c2f
     PMPI_File_call_errhandler
@@ -491,67 +363,19 @@ not_yet! {
     PMPI_File_write_ordered_end
     PMPI_File_write_shared
     PMPI_File_write_shared_c
-    PMPI_Gather_c
-    PMPI_Gather_init_c
-    PMPI_Gatherv_c
-    PMPI_Gatherv_init_c
     PMPI_Get
     PMPI_Get_accumulate
     PMPI_Get_accumulate_c
     PMPI_Get_c
-    PMPI_Get_count_c
-    PMPI_Get_elements_c
     PMPI_Grequest_complete
     PMPI_Grequest_start
     PMPI_Group_from_session_pset
-    PMPI_Iallgather_c
-    PMPI_Iallgatherv_c
-    PMPI_Iallreduce_c
-    PMPI_Ialltoall_c
-    PMPI_Ialltoallv_c
-    PMPI_Ialltoallw_c
-    PMPI_Ibcast_c
-    PMPI_Ibsend_c
-    PMPI_Iexscan_c
-    PMPI_Igather_c
-    PMPI_Igatherv_c
-    PMPI_Imrecv_c
-    PMPI_Ineighbor_allgather_c
-    PMPI_Ineighbor_allgatherv_c
-    PMPI_Ineighbor_alltoall_c
-    PMPI_Ineighbor_alltoallv_c
-    PMPI_Ineighbor_alltoallw_c
-    PMPI_Irecv_c
-    PMPI_Ireduce_c
-    PMPI_Ireduce_scatter_block_c
-    PMPI_Ireduce_scatter_c
-    PMPI_Irsend_c
-    PMPI_Iscan_c
-    PMPI_Iscatter_c
-    PMPI_Iscatterv_c
-    PMPI_Isend_c
-    PMPI_Isendrecv_c
-    PMPI_Isendrecv_replace_c
-    PMPI_Issend_c
     PMPI_Lookup_name
-    PMPI_Mrecv_c
-    PMPI_Neighbor_allgather_c
-    PMPI_Neighbor_allgather_init_c
-    PMPI_Neighbor_allgatherv_c
-    PMPI_Neighbor_allgatherv_init_c
-    PMPI_Neighbor_alltoall_c
-    PMPI_Neighbor_alltoall_init_c
-    PMPI_Neighbor_alltoallv_c
-    PMPI_Neighbor_alltoallv_init_c
-    PMPI_Neighbor_alltoallw_c
-    PMPI_Neighbor_alltoallw_init_c
     PMPI_Open_port
-    PMPI_Pack_c
     PMPI_Pack_external
     PMPI_Pack_external_c
     PMPI_Pack_external_size
     PMPI_Pack_external_size_c
-    PMPI_Pack_size_c
     PMPI_Parrived
     PMPI_Pcontrol
     PMPI_Pready
@@ -564,15 +388,6 @@ not_yet! {
     PMPI_Put_c
     PMPI_Raccumulate
     PMPI_Raccumulate_c
-    PMPI_Recv_c
-    PMPI_Recv_init_c
-    PMPI_Reduce_c
-    PMPI_Reduce_init_c
-    PMPI_Reduce_local_c
-    PMPI_Reduce_scatter_block_c
-    PMPI_Reduce_scatter_block_init_c
-    PMPI_Reduce_scatter_c
-    PMPI_Reduce_scatter_init_c
     PMPI_Register_datarep
     PMPI_Register_datarep_c
     PMPI_Rget
@@ -581,18 +396,6 @@ not_yet! {
     PMPI_Rget_c
     PMPI_Rput
     PMPI_Rput_c
-    PMPI_Rsend_c
-    PMPI_Rsend_init_c
-    PMPI_Scan_c
-    PMPI_Scan_init_c
-    PMPI_Scatter_c
-    PMPI_Scatter_init_c
-    PMPI_Scatterv_c
-    PMPI_Scatterv_init_c
-    PMPI_Send_c
-    PMPI_Send_init_c
-    PMPI_Sendrecv_c
-    PMPI_Sendrecv_replace_c
     PMPI_Session_call_errhandler
     PMPI_Session_create_errhandler
     PMPI_Session_finalize
@@ -603,30 +406,11 @@ not_yet! {
     PMPI_Session_get_pset_info
     PMPI_Session_init
     PMPI_Session_set_errhandler
-    PMPI_Ssend_c
-    PMPI_Ssend_init_c
     PMPI_Status_c2f
     PMPI_Status_f2c
-    PMPI_Type_contiguous_c
-    PMPI_Type_create_darray_c
     PMPI_Type_create_f90_complex
     PMPI_Type_create_f90_integer
     PMPI_Type_create_f90_real
-    PMPI_Type_create_hindexed_block_c
-    PMPI_Type_create_hindexed_c
-    PMPI_Type_create_hvector_c
-    PMPI_Type_create_indexed_block_c
-    PMPI_Type_create_resized_c
-    PMPI_Type_create_struct_c
-    PMPI_Type_create_subarray_c
-    PMPI_Type_get_contents_c
-    PMPI_Type_get_envelope_c
-    PMPI_Type_get_extent_c
-    PMPI_Type_get_true_extent_c
-    PMPI_Type_indexed_c
-    PMPI_Type_size_c
-    PMPI_Type_vector_c
-    PMPI_Unpack_c
     PMPI_Unpack_external
     PMPI_Unpack_external_c
     PMPI_Unpublish_name

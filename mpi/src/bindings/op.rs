@@ -68,7 +68,7 @@ fn PMPI_Op_commutative(op: Handle, commute: *mut c_int) -> c_int {
 fn PMPI_Reduce_local(
     inbuf: *const c_void,
     inoutbuf: *mut c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     op: Handle,
 ) -> c_int {

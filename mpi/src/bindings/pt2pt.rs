@@ -6,49 +6,49 @@ use fm_mpi_macros::mpi;
 #[mpi]
 fn PMPI_Send(
     buf: *const c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
     comm: Handle,
 ) -> c_int {
     call("MPI_Send", comm, |m| {
-        send(m, buf, count, datatype, dest, tag, comm, false, None)
+        send(m, buf, count.into(), datatype, dest, tag, comm, false, None)
     })
 }
 
 #[mpi]
 fn PMPI_Rsend(
     buf: *const c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
     comm: Handle,
 ) -> c_int {
     call("MPI_Rsend", comm, |m| {
-        send(m, buf, count, datatype, dest, tag, comm, false, None)
+        send(m, buf, count.into(), datatype, dest, tag, comm, false, None)
     })
 }
 
 #[mpi]
 fn PMPI_Ssend(
     buf: *const c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
     comm: Handle,
 ) -> c_int {
     call("MPI_Ssend", comm, |m| {
-        send(m, buf, count, datatype, dest, tag, comm, true, None)
+        send(m, buf, count.into(), datatype, dest, tag, comm, true, None)
     })
 }
 
 #[mpi]
 fn PMPI_Isend(
     buf: *const c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -59,7 +59,7 @@ fn PMPI_Isend(
         send(
             m,
             buf,
-            count,
+            count.into(),
             datatype,
             dest,
             tag,
@@ -73,7 +73,7 @@ fn PMPI_Isend(
 #[mpi]
 fn PMPI_Irsend(
     buf: *const c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -84,7 +84,7 @@ fn PMPI_Irsend(
         send(
             m,
             buf,
-            count,
+            count.into(),
             datatype,
             dest,
             tag,
@@ -98,7 +98,7 @@ fn PMPI_Irsend(
 #[mpi]
 fn PMPI_Issend(
     buf: *const c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -109,7 +109,7 @@ fn PMPI_Issend(
         send(
             m,
             buf,
-            count,
+            count.into(),
             datatype,
             dest,
             tag,
@@ -123,7 +123,7 @@ fn PMPI_Issend(
 #[mpi]
 fn PMPI_Recv(
     buf: *mut c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     source: c_int,
     tag: c_int,
@@ -131,7 +131,7 @@ fn PMPI_Recv(
     status: *mut MpiStatus,
 ) -> c_int {
     call("MPI_Recv", comm, |m| {
-        let id = recv(m, buf, count, datatype, source, tag, comm)?;
+        let id = recv(m, buf, count.into(), datatype, source, tag, comm)?;
         let s = m.engine.wait(id)?;
         put_status(status, s);
         status_result(&s)
@@ -141,7 +141,7 @@ fn PMPI_Recv(
 #[mpi]
 fn PMPI_Irecv(
     buf: *mut c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     source: c_int,
     tag: c_int,
@@ -150,7 +150,7 @@ fn PMPI_Irecv(
 ) -> c_int {
     call("MPI_Irecv", comm, |m| {
         let request = arg(request, "the request")?;
-        let id = recv(m, buf, count, datatype, source, tag, comm)?;
+        let id = recv(m, buf, count.into(), datatype, source, tag, comm)?;
         *request = request_handle(id);
         Ok(())
     })
@@ -161,12 +161,12 @@ fn PMPI_Irecv(
 #[mpi]
 fn PMPI_Isendrecv(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: IntOrCount,
     sendtype: Handle,
     dest: c_int,
     sendtag: c_int,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: IntOrCount,
     recvtype: Handle,
     source: c_int,
     recvtag: c_int,
@@ -175,12 +175,20 @@ fn PMPI_Isendrecv(
 ) -> c_int {
     call("MPI_Isendrecv", comm, |m| {
         let request = arg(request, "the request")?;
-        let r = recv(m, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
+        let r = recv(
+            m,
+            recvbuf,
+            recvcount.into(),
+            recvtype,
+            source,
+            recvtag,
+            comm,
+        )?;
         let mut sreq = MPI_REQUEST_NULL;
         send(
             m,
             sendbuf,
-            sendcount,
+            sendcount.into(),
             sendtype,
             dest,
             sendtag,
@@ -197,12 +205,12 @@ fn PMPI_Isendrecv(
 #[mpi]
 fn PMPI_Sendrecv(
     sendbuf: *const c_void,
-    sendcount: c_int,
+    sendcount: IntOrCount,
     sendtype: Handle,
     dest: c_int,
     sendtag: c_int,
     recvbuf: *mut c_void,
-    recvcount: c_int,
+    recvcount: IntOrCount,
     recvtype: Handle,
     source: c_int,
     recvtag: c_int,
@@ -210,12 +218,20 @@ fn PMPI_Sendrecv(
     status: *mut MpiStatus,
 ) -> c_int {
     call("MPI_Sendrecv", comm, |m| {
-        let r = recv(m, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
+        let r = recv(
+            m,
+            recvbuf,
+            recvcount.into(),
+            recvtype,
+            source,
+            recvtag,
+            comm,
+        )?;
         let mut sreq = MPI_REQUEST_NULL;
         send(
             m,
             sendbuf,
-            sendcount,
+            sendcount.into(),
             sendtype,
             dest,
             sendtag,
@@ -233,7 +249,7 @@ fn PMPI_Sendrecv(
 #[mpi]
 fn PMPI_Sendrecv_replace(
     buf: *mut c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     dest: c_int,
     sendtag: c_int,
@@ -243,7 +259,7 @@ fn PMPI_Sendrecv_replace(
     status: *mut MpiStatus,
 ) -> c_int {
     call("MPI_Sendrecv_replace", comm, |m| {
-        let elements = m.elements(count, datatype)?;
+        let elements = m.elements(count.into(), datatype)?;
         check_buffer(buf, elements.bytes(), datatype)?;
         // The send starts first. A packed type's packs its elements into a
         // message of its own at once, so the receive may unpack straight
@@ -254,7 +270,7 @@ fn PMPI_Sendrecv_replace(
         send(
             m,
             buf,
-            count,
+            count.into(),
             datatype,
             dest,
             sendtag,
@@ -263,9 +279,10 @@ fn PMPI_Sendrecv_replace(
             Some(&mut sreq),
         )?;
         let (r, incoming) = match elements {
-            Elements::Packed { .. } => {
-                (recv(m, buf, count, datatype, source, recvtag, comm)?, None)
-            }
+            Elements::Packed { .. } => (
+                recv(m, buf, count.into(), datatype, source, recvtag, comm)?,
+                None,
+            ),
             Elements::Plain { at, bytes } => {
                 let (c, source) = m.recv_from(comm, source, recvtag)?;
                 let mut v = vec![0u8; bytes];
@@ -297,7 +314,7 @@ fn PMPI_Sendrecv_replace(
 #[mpi]
 fn PMPI_Isendrecv_replace(
     buf: *mut c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     dest: c_int,
     sendtag: c_int,
@@ -308,13 +325,13 @@ fn PMPI_Isendrecv_replace(
 ) -> c_int {
     call("MPI_Isendrecv_replace", comm, |m| {
         let request = arg(request, "the request")?;
-        let elements = m.elements(count, datatype)?;
+        let elements = m.elements(count.into(), datatype)?;
         check_buffer(buf, elements.bytes(), datatype)?;
         let to = m.p2p(comm, dest, false, sendtag)?;
         let s = m
             .engine
-            .isend_owned(to, sendtag, copy_of(buf, count, elements), false)?;
-        let r = recv(m, buf, count, datatype, source, recvtag, comm)?;
+            .isend_owned(to, sendtag, copy_of(buf, count.into(), elements), false)?;
+        let r = recv(m, buf, count.into(), datatype, source, recvtag, comm)?;
         *request = request_handle(m.engine.start_pair(Some(s), r)?);
         Ok(())
     })
@@ -376,14 +393,14 @@ fn PMPI_Mprobe(
 #[mpi]
 fn PMPI_Imrecv(
     buf: *mut c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     message: *mut Handle,
     request: *mut Handle,
 ) -> c_int {
     call("MPI_Imrecv", MPI_COMM_WORLD, |m| {
         let (message, request) = (arg(message, "the message")?, arg(request, "the request")?);
-        let id = mrecv_start(m, buf, count, datatype, *message)?;
+        let id = mrecv_start(m, buf, count.into(), datatype, *message)?;
         *message = MPI_MESSAGE_NULL;
         *request = request_handle(id);
         Ok(())
@@ -393,14 +410,14 @@ fn PMPI_Imrecv(
 #[mpi]
 fn PMPI_Mrecv(
     buf: *mut c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     message: *mut Handle,
     status: *mut MpiStatus,
 ) -> c_int {
     call("MPI_Mrecv", MPI_COMM_WORLD, |m| {
         let message = arg(message, "the message")?;
-        let id = mrecv_start(m, buf, count, datatype, *message)?;
+        let id = mrecv_start(m, buf, count.into(), datatype, *message)?;
         *message = MPI_MESSAGE_NULL;
         let s = m.engine.wait(id)?;
         put_status(status, s);
@@ -409,7 +426,7 @@ fn PMPI_Mrecv(
 }
 
 #[mpi]
-fn PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
+fn PMPI_Buffer_attach(buffer: *mut c_void, size: IntOrCount) -> c_int {
     call("MPI_Buffer_attach", MPI_COMM_WORLD, |m| {
         if m.attached.is_some() {
             return err(
@@ -429,7 +446,7 @@ fn PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
 }
 
 #[mpi]
-fn PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
+fn PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut IntOrCount) -> c_int {
     call("MPI_Buffer_detach", MPI_COMM_WORLD, |m| {
         // Every buffered send completes first.
         while let Some((id, data)) = m.buffered.pop() {
@@ -441,7 +458,7 @@ fn PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
             *buffer_addr.cast::<*mut c_void>() = addr as *mut c_void;
         }
         if !size.is_null() {
-            *size = bytes as c_int;
+            *size = IntOrCount::try_from(bytes).unwrap_or(IntOrCount::MAX);
         }
         Ok(())
     })
@@ -450,21 +467,21 @@ fn PMPI_Buffer_detach(buffer_addr: *mut c_void, size: *mut c_int) -> c_int {
 #[mpi]
 fn PMPI_Bsend(
     buf: *const c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
     comm: Handle,
 ) -> c_int {
     call("MPI_Bsend", comm, |m| {
-        bsend(m, buf, count, datatype, dest, tag, comm)
+        bsend(m, buf, count.into(), datatype, dest, tag, comm)
     })
 }
 
 #[mpi]
 fn PMPI_Ibsend(
     buf: *const c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -473,7 +490,7 @@ fn PMPI_Ibsend(
 ) -> c_int {
     call("MPI_Ibsend", comm, |m| {
         let request = arg(request, "the request")?;
-        bsend(m, buf, count, datatype, dest, tag, comm)?;
+        bsend(m, buf, count.into(), datatype, dest, tag, comm)?;
         // Buffered: complete as soon as the data is copied.
         *request = request_handle(m.engine.null_request());
         Ok(())
@@ -483,7 +500,7 @@ fn PMPI_Ibsend(
 #[mpi]
 fn PMPI_Send_init(
     buf: *const c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -494,7 +511,7 @@ fn PMPI_Send_init(
         "MPI_Send_init",
         SendMode::Standard,
         buf,
-        count,
+        count.into(),
         datatype,
         dest,
         tag,
@@ -506,7 +523,7 @@ fn PMPI_Send_init(
 #[mpi]
 fn PMPI_Ssend_init(
     buf: *const c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -517,7 +534,7 @@ fn PMPI_Ssend_init(
         "MPI_Ssend_init",
         SendMode::Synchronous,
         buf,
-        count,
+        count.into(),
         datatype,
         dest,
         tag,
@@ -529,7 +546,7 @@ fn PMPI_Ssend_init(
 #[mpi]
 fn PMPI_Rsend_init(
     buf: *const c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -540,7 +557,7 @@ fn PMPI_Rsend_init(
         "MPI_Rsend_init",
         SendMode::Standard,
         buf,
-        count,
+        count.into(),
         datatype,
         dest,
         tag,
@@ -552,7 +569,7 @@ fn PMPI_Rsend_init(
 #[mpi]
 fn PMPI_Bsend_init(
     buf: *const c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -563,7 +580,7 @@ fn PMPI_Bsend_init(
         "MPI_Bsend_init",
         SendMode::Buffered,
         buf,
-        count,
+        count.into(),
         datatype,
         dest,
         tag,
@@ -578,7 +595,7 @@ unsafe fn send_init(
     func: &str,
     mode: SendMode,
     buf: *const c_void,
-    count: c_int,
+    count: i64,
     datatype: Handle,
     dest: c_int,
     tag: c_int,
@@ -603,7 +620,7 @@ unsafe fn send_init(
 #[mpi]
 fn PMPI_Recv_init(
     buf: *mut c_void,
-    count: c_int,
+    count: IntOrCount,
     datatype: Handle,
     source: c_int,
     tag: c_int,
@@ -611,7 +628,17 @@ fn PMPI_Recv_init(
     request: *mut Handle,
 ) -> c_int {
     call("MPI_Recv_init", comm, |m| {
-        persistent(m, None, buf, count, datatype, source, tag, comm, request)
+        persistent(
+            m,
+            None,
+            buf,
+            count.into(),
+            datatype,
+            source,
+            tag,
+            comm,
+            request,
+        )
     })
 }
 

@@ -7,7 +7,7 @@ use crate::types;
 use crate::*;
 use fm_mpi_macros::mpi;
 
-use super::datatype::recipe;
+use super::datatype::{recipe, Args};
 
 use super::datatype::{
     PMPI_Get_address, PMPI_Type_create_hindexed, PMPI_Type_create_hvector, PMPI_Type_create_struct,
@@ -16,9 +16,9 @@ use super::datatype::{
 
 #[mpi]
 fn PMPI_Type_create_hindexed_block(
-    count: c_int,
-    blocklength: c_int,
-    displacements: *const isize,
+    count: IntOrCount,
+    blocklength: IntOrCount,
+    displacements: *const AintOrCount,
     oldtype: Handle,
     newtype: *mut Handle,
 ) -> c_int {
@@ -28,14 +28,15 @@ fn PMPI_Type_create_hindexed_block(
             nonneg(count, "count")?,
             nonneg(blocklength, "block length")?,
         );
-        let displacements = crate::collective::array(displacements, n, "displacements")?;
+        let displacements: Vec<isize> =
+            (crate::collective::array(displacements, n, "displacements")?)
+                .iter()
+                .map(|&d| d as isize)
+                .collect();
         let blocks: Vec<(usize, i128)> = displacements.iter().map(|&d| (b, d as i128)).collect();
-        let r = recipe(
-            MPI_COMBINER_HINDEXED_BLOCK,
-            vec![count, blocklength],
-            displacements.to_vec(),
-            &[oldtype],
-        )?;
+        let counts = [count, blocklength];
+        let args = Args::counted(IntOrCount::LARGE, &[], &counts, &[], &displacements);
+        let r = recipe(MPI_COMBINER_HINDEXED_BLOCK, args, &[oldtype])?;
         *arg(newtype, "the new datatype")? = types::add_made(Layout::hindexed(&blocks, &old)?, r)?;
         Ok(())
     })
@@ -47,9 +48,9 @@ fn PMPI_Type_create_hindexed_block(
 #[mpi]
 fn PMPI_Type_create_subarray(
     ndims: c_int,
-    sizes: *const c_int,
-    subsizes: *const c_int,
-    starts: *const c_int,
+    sizes: *const IntOrCount,
+    subsizes: *const IntOrCount,
+    starts: *const IntOrCount,
     order: c_int,
     oldtype: Handle,
     newtype: *mut Handle,
@@ -59,14 +60,14 @@ fn PMPI_Type_create_subarray(
         if n == 0 {
             return err(MPI_ERR_ARG, "a subarray of no dimensions");
         }
-        let ints = |p, what| crate::collective::ints(p, n, what).map(<[c_int]>::to_vec);
         let (mut sizes, mut subsizes, mut starts) = (
-            ints(sizes, "sizes")?,
-            ints(subsizes, "subsizes")?,
-            ints(starts, "starts")?,
+            counts(sizes, n, "sizes")?,
+            counts(subsizes, n, "subsizes")?,
+            counts(starts, n, "starts")?,
         );
-        let args = [&[ndims][..], &sizes, &subsizes, &starts, &[order]].concat();
-        let r = recipe(MPI_COMBINER_SUBARRAY, args, vec![], &[oldtype])?;
+        let counts = [&sizes[..], &subsizes, &starts].concat();
+        let args = Args::counted(IntOrCount::LARGE, &[ndims], &counts, &[order], &[]);
+        let r = recipe(MPI_COMBINER_SUBARRAY, args, &[oldtype])?;
         match order {
             MPI_ORDER_C => {}
             MPI_ORDER_FORTRAN => {
@@ -274,7 +275,9 @@ fn PMPI_Status_set_cancelled(status: *mut MpiStatus, flag: c_int) -> c_int {
 }
 
 /// `MPI_Type_get_envelope`: how `datatype` was made, and how many
-/// arguments of each kind its constructor took.
+/// arguments of each kind its constructor took. A datatype a `_c`
+/// constructor made has large counts, which only the `_c` query and
+/// `MPI_Type_get_contents_c` give (MPI-4.0 §5.1.13): `MPI_ERR_TYPE` here.
 #[mpi]
 fn PMPI_Type_get_envelope(
     datatype: Handle,
@@ -284,26 +287,65 @@ fn PMPI_Type_get_envelope(
     combiner: *mut c_int,
 ) -> c_int {
     query("MPI_Type_get_envelope", || {
-        let (ni, na, nt, c) = (
-            arg(num_integers, "the number of integers")?,
-            arg(num_addresses, "the number of addresses")?,
-            arg(num_datatypes, "the number of datatypes")?,
-            arg(combiner, "the combiner")?,
-        );
-        (*ni, *na, *nt, *c) = match types::recipe(datatype) {
-            Some(r) => (
-                r.ints.len() as c_int,
-                r.addresses.len() as c_int,
-                r.types.len() as c_int,
-                r.combiner,
-            ),
-            None => {
-                types::layout(datatype)?;
-                (0, 0, 0, MPI_COMBINER_NAMED)
-            }
-        };
+        let (ni, na, nl, nt, c) = envelope(datatype)?;
+        if nl > 0 {
+            return large_counts("MPI_Type_get_envelope");
+        }
+        *arg(num_integers, "the number of integers")? = ni as c_int;
+        *arg(num_addresses, "the number of addresses")? = na as c_int;
+        *arg(num_datatypes, "the number of datatypes")? = nt as c_int;
+        *arg(combiner, "the combiner")? = c;
         Ok(())
     })
+}
+
+/// `MPI_Type_get_envelope_c`: [`PMPI_Type_get_envelope`]'s answer with
+/// the number of large counts too.
+#[mpi]
+fn PMPI_Type_get_envelope_c(
+    datatype: Handle,
+    num_integers: *mut MPI_Count,
+    num_addresses: *mut MPI_Count,
+    num_large_counts: *mut MPI_Count,
+    num_datatypes: *mut MPI_Count,
+    combiner: *mut c_int,
+) -> c_int {
+    query("MPI_Type_get_envelope_c", || {
+        let (ni, na, nl, nt, c) = envelope(datatype)?;
+        *arg(num_integers, "the number of integers")? = ni as MPI_Count;
+        *arg(num_addresses, "the number of addresses")? = na as MPI_Count;
+        *arg(num_large_counts, "the number of large counts")? = nl as MPI_Count;
+        *arg(num_datatypes, "the number of datatypes")? = nt as MPI_Count;
+        *arg(combiner, "the combiner")? = c;
+        Ok(())
+    })
+}
+
+/// How many integers, addresses, large counts and datatypes made
+/// `datatype`, and its combiner.
+fn envelope(datatype: Handle) -> MpiResult<(usize, usize, usize, usize, c_int)> {
+    Ok(match types::recipe(datatype) {
+        Some(r) => (
+            r.ints.len(),
+            r.addresses.len(),
+            r.large.len(),
+            r.types.len(),
+            r.combiner,
+        ),
+        None => {
+            types::layout(datatype)?;
+            (0, 0, 0, 0, MPI_COMBINER_NAMED)
+        }
+    })
+}
+
+fn large_counts<T>(func: &str) -> MpiResult<T> {
+    err(
+        MPI_ERR_TYPE,
+        format!(
+            "the datatype was made by a large-count (_c) constructor: {func}_c tells its arguments"
+        ),
+    )
 }
 
 /// `MPI_Type_get_contents`: the constructor's arguments; a derived
@@ -319,42 +361,83 @@ fn PMPI_Type_get_contents(
     datatypes: *mut Handle,
 ) -> c_int {
     query("MPI_Type_get_contents", || {
-        let Some(r) = types::recipe(datatype) else {
-            types::layout(datatype)?;
-            return err(
-                MPI_ERR_TYPE,
-                "a predefined datatype has no contents (MPI_COMBINER_NAMED)",
-            );
-        };
-        let room = |max: c_int, need: usize, out_null: bool, what: &str| match usize::try_from(max)
-        {
-            Ok(m) if m >= need && (need == 0 || !out_null) => Ok(()),
-            _ => err(
-                MPI_ERR_ARG,
-                format!("room for {max} {what} (or a null array), not the {need} there are"),
-            ),
-        };
-        room(max_integers, r.ints.len(), integers.is_null(), "integers")?;
-        room(
-            max_addresses,
-            r.addresses.len(),
-            addresses.is_null(),
-            "addresses",
-        )?;
-        room(
-            max_datatypes,
-            r.types.len(),
-            datatypes.is_null(),
-            "datatypes",
-        )?;
-        let handles = (r.types.iter())
-            .map(types::handle_of)
-            .collect::<MpiResult<Vec<_>>>()?;
-        // The room is checked above, before any new datatype is made.
-        put_array(integers, max_integers, &r.ints, "integers")?;
-        put_array(addresses, max_addresses, &r.addresses, "addresses")?;
-        put_array(datatypes, max_datatypes, &handles, "datatypes")
+        if envelope(datatype)?.2 > 0 {
+            return large_counts("MPI_Type_get_contents");
+        }
+        let max = [max_integers, max_addresses, 0, max_datatypes].map(i64::from);
+        contents(
+            datatype,
+            max,
+            integers,
+            addresses,
+            std::ptr::null_mut(),
+            datatypes,
+        )
     })
+}
+
+/// `MPI_Type_get_contents_c`: with the large counts too.
+#[mpi]
+#[allow(clippy::too_many_arguments)]
+fn PMPI_Type_get_contents_c(
+    datatype: Handle,
+    max_integers: MPI_Count,
+    max_addresses: MPI_Count,
+    max_large_counts: MPI_Count,
+    max_datatypes: MPI_Count,
+    integers: *mut c_int,
+    addresses: *mut isize,
+    large_counts: *mut MPI_Count,
+    datatypes: *mut Handle,
+) -> c_int {
+    query("MPI_Type_get_contents_c", || {
+        let max = [max_integers, max_addresses, max_large_counts, max_datatypes];
+        contents(datatype, max, integers, addresses, large_counts, datatypes)
+    })
+}
+
+/// The arguments that made `datatype`, into arrays with room for `max`
+/// of each kind (integers, addresses, large counts, datatypes).
+unsafe fn contents(
+    datatype: Handle,
+    max: [i64; 4],
+    integers: *mut c_int,
+    addresses: *mut isize,
+    large_counts: *mut MPI_Count,
+    datatypes: *mut Handle,
+) -> MpiResult<()> {
+    let Some(r) = types::recipe(datatype) else {
+        types::layout(datatype)?;
+        return err(
+            MPI_ERR_TYPE,
+            "a predefined datatype has no contents (MPI_COMBINER_NAMED)",
+        );
+    };
+    let room = |max: i64, need: usize, out_null: bool, what: &str| match usize::try_from(max) {
+        Ok(m) if m >= need && (need == 0 || !out_null) => Ok(()),
+        _ => err(
+            MPI_ERR_ARG,
+            format!("room for {max} {what} (or a null array), not the {need} there are"),
+        ),
+    };
+    let [mi, ma, ml, mt] = max;
+    room(mi, r.ints.len(), integers.is_null(), "integers")?;
+    room(ma, r.addresses.len(), addresses.is_null(), "addresses")?;
+    room(ml, r.large.len(), large_counts.is_null(), "large counts")?;
+    room(mt, r.types.len(), datatypes.is_null(), "datatypes")?;
+    let handles = (r.types.iter())
+        .map(types::handle_of)
+        .collect::<MpiResult<Vec<_>>>()?;
+    // The room is checked above, before any new datatype is made.
+    put_array(integers, r.ints.len() as i64, &r.ints, "integers")?;
+    put_array(
+        addresses,
+        r.addresses.len() as i64,
+        &r.addresses,
+        "addresses",
+    )?;
+    put_array(large_counts, r.large.len() as i64, &r.large, "large counts")?;
+    put_array(datatypes, handles.len() as i64, &handles, "datatypes")
 }
 
 /// `MPI_Type_match_size`: the predefined type of a class and size, as
