@@ -39,6 +39,7 @@ mod comm;
 mod intercomm;
 
 mod ffi;
+mod generalized;
 mod info;
 mod p2p;
 mod request;

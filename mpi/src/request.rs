@@ -38,8 +38,13 @@ pub(crate) fn resolve(m: &Mpi, h: Handle) -> MpiResult<Option<u32>> {
 }
 
 /// A request completed: its handle becomes `MPI_REQUEST_NULL`, or, for a
-/// persistent request, it stays and the request is inactive.
-pub(crate) fn retire(m: &mut Mpi, h: &mut Handle) {
+/// persistent request, it stays and the request is inactive. `out` is
+/// where the caller's status for it goes (a generalized request's query
+/// function writes it: `generalized`).
+pub(crate) fn retire(m: &mut Mpi, h: &mut Handle, out: *mut MpiStatus) {
+    if let Ok(id) = request_id(*h) {
+        m.retired(id, out);
+    }
     if *h & !HANDLE_INDEX == PERSISTENT_DIRECT {
         if let Some(Some(p)) = m.persistent.get_mut((*h & HANDLE_INDEX) as usize) {
             p.active = None;
@@ -113,7 +118,7 @@ pub(crate) unsafe fn take_completed(
         let Some(s) = id.and_then(|id| m.engine.test(id)) else {
             continue;
         };
-        retire(m, &mut *requests.add(i));
+        retire(m, &mut *requests.add(i), status_slot(statuses, n));
         if !indices.is_null() {
             *indices.add(n) = i as c_int;
         }
@@ -127,6 +132,18 @@ pub(crate) unsafe fn take_completed(
         return err(MPI_ERR_IN_STATUS, "a request failed: see its status");
     }
     Ok(n as c_int)
+}
+
+/// Entry `i` of a caller's array of statuses, or null where they are
+/// ignored.
+///
+/// # Safety
+/// `statuses` is null, `MPI_STATUSES_IGNORE` or holds more than `i`.
+pub(crate) unsafe fn status_slot(statuses: *mut MpiStatus, i: usize) -> *mut MpiStatus {
+    match statuses.is_null() || statuses as usize == STATUS_IGNORE {
+        true => std::ptr::null_mut(),
+        false => statuses.add(i),
+    }
 }
 
 /// The engine's requests of an array of handles ([`resolve`]): `None` for

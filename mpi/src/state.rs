@@ -31,6 +31,10 @@ pub(crate) struct Mpi {
     /// Communicators whose `MPI_Comm_idup` is under way: the agreement
     /// that will give each its context (`engine::agreements`).
     pub(crate) unagreed: std::collections::HashMap<Handle, u64>,
+    /// Generalized requests by the engine's request, and what is left to
+    /// run of their functions once the lock is released (`generalized`).
+    pub(crate) generalized: std::collections::HashMap<u32, crate::generalized::Generalized>,
+    pub(crate) finishing: Vec<crate::generalized::Finish>,
     /// `MPI_UNIVERSE_SIZE`'s value: the job's size.
     pub(crate) universe: c_int,
     /// The source a receive or probe from -1 means: `MPI_PROC_NULL`, or
@@ -544,6 +548,8 @@ pub(crate) fn init(func: &str) -> c_int {
         errors: Default::default(),
         topologies: std::collections::HashMap::new(),
         unagreed: Default::default(),
+        generalized: Default::default(),
+        finishing: Vec::new(),
         universe: size as c_int,
         minus_one,
         t0: Instant::now(),

@@ -540,3 +540,24 @@ fn large_count_functions_agree_with_their_classic_forms() {
     }
     passes_fails_and_agrees_with_mpich(&dir, &exe, 3, "all large-count checks passed on 3 ranks");
 }
+
+/// Generalized requests (tests/c/greq.c): complete only after
+/// `MPI_Grequest_complete`; the query function's status from every wait,
+/// test and `MPI_Request_get_status`; the free function once, after both
+/// the completion and the free; cancel with whether it is complete; a
+/// query's error is the wait's; the functions call MPI; mixed with
+/// point-to-point in Waitall, Waitany and Testsome. Its checker fails on
+/// one wrong value; MPICH agrees.
+#[test]
+fn generalized_requests_call_the_programs_functions_as_mpi_says() {
+    let dir = TempDir::for_segments("mpi-greq");
+    let Some(exe) = mpich_built(&dir, "greq") else {
+        return;
+    };
+    let o = run(&dir, &["-n", "1"], &exe, &[], &[]);
+    let t = text(&o);
+    let passed = "all generalized request checks passed on 1 ranks";
+    assert!(o.status.success() && t.contains(passed), "{t}");
+    let passed = "all generalized request checks passed on 3 ranks";
+    passes_fails_and_agrees_with_mpich(&dir, &exe, 3, passed);
+}

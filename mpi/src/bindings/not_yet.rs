@@ -164,8 +164,6 @@ not_yet! {
     MPI_Get_accumulate
     MPI_Get_accumulate_c
     MPI_Get_c
-    MPI_Grequest_complete
-    MPI_Grequest_start
     MPI_Group_from_session_pset
     MPI_Lookup_name
     MPI_Open_port
@@ -367,8 +365,6 @@ not_yet! {
     PMPI_Get_accumulate
     PMPI_Get_accumulate_c
     PMPI_Get_c
-    PMPI_Grequest_complete
-    PMPI_Grequest_start
     PMPI_Group_from_session_pset
     PMPI_Lookup_name
     PMPI_Open_port

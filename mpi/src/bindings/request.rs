@@ -1,26 +1,27 @@
 //! Completion: wait, test, start, cancel, free.
 
+use crate::generalized::{finish, CancelFn, FreeFn, Generalized, QueryFn};
 use crate::*;
 use fm_mpi_macros::mpi;
 
 #[mpi]
 fn PMPI_Wait(request: *mut Handle, status: *mut MpiStatus) -> c_int {
-    call("MPI_Wait", MPI_COMM_WORLD, |m| {
+    finish(call("MPI_Wait", MPI_COMM_WORLD, |m| {
         let request = arg(request, "the request")?;
         let Some(id) = resolve(m, *request)? else {
             put_status(status, MpiStatus::empty());
             return Ok(());
         };
         let s = m.engine.wait(id)?;
-        retire(m, request);
+        retire(m, request, status);
         put_status(status, s);
         status_result(&s)
-    })
+    }))
 }
 
 #[mpi]
 fn PMPI_Test(request: *mut Handle, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
-    call("MPI_Test", MPI_COMM_WORLD, |m| {
+    finish(call("MPI_Test", MPI_COMM_WORLD, |m| {
         let request = arg(request, "the request")?;
         let flag = arg(flag, "the flag")?;
         let Some(id) = resolve(m, *request)? else {
@@ -32,7 +33,7 @@ fn PMPI_Test(request: *mut Handle, flag: *mut c_int, status: *mut MpiStatus) -> 
         match m.engine.test(id) {
             Some(s) => {
                 *flag = 1;
-                retire(m, request);
+                retire(m, request, status);
                 put_status(status, s);
                 status_result(&s)
             }
@@ -41,13 +42,13 @@ fn PMPI_Test(request: *mut Handle, flag: *mut c_int, status: *mut MpiStatus) -> 
                 Ok(())
             }
         }
-    })
+    }))
 }
 
 /// `MPI_Request_get_status`: `MPI_Test` that leaves the request as it is.
 #[mpi]
 fn PMPI_Request_get_status(request: Handle, flag: *mut c_int, status: *mut MpiStatus) -> c_int {
-    call("MPI_Request_get_status", MPI_COMM_WORLD, |m| {
+    finish(call("MPI_Request_get_status", MPI_COMM_WORLD, |m| {
         let flag = arg(flag, "the flag")?;
         let Some(id) = resolve(m, request)? else {
             *flag = 1;
@@ -58,6 +59,7 @@ fn PMPI_Request_get_status(request: Handle, flag: *mut c_int, status: *mut MpiSt
         match m.engine.peek(id) {
             Some(s) => {
                 *flag = 1;
+                m.queried(id, status);
                 put_status(status, s);
                 status_result(&s)
             }
@@ -66,12 +68,12 @@ fn PMPI_Request_get_status(request: Handle, flag: *mut c_int, status: *mut MpiSt
                 Ok(())
             }
         }
-    })
+    }))
 }
 
 #[mpi]
 fn PMPI_Waitall(count: c_int, requests: *mut Handle, statuses: *mut MpiStatus) -> c_int {
-    call("MPI_Waitall", MPI_COMM_WORLD, |m| {
+    finish(call("MPI_Waitall", MPI_COMM_WORLD, |m| {
         let ids = request_ids(m, requests, count)?;
         let mut truncated = false;
         for (i, id) in ids.iter().enumerate() {
@@ -79,7 +81,7 @@ fn PMPI_Waitall(count: c_int, requests: *mut Handle, statuses: *mut MpiStatus) -
                 None => MpiStatus::empty(),
                 Some(id) => {
                     let s = m.engine.wait(*id)?;
-                    retire(m, &mut *requests.add(i));
+                    retire(m, &mut *requests.add(i), status_slot(statuses, i));
                     s
                 }
             };
@@ -92,7 +94,7 @@ fn PMPI_Waitall(count: c_int, requests: *mut Handle, statuses: *mut MpiStatus) -
             return err(MPI_ERR_IN_STATUS, "a request failed: see its status");
         }
         Ok(())
-    })
+    }))
 }
 
 #[mpi]
@@ -102,7 +104,7 @@ fn PMPI_Waitany(
     index: *mut c_int,
     status: *mut MpiStatus,
 ) -> c_int {
-    call("MPI_Waitany", MPI_COMM_WORLD, |m| {
+    finish(call("MPI_Waitany", MPI_COMM_WORLD, |m| {
         let ids = request_ids(m, requests, count)?;
         let index = arg(index, "the index")?;
         match m.engine.wait_any(&ids)? {
@@ -113,12 +115,12 @@ fn PMPI_Waitany(
             }
             Some((i, s)) => {
                 *index = i as c_int;
-                retire(m, &mut *requests.add(i));
+                retire(m, &mut *requests.add(i), status);
                 put_status(status, s);
                 status_result(&s)
             }
         }
-    })
+    }))
 }
 
 #[mpi]
@@ -128,7 +130,7 @@ fn PMPI_Testall(
     flag: *mut c_int,
     statuses: *mut MpiStatus,
 ) -> c_int {
-    call("MPI_Testall", MPI_COMM_WORLD, |m| {
+    finish(call("MPI_Testall", MPI_COMM_WORLD, |m| {
         let ids = request_ids(m, requests, count)?;
         let flag = arg(flag, "the flag")?;
         m.engine.progress()?;
@@ -142,14 +144,14 @@ fn PMPI_Testall(
                 .and_then(|id| m.engine.test(id))
                 .unwrap_or_else(MpiStatus::empty);
             if id.is_some() {
-                retire(m, &mut *requests.add(i));
+                retire(m, &mut *requests.add(i), status_slot(statuses, i));
             }
             if statuses as usize != STATUS_IGNORE && !statuses.is_null() {
                 *statuses.add(i) = s;
             }
         }
         Ok(())
-    })
+    }))
 }
 
 #[mpi]
@@ -160,7 +162,7 @@ fn PMPI_Testany(
     flag: *mut c_int,
     status: *mut MpiStatus,
 ) -> c_int {
-    call("MPI_Testany", MPI_COMM_WORLD, |m| {
+    finish(call("MPI_Testany", MPI_COMM_WORLD, |m| {
         let ids = request_ids(m, requests, count)?;
         let (index, flag) = (arg(index, "the index")?, arg(flag, "the flag")?);
         m.engine.progress()?;
@@ -174,7 +176,7 @@ fn PMPI_Testany(
             if let Some(s) = id.and_then(|id| m.engine.test(id)) {
                 *flag = 1;
                 *index = i as c_int;
-                retire(m, &mut *requests.add(i));
+                retire(m, &mut *requests.add(i), status);
                 put_status(status, s);
                 return status_result(&s);
             }
@@ -182,7 +184,7 @@ fn PMPI_Testany(
         *flag = 0;
         *index = MPI_UNDEFINED;
         Ok(())
-    })
+    }))
 }
 
 #[mpi]
@@ -193,9 +195,9 @@ fn PMPI_Waitsome(
     indices: *mut c_int,
     statuses: *mut MpiStatus,
 ) -> c_int {
-    call("MPI_Waitsome", MPI_COMM_WORLD, |m| {
+    finish(call("MPI_Waitsome", MPI_COMM_WORLD, |m| {
         some(m, true, incount, requests, outcount, indices, statuses)
-    })
+    }))
 }
 
 #[mpi]
@@ -206,9 +208,9 @@ fn PMPI_Testsome(
     indices: *mut c_int,
     statuses: *mut MpiStatus,
 ) -> c_int {
-    call("MPI_Testsome", MPI_COMM_WORLD, |m| {
+    finish(call("MPI_Testsome", MPI_COMM_WORLD, |m| {
         some(m, false, incount, requests, outcount, indices, statuses)
-    })
+    }))
 }
 
 #[mpi]
@@ -233,9 +235,10 @@ fn PMPI_Startall(count: c_int, requests: *mut Handle) -> c_int {
 
 #[mpi]
 fn PMPI_Request_free(request: *mut Handle) -> c_int {
-    call("MPI_Request_free", MPI_COMM_WORLD, |m| {
+    finish(call("MPI_Request_free", MPI_COMM_WORLD, |m| {
         let request = arg(request, "the request")?;
         if let Some(id) = resolve(m, *request)? {
+            m.freed(id);
             m.engine.free_request(id);
         }
         if *request & !HANDLE_INDEX == PERSISTENT_DIRECT {
@@ -253,17 +256,18 @@ fn PMPI_Request_free(request: *mut Handle) -> c_int {
         }
         *request = MPI_REQUEST_NULL;
         Ok(())
-    })
+    }))
 }
 
 #[mpi]
 fn PMPI_Cancel(request: *mut Handle) -> c_int {
-    call("MPI_Cancel", MPI_COMM_WORLD, |m| {
+    finish(call("MPI_Cancel", MPI_COMM_WORLD, |m| {
         if let Some(id) = resolve(m, *arg(request, "the request")?)? {
+            m.cancelled(id);
             m.engine.cancel(id);
         }
         Ok(())
-    })
+    }))
 }
 
 #[mpi]
@@ -273,4 +277,37 @@ fn PMPI_Test_cancelled(status: *const MpiStatus, flag: *mut c_int) -> c_int {
     }
     *flag = c_int::from((*status).cancelled());
     MPI_SUCCESS
+}
+
+/// `MPI_Grequest_start`: a request the program completes itself
+/// (`generalized`).
+#[mpi]
+fn PMPI_Grequest_start(
+    query_fn: Option<QueryFn>,
+    free_fn: Option<FreeFn>,
+    cancel_fn: Option<CancelFn>,
+    extra_state: *mut c_void,
+    request: *mut Handle,
+) -> c_int {
+    call("MPI_Grequest_start", MPI_COMM_WORLD, |m| {
+        let request = arg(request, "the request")?;
+        let g = Generalized {
+            query: query_fn,
+            free: free_fn,
+            cancel: cancel_fn,
+            extra: extra_state,
+            freed: false,
+        };
+        *request = request_handle(m.start_generalized(g));
+        Ok(())
+    })
+}
+
+/// `MPI_Grequest_complete`: the operation is done; a wait or test
+/// completes the request now (a freed one's free function runs now).
+#[mpi]
+fn PMPI_Grequest_complete(request: Handle) -> c_int {
+    finish(call("MPI_Grequest_complete", MPI_COMM_WORLD, |m| {
+        m.complete_generalized(request_id(request)?)
+    }))
 }

@@ -49,6 +49,9 @@ pub(crate) enum Op {
     Null,
     /// A non-blocking collective, completed when its schedule ends.
     Collective,
+    /// A generalized request (`MPI_Grequest_start`), completed when the
+    /// program says so (`MPI_Grequest_complete`).
+    Generalized,
 }
 
 pub(crate) struct Request {

@@ -566,6 +566,26 @@ impl Engine {
         self.matching().add(Request::new(Op::Null, true, None))
     }
 
+    /// A request the program completes itself (`MPI_Grequest_start`).
+    pub fn generalized_request(&mut self) -> u32 {
+        self.matching()
+            .add(Request::new(Op::Generalized, false, None))
+    }
+
+    /// `MPI_Grequest_complete`: generalized request `id` is done (its
+    /// status is the query function's, given at the wait or test). `false`
+    /// if `id` is no generalized request still running.
+    pub fn complete_generalized(&mut self, id: u32) -> bool {
+        let mut sh = self.matching();
+        match sh.get(id) {
+            Some(r) if matches!(r.op, Op::Generalized) && !r.done => {
+                sh.complete(id, MpiStatus::empty());
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Is request `id` a live one?
     pub fn is_request(&self, id: u32) -> bool {
         self.matching()
