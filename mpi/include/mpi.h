@@ -29,6 +29,7 @@ typedef int MPI_Group;
 typedef int MPI_Op;
 typedef int MPI_Info;
 typedef int MPI_Message;
+typedef int MPI_Session;
 typedef long MPI_Aint;
 typedef long long MPI_Offset;
 typedef long long MPI_Count;
@@ -58,6 +59,7 @@ typedef struct MPI_Status {
 #define MPI_MAX_OBJECT_NAME 128
 #define MPI_ERRHANDLER_NULL ((MPI_Errhandler)0x14000000)
 #define MPI_MESSAGE_NULL ((MPI_Message)0x2c000000)
+#define MPI_SESSION_NULL ((MPI_Session)0x38000000)
 #define MPI_MESSAGE_NO_PROC ((MPI_Message)0x6c000000)
 #define MPI_MAX ((MPI_Op)0x58000001)
 #define MPI_MIN ((MPI_Op)0x58000002)
@@ -197,6 +199,7 @@ int MPIR_Dup_fn(MPI_Comm, int, void *, void *, void *, int *);
 #define MPI_ERR_INFO_NOKEY 31
 #define MPI_ERR_NO_MEM 34
 #define MPI_ERR_UNSUPPORTED_OPERATION 44
+#define MPI_ERR_SESSION 75
 #define MPI_ERR_KEYVAL 48
 #define MPI_ERR_LASTCODE 0x3fffffff
 

@@ -37,6 +37,7 @@ pub const MPI_ERR_INFO_VALUE: c_int = 30;
 pub const MPI_ERR_INFO_NOKEY: c_int = 31;
 pub const MPI_ERR_NO_MEM: c_int = 34;
 pub const MPI_ERR_UNSUPPORTED_OPERATION: c_int = 44;
+pub const MPI_ERR_SESSION: c_int = 75;
 pub const MPI_ERR_KEYVAL: c_int = 48;
 pub const MPI_ERR_LASTCODE: c_int = 0x3fff_ffff;
 
@@ -63,6 +64,9 @@ pub const PERSISTENT_DIRECT: Handle = 0xad00_0000_u32 as Handle;
 /// bit 25 set.
 pub const MESSAGE_DIRECT: Handle = 0xae00_0000_u32 as Handle;
 pub const MPI_MESSAGE_NULL: Handle = 0x2c00_0000;
+/// Sessions (MPI-4.0 §11.3): MPICH's kind 0xe.
+pub const SESSION_DIRECT: Handle = 0xb800_0000_u32 as Handle;
+pub const MPI_SESSION_NULL: Handle = 0x3800_0000;
 pub const MPI_MESSAGE_NO_PROC: Handle = 0x6c00_0000;
 /// The bits of a request's, persistent request's or message's index.
 pub const HANDLE_INDEX: Handle = 0x00ff_ffff;
@@ -159,7 +163,9 @@ pub const MPI_SIMILAR: c_int = 2;
 pub const MPI_UNEQUAL: c_int = 3;
 
 pub const MPI_THREAD_SINGLE: c_int = 0;
+pub const MPI_THREAD_FUNNELED: c_int = 1;
 pub const MPI_THREAD_SERIALIZED: c_int = 2;
+pub const MPI_THREAD_MULTIPLE: c_int = 3;
 
 pub const MPI_MAX_PROCESSOR_NAME: usize = 128;
 pub const MPI_MAX_ERROR_STRING: usize = 512;
@@ -275,6 +281,7 @@ pub fn class_text(class: c_int) -> &'static str {
         MPI_ERR_IN_STATUS => "error code is in status",
         MPI_ERR_REQUEST => "invalid request",
         MPI_ERR_UNSUPPORTED_OPERATION => "operation not supported by fm's MPI yet",
+        MPI_ERR_SESSION => "invalid session",
         MPI_ERR_KEYVAL => "invalid keyval",
         MPI_ERR_TOPOLOGY => "invalid topology",
         MPI_ERR_DIMS => "invalid dimension argument",

@@ -306,12 +306,7 @@ pub(crate) fn create_from_groups(
         collectives: 0,
         children: 0,
     };
-    // FNV-1a: the same tag at every member for the same string.
-    let hash = (stringtag.iter()).fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    let tag = (hash as u32 & TAG_UB as u32) as c_int;
-    let id = agree_among(m, &everyone, tag)?;
+    let id = agree_among(m, &everyone, tag_of(stringtag))?;
     m.add_comm(Comm {
         context: id,
         ranks: local,
@@ -321,6 +316,42 @@ pub(crate) fn create_from_groups(
         collectives: 0,
         children: 0,
     })
+}
+
+/// The tag a string tag stands for: its FNV-1a hash, the same at every
+/// member for the same string.
+fn tag_of(stringtag: &[u8]) -> c_int {
+    let hash = (stringtag.iter()).fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (hash as u32 & TAG_UB as u32) as c_int
+}
+
+/// `MPI_Comm_create_from_group` (MPI-4.0 §7.4.2): the members of `group`
+/// (this process among them) make a communicator, with no communicator
+/// of theirs to start from: they agree on its context over the job as
+/// [`create_from_groups`] does, `stringtag` telling concurrent calls apart.
+pub(crate) fn create_from_group(
+    m: &mut Mpi,
+    group: Arc<[fm::Rank]>,
+    stringtag: &[u8],
+    errhandler: Handle,
+) -> MpiResult<Handle> {
+    let me = m.engine.fm.rank();
+    let Some(rank) = group.iter().position(|&r| r == me) else {
+        return err(MPI_ERR_GROUP, "this process is not in the group");
+    };
+    let mut c = Comm {
+        context: FROM_GROUPS,
+        rank: rank as c_int,
+        ranks: group,
+        remote: None,
+        errhandler,
+        collectives: 0,
+        children: 0,
+    };
+    c.context = agree_among(m, &c, tag_of(stringtag))?;
+    m.add_comm(c)
 }
 
 /// Both groups of intercommunicator `ic` as one communicator, numbered

@@ -43,6 +43,7 @@ mod generalized;
 mod info;
 mod p2p;
 mod request;
+mod session;
 mod state;
 mod types;
 

@@ -35,6 +35,11 @@ pub(crate) struct Mpi {
     /// run of their functions once the lock is released (`generalized`).
     pub(crate) generalized: std::collections::HashMap<u32, crate::generalized::Generalized>,
     pub(crate) finishing: Vec<crate::generalized::Finish>,
+    /// Where the World model (`MPI_Init` to `MPI_Finalize`) stands; the
+    /// library runs while it does or any session is open (`session`).
+    pub(crate) world: World,
+    /// Sessions by index (handle `SESSION_DIRECT | index`).
+    pub(crate) sessions: Vec<Option<crate::session::Session>>,
     /// `MPI_UNIVERSE_SIZE`'s value: the job's size.
     pub(crate) universe: c_int,
     /// The source a receive or probe from -1 means: `MPI_PROC_NULL`, or
@@ -80,6 +85,16 @@ unsafe impl Send for Started {}
 pub(crate) enum Phase {
     Before,
     Running(Box<Mpi>),
+    Finalized,
+}
+
+/// The World model's state (MPI-4.0 §11.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum World {
+    /// No `MPI_Init` yet: sessions alone run the library.
+    Unused,
+    Initialized,
+    /// `MPI_Finalize` ran while sessions stayed open.
     Finalized,
 }
 
@@ -140,10 +155,10 @@ pub(crate) fn call(func: &str, comm: Handle, f: impl FnOnce(&mut Mpi) -> MpiResu
         Ok(()) => return MPI_SUCCESS,
         Err(e) => e,
     };
-    let handler = mpi
-        .comm(comm)
-        .or_else(|_| mpi.comm(MPI_COMM_WORLD))
-        .map(|c| c.errhandler)
+    // A session's calls report through its handler (`session`).
+    let handler = (mpi.session(comm).map(|s| s.errhandler))
+        .or_else(|_| mpi.comm(comm).map(|c| c.errhandler))
+        .or_else(|_| mpi.comm(MPI_COMM_WORLD).map(|c| c.errhandler))
         .unwrap_or(MPI_ERRORS_ARE_FATAL);
     match mpi.errors.handling(handler) {
         Handling::Return => e.class,
@@ -501,11 +516,26 @@ impl Mpi {
     }
 }
 
+/// `MPI_Init`: the World model begins, and with it the library unless a
+/// session started it already.
 pub(crate) fn init(func: &str) -> c_int {
     let mut g = phase();
-    if !matches!(*g, Phase::Before) {
-        fatal(None, func, "MPI is already initialized (or finalized)");
+    match &mut *g {
+        Phase::Running(m) if m.world == World::Unused => {
+            m.world = World::Initialized;
+            return MPI_SUCCESS;
+        }
+        Phase::Before => {}
+        _ => fatal(None, func, "MPI is already initialized (or finalized)"),
     }
+    let mut m = join_job(func);
+    m.world = World::Initialized;
+    *g = Phase::Running(m);
+    MPI_SUCCESS
+}
+
+/// The library joins the job (`MPI_Init`, or the first `MPI_Session_init`).
+pub(crate) fn join_job(func: &str) -> Box<Mpi> {
     let minus_one = match fm::settings::env_only::<MinusOne>(&fm::settings::MPI_SOURCE_MINUS_ONE) {
         Ok(v) => v.map_or(MPI_PROC_NULL, |v| v.0),
         Err(e) => fatal(None, func, &e.to_string()),
@@ -535,7 +565,7 @@ pub(crate) fn init(func: &str) -> c_int {
         remote: None,
     };
     crate::info::infos().universe = Some(size as c_int);
-    *g = Phase::Running(Box::new(Mpi {
+    Box::new(Mpi {
         engine,
         comms: vec![Some(world), Some(own)],
         groups: Vec::new(),
@@ -550,11 +580,12 @@ pub(crate) fn init(func: &str) -> c_int {
         unagreed: Default::default(),
         generalized: Default::default(),
         finishing: Vec::new(),
+        world: World::Unused,
+        sessions: Vec::new(),
         universe: size as c_int,
         minus_one,
         t0: Instant::now(),
-    }));
-    MPI_SUCCESS
+    })
 }
 
 /// A value of `FM_MPI_SOURCE_MINUS_ONE`: the source -1 stands for.

@@ -561,3 +561,38 @@ fn generalized_requests_call_the_programs_functions_as_mpi_says() {
     let passed = "all generalized request checks passed on 3 ranks";
     passes_fails_and_agrees_with_mpich(&dir, &exe, 3, passed);
 }
+
+/// MPI-4.0's Sessions (tests/c/sessions.c): MPI started by
+/// `MPI_Session_init` alone, process sets, communicators from their
+/// groups and a subgroup, two sessions at once, a session's own error
+/// handler; inside `MPI_Init` too, a session's communicator working after
+/// `MPI_Finalize`. On 1 and 3 ranks and across 2 hosts; its checker fails
+/// on one wrong value; MPICH agrees.
+#[test]
+fn sessions_start_mpi_without_mpi_init_and_make_communicators_of_process_sets() {
+    let dir = TempDir::for_segments("mpi-sessions");
+    let Some(exe) = mpich_built(&dir, "sessions") else {
+        return;
+    };
+    let two = [
+        "-n",
+        "4",
+        "--hosts",
+        "a,b",
+        "--rsh",
+        "local",
+        "--oversubscribe",
+    ];
+    for args in [&["-n", "1"][..], &["-n", "3", "--oversubscribe"], &two] {
+        for mode in [&[][..], &["world"]] {
+            let o = run(&dir, args, &exe, mode, &[]);
+            let t = text(&o);
+            let passed = format!("all session checks passed on {} ranks", args[1]);
+            assert!(
+                o.status.success() && t.contains(&passed),
+                "{args:?} {mode:?}:\n{t}"
+            );
+        }
+    }
+    passes_fails_and_agrees_with_mpich(&dir, &exe, 3, "all session checks passed on 3 ranks");
+}

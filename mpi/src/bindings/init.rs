@@ -24,12 +24,22 @@ fn PMPI_Init_thread(
 
 #[mpi]
 fn PMPI_Initialized(flag: *mut c_int) -> c_int {
-    answer(flag, c_int::from(!matches!(*phase(), Phase::Before)))
+    // The World model's (MPI-4.0 §11.2.1): a session alone is not MPI_Init.
+    let initialized = match &*phase() {
+        Phase::Before => false,
+        Phase::Running(m) => m.world != World::Unused,
+        Phase::Finalized => true,
+    };
+    answer(flag, c_int::from(initialized))
 }
 
 #[mpi]
 fn PMPI_Finalized(flag: *mut c_int) -> c_int {
-    answer(flag, c_int::from(matches!(*phase(), Phase::Finalized)))
+    let finalized = match &*phase() {
+        Phase::Running(m) => m.world == World::Finalized,
+        p => matches!(p, Phase::Finalized),
+    };
+    answer(flag, c_int::from(finalized))
 }
 
 #[mpi]
@@ -56,17 +66,15 @@ fn PMPI_Finalize() -> c_int {
     let Phase::Running(mpi) = &mut *g else {
         fatal(None, "MPI_Finalize", "called without MPI_Init, or twice");
     };
-    // Sends still open are completed (their receivers may still want
-    // them), then everyone meets, so nobody leaves while a peer needs it.
-    let r = (|| {
-        for id in mpi.engine.open_requests() {
-            mpi.engine.settle(id)?;
-        }
-        mpi.collective(MPI_COMM_WORLD, crate::collective::Mode::Blocking, |c| {
-            Ok(coll::barrier(c))
-        })
-    })();
-    if let Err(e) = r {
+    if mpi.world != World::Initialized {
+        fatal(None, "MPI_Finalize", "called without MPI_Init, or twice");
+    }
+    // Open sessions keep the library: only the World model ends.
+    mpi.world = World::Finalized;
+    if mpi.in_use() {
+        return MPI_SUCCESS;
+    }
+    if let Err(e) = mpi.leave() {
         let rank = mpi.comms[0].as_ref().map(|c| c.rank);
         fatal(rank, "MPI_Finalize", &e.message);
     }

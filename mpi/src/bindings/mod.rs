@@ -45,6 +45,7 @@ mod not_yet;
 mod op;
 mod pt2pt;
 mod request;
+mod session;
 mod tool;
 mod topo;
 mod typemaps;

@@ -62,7 +62,6 @@ not_yet! {
     MPI_Close_port
     MPI_Comm_accept
     MPI_Comm_connect
-    MPI_Comm_create_from_group
     MPI_Comm_disconnect
     MPI_Comm_get_parent
     MPI_Comm_join
@@ -164,7 +163,6 @@ not_yet! {
     MPI_Get_accumulate
     MPI_Get_accumulate_c
     MPI_Get_c
-    MPI_Group_from_session_pset
     MPI_Lookup_name
     MPI_Open_port
     MPI_Pack_external
@@ -191,16 +189,6 @@ not_yet! {
     MPI_Rget_c
     MPI_Rput
     MPI_Rput_c
-    MPI_Session_call_errhandler
-    MPI_Session_create_errhandler
-    MPI_Session_finalize
-    MPI_Session_get_errhandler
-    MPI_Session_get_info
-    MPI_Session_get_nth_pset
-    MPI_Session_get_num_psets
-    MPI_Session_get_pset_info
-    MPI_Session_init
-    MPI_Session_set_errhandler
     MPI_Status_c2f
     MPI_Status_f2c
     MPI_Type_create_f90_complex
@@ -263,7 +251,6 @@ not_yet! {
     PMPI_Close_port
     PMPI_Comm_accept
     PMPI_Comm_connect
-    PMPI_Comm_create_from_group
     PMPI_Comm_disconnect
     PMPI_Comm_get_parent
     PMPI_Comm_join
@@ -365,7 +352,6 @@ not_yet! {
     PMPI_Get_accumulate
     PMPI_Get_accumulate_c
     PMPI_Get_c
-    PMPI_Group_from_session_pset
     PMPI_Lookup_name
     PMPI_Open_port
     PMPI_Pack_external
@@ -392,16 +378,6 @@ not_yet! {
     PMPI_Rget_c
     PMPI_Rput
     PMPI_Rput_c
-    PMPI_Session_call_errhandler
-    PMPI_Session_create_errhandler
-    PMPI_Session_finalize
-    PMPI_Session_get_errhandler
-    PMPI_Session_get_info
-    PMPI_Session_get_nth_pset
-    PMPI_Session_get_num_psets
-    PMPI_Session_get_pset_info
-    PMPI_Session_init
-    PMPI_Session_set_errhandler
     PMPI_Status_c2f
     PMPI_Status_f2c
     PMPI_Type_create_f90_complex
