@@ -53,9 +53,9 @@ pub struct Layout {
     pub true_ub: isize,
     /// `MPI_Type_commit` was called (predefined types are).
     pub committed: bool,
-    /// The sizes of its basic elements in type-map order, as runs of
-    /// (size, how many): what `MPI_Get_elements` counts.
-    pub elements: Vec<(usize, u64)>,
+    /// Its basic elements in type-map order, as runs of (element, how
+    /// many): what `MPI_Get_elements` counts and external32 converts.
+    pub elements: Vec<(Basic, u64)>,
     /// The largest alignment of the basic types in it: a type's extent is
     /// rounded up to it (MPI 3.1 §4.1's epsilon), so that an array of a
     /// struct type steps as the C struct's array does.
@@ -63,6 +63,45 @@ pub struct Layout {
     /// The one predefined datatype all its data is made of, if there is
     /// one: what the predefined reduction operations work on.
     pub base: Option<i32>,
+}
+
+/// A basic element: its size here, and how external32 writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Basic {
+    pub size: usize,
+    pub external: External,
+}
+
+/// How external32 (MPI-4.0 §14.5.2) writes a basic element: big-endian.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum External {
+    /// Its bytes reversed `unit` at a time (a complex number's parts
+    /// apart; 1 for bytes and characters).
+    Swapped { unit: usize },
+    /// An integer in `size` bytes there, cut or extended (C's `long` is 4
+    /// bytes in external32, `wchar_t` 2).
+    Int { size: usize, signed: bool },
+    /// x87's 80-bit `long double` (16 bytes here) as IEEE binary128, each
+    /// part of a complex number apart.
+    Quad,
+}
+
+impl Basic {
+    /// An element of `size` bytes written as its bytes reversed.
+    pub fn swapped(size: usize) -> Basic {
+        Basic {
+            size,
+            external: External::Swapped { unit: size.max(1) },
+        }
+    }
+
+    /// Its size in external32.
+    pub fn external_size(&self) -> usize {
+        match self.external {
+            External::Int { size, .. } => size,
+            External::Swapped { .. } | External::Quad => self.size,
+        }
+    }
 }
 
 impl Layout {
@@ -80,7 +119,7 @@ impl Layout {
             true_lb: 0,
             true_ub: size as isize,
             elements: if size > 0 {
-                vec![(size, 1)]
+                vec![(Basic::swapped(size), 1)]
             } else {
                 Vec::new()
             },
@@ -192,11 +231,11 @@ impl Layout {
                 .and_then(|n| l.size.checked_add(n))
                 .filter(|&n| n <= isize::MAX as usize)
                 .ok_or(Refused::Bounds)?;
-            for &(size, n) in &old.elements {
+            for &(basic, n) in &old.elements {
                 let n = n.checked_mul(reps as u64).ok_or(Refused::Bounds)?;
                 match l.elements.last_mut() {
-                    Some((s, k)) if *s == size => *k += n,
-                    _ => l.elements.push((size, n)),
+                    Some((b, k)) if *b == basic => *k += n,
+                    _ => l.elements.push((basic, n)),
                 }
             }
             steps = steps.saturating_add(old.run_steps(reps));
@@ -294,8 +333,8 @@ impl Layout {
         let per: u64 = self.elements.iter().map(|&(_, n)| n).sum();
         let mut n = bytes / self.size as u64 * per;
         let mut rest = bytes % self.size as u64;
-        for &(size, k) in &self.elements {
-            let size = size as u64;
+        for &(basic, k) in &self.elements {
+            let size = basic.size as u64;
             if rest >= size * k {
                 rest -= size * k;
                 n += k;
@@ -373,6 +412,11 @@ impl Layout {
 mod tests {
     use super::*;
 
+    /// A layout's runs of basic elements by their sizes.
+    fn sizes(l: &Layout) -> Vec<(usize, u64)> {
+        l.elements.iter().map(|&(b, n)| (b.size, n)).collect()
+    }
+
     #[test]
     fn a_vector_of_ints_is_its_blocks_and_bounds() {
         let int = Layout::basic(4);
@@ -415,13 +459,13 @@ mod tests {
             assert_eq!(*b, if data { i as u8 } else { 0xee }, "byte {i}");
         }
         // Basic elements: 2 per element, and a partial one is none.
-        assert_eq!(s.elements, vec![(1, 1), (8, 1)]);
+        assert_eq!(sizes(&s), vec![(1, 1), (8, 1)]);
         assert_eq!(s.elements_in(27), Some(6));
         assert_eq!(s.elements_in(28), Some(7));
         assert_eq!(s.elements_in(29), None);
         assert_eq!(s.elements_in(10), Some(3));
         let v = Layout::hvector(3, 2, 20, &i).unwrap();
-        assert_eq!(v.elements, vec![(4, 6)]);
+        assert_eq!(sizes(&v), vec![(4, 6)]);
         assert_eq!(v.elements_in(24 + 8), Some(8));
         assert_eq!(v.elements_in(24 + 6), None);
         let r = Layout::resized(&s, -4, 32);
@@ -446,7 +490,7 @@ mod tests {
             (c.blocks.len(), c.size, c.extent),
             (1, max * 8, max as isize * 8)
         );
-        assert_eq!(c.elements, vec![(8, max as u64)]);
+        assert_eq!(sizes(&c), vec![(8, max as u64)]);
         // INT_MAX of those does not fit an address.
         assert_eq!(
             Layout::hvector(max, 1, c.extent as i128, &c),

@@ -31,6 +31,7 @@ pub mod datatype;
 pub mod engine;
 pub mod error;
 mod errors;
+pub mod external32;
 pub mod topo;
 
 mod bindings;

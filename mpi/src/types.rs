@@ -5,7 +5,7 @@
 //! and real programs' functions do.
 
 use crate::abi::*;
-use crate::datatype::Layout;
+use crate::datatype::{External, Layout};
 use crate::engine::{MpiError, MpiResult};
 use std::ffi::c_int;
 use std::sync::{Arc, RwLock};
@@ -48,9 +48,39 @@ pub(crate) fn layout(h: Handle) -> MpiResult<Arc<Layout>> {
             if let Some(crate::coll::op::Elem::Complex(_)) = crate::coll::op::Elem::of(h) {
                 l.align = (size / 2).max(1);
             }
+            if let Some((basic, _)) = l.elements.first_mut() {
+                basic.external = external_of(h, size);
+            }
             Ok(Arc::new(l))
         }
         None => derived(h),
+    }
+}
+
+/// How external32 writes predefined type `h` of `size` bytes (MPI-4.0
+/// Table 14.2): `long` in 4 bytes and `wchar_t` in 2, `long double` as
+/// binary128, a complex number's parts each, the rest big-endian as they
+/// are.
+fn external_of(h: Handle, size: usize) -> External {
+    use crate::coll::op::{Elem, Float};
+    match h as u32 {
+        0x4c00_0807 => External::Int {
+            size: 4,
+            signed: true,
+        }, // MPI_LONG
+        0x4c00_0808 => External::Int {
+            size: 4,
+            signed: false,
+        }, // MPI_UNSIGNED_LONG
+        0x4c00_040e => External::Int {
+            size: 2,
+            signed: false,
+        }, // MPI_WCHAR
+        _ => match Elem::of(h) {
+            Some(Elem::F80 | Elem::Complex(Float::F80)) => External::Quad,
+            Some(Elem::Complex(_)) => External::Swapped { unit: size / 2 },
+            _ => External::Swapped { unit: size.max(1) },
+        },
     }
 }
 

@@ -478,3 +478,114 @@ pub(super) fn recipe(combiner: c_int, args: Args, types: &[Handle]) -> MpiResult
             .collect::<MpiResult<_>>()?,
     })
 }
+
+/// The one data representation `MPI_Pack_external` writes.
+unsafe fn external32(datarep: *const c_char) -> MpiResult<()> {
+    match crate::info::c_str(datarep, "the data representation")? {
+        "external32" => Ok(()),
+        other => err(
+            MPI_ERR_ARG,
+            format!("data representation \"{other}\": fm packs only \"external32\""),
+        ),
+    }
+}
+
+/// `MPI_Pack_external`: `incount` elements, in external32
+/// (`crate::external32`), at `*position` of `outbuf`.
+#[mpi]
+fn PMPI_Pack_external(
+    datarep: *const c_char,
+    inbuf: *const c_void,
+    incount: IntOrCount,
+    datatype: Handle,
+    outbuf: *mut c_void,
+    outsize: AintOrCount,
+    position: *mut AintOrCount,
+) -> c_int {
+    call("MPI_Pack_external", MPI_COMM_WORLD, |m| {
+        external32(datarep)?;
+        let position = arg(position, "the position")?;
+        let l = m.layout(datatype)?;
+        let n = nonneg(incount, "count")?;
+        check_buffer(inbuf, data_bytes(n, &l)?, datatype)?;
+        let mut data = Vec::new();
+        l.pack_external(inbuf.cast(), n, &mut data);
+        let at = usize::try_from(*position)
+            .ok()
+            .filter(|&p| p + data.len() <= usize::try_from(outsize).unwrap_or(0))
+            .ok_or_else(|| MpiError {
+                class: MPI_ERR_TRUNCATE,
+                message: format!(
+                    "{} bytes at position {} do not fit {outsize}",
+                    data.len(),
+                    *position
+                ),
+            })?;
+        if !data.is_empty() {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), outbuf.cast::<u8>().add(at), data.len());
+        }
+        *position += data.len() as AintOrCount;
+        Ok(())
+    })
+}
+
+/// `MPI_Unpack_external`: `outcount` elements from external32 at
+/// `*position` of `inbuf`.
+#[mpi]
+fn PMPI_Unpack_external(
+    datarep: *const c_char,
+    inbuf: *const c_void,
+    insize: AintOrCount,
+    position: *mut AintOrCount,
+    outbuf: *mut c_void,
+    outcount: IntOrCount,
+    datatype: Handle,
+) -> c_int {
+    call("MPI_Unpack_external", MPI_COMM_WORLD, |m| {
+        external32(datarep)?;
+        let position = arg(position, "the position")?;
+        let l = m.layout(datatype)?;
+        let n = nonneg(outcount, "count")?;
+        check_buffer(outbuf, data_bytes(n, &l)?, datatype)?;
+        let bytes = l.external_size(n).ok_or_else(|| MpiError {
+            class: MPI_ERR_COUNT,
+            message: format!("{n} elements do not fit an address in external32"),
+        })?;
+        let at = usize::try_from(*position)
+            .ok()
+            .filter(|&p| p + bytes <= usize::try_from(insize).unwrap_or(0))
+            .ok_or_else(|| MpiError {
+                class: MPI_ERR_TRUNCATE,
+                message: format!(
+                    "{bytes} bytes at position {} are not within {insize}",
+                    *position
+                ),
+            })?;
+        let data = slice_or_empty(inbuf.cast::<u8>().wrapping_add(at), bytes);
+        l.unpack_external(data, outbuf.cast(), n);
+        *position += bytes as AintOrCount;
+        Ok(())
+    })
+}
+
+/// `MPI_Pack_external_size`: the bytes `incount` elements take in
+/// external32.
+#[mpi]
+fn PMPI_Pack_external_size(
+    datarep: *const c_char,
+    incount: IntOrCount,
+    datatype: Handle,
+    size: *mut AintOrCount,
+) -> c_int {
+    call("MPI_Pack_external_size", MPI_COMM_WORLD, |m| {
+        external32(datarep)?;
+        let l = m.layout(datatype)?;
+        let n = nonneg(incount, "count")?;
+        let bytes = l.external_size(n).ok_or_else(|| MpiError {
+            class: MPI_ERR_COUNT,
+            message: format!("{n} elements do not fit an address in external32"),
+        })?;
+        *arg(size, "the size")? = bytes as AintOrCount;
+        Ok(())
+    })
+}

@@ -165,10 +165,6 @@ not_yet! {
     MPI_Get_c
     MPI_Lookup_name
     MPI_Open_port
-    MPI_Pack_external
-    MPI_Pack_external_c
-    MPI_Pack_external_size
-    MPI_Pack_external_size_c
     MPI_Parrived
     MPI_Pcontrol
     MPI_Pready
@@ -194,8 +190,6 @@ not_yet! {
     MPI_Type_create_f90_complex
     MPI_Type_create_f90_integer
     MPI_Type_create_f90_real
-    MPI_Unpack_external
-    MPI_Unpack_external_c
     MPI_Unpublish_name
     MPI_Win_allocate
     MPI_Win_allocate_c
@@ -354,10 +348,6 @@ not_yet! {
     PMPI_Get_c
     PMPI_Lookup_name
     PMPI_Open_port
-    PMPI_Pack_external
-    PMPI_Pack_external_c
-    PMPI_Pack_external_size
-    PMPI_Pack_external_size_c
     PMPI_Parrived
     PMPI_Pcontrol
     PMPI_Pready
@@ -383,8 +373,6 @@ not_yet! {
     PMPI_Type_create_f90_complex
     PMPI_Type_create_f90_integer
     PMPI_Type_create_f90_real
-    PMPI_Unpack_external
-    PMPI_Unpack_external_c
     PMPI_Unpublish_name
     PMPI_Win_allocate
     PMPI_Win_allocate_c
