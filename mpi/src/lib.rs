@@ -43,6 +43,7 @@ mod ffi;
 mod generalized;
 mod info;
 mod p2p;
+mod partitioned;
 mod request;
 mod session;
 mod state;

@@ -18,6 +18,22 @@ pub(crate) fn send(
     request: Option<*mut Handle>,
 ) -> MpiResult<()> {
     let c = m.p2p(comm, dest, false, tag)?;
+    send_on(m, c, buf, count, datatype, tag, sync, request)
+}
+
+/// [`send`] on route `c`, checked (a partitioned send's goes on a
+/// context of its own: `partitioned`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn send_on(
+    m: &mut Mpi,
+    c: Route,
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    tag: c_int,
+    sync: bool,
+    request: Option<*mut Handle>,
+) -> MpiResult<()> {
     // A blocking standard send of a short message of a predefined type
     // goes straight to the engine, past the general steps below.
     if let (None, false, Some(size), Ok(n)) = (
@@ -233,6 +249,23 @@ pub(crate) fn start(m: &mut Mpi, h: Handle) -> MpiResult<()> {
             }
         }
         Started::Collective { .. } => m.start_persistent_collective(h)?,
+        Started::Partitioned(p) => {
+            p.ready.fill(false);
+            let p = crate::partitioned::Partitioned {
+                ready: Vec::new(),
+                stand_in: None,
+                ..*p
+            };
+            let id = crate::partitioned::start(m, &p, comm)?;
+            if let Some(Some(Persistent {
+                op: Started::Partitioned(q),
+                ..
+            })) = m.persistent.get_mut((h & HANDLE_INDEX) as usize)
+            {
+                q.stand_in = p.send.then_some(id);
+            }
+            id
+        }
     };
     if let Some(Some(p)) = m.persistent.get_mut((h & HANDLE_INDEX) as usize) {
         p.active = Some(id);
@@ -288,13 +321,26 @@ pub(crate) fn recv(
     comm: Handle,
 ) -> MpiResult<u32> {
     let (c, source) = m.recv_from(comm, source, tag)?;
+    recv_on(m, c.context, buf, count, datatype, source, tag)
+}
+
+/// [`recv`] on `context`, from `source` checked.
+pub(crate) fn recv_on(
+    m: &mut Mpi,
+    context: u32,
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    source: c_int,
+    tag: c_int,
+) -> MpiResult<u32> {
     match m.elements(count, datatype)? {
         Elements::Plain { at, bytes } => {
             check_buffer(buf, bytes, datatype)?;
             // SAFETY: the caller's buffer of `bytes` bytes (MPI's rule).
             unsafe {
                 m.engine.irecv(
-                    c.context,
+                    context,
                     source,
                     tag,
                     buf.cast::<u8>().wrapping_offset(at),
@@ -310,7 +356,7 @@ pub(crate) fn recv(
                 count: count as usize,
             };
             // SAFETY: the caller's `count` elements (MPI's rule).
-            unsafe { m.engine.irecv_unpacked(c.context, source, tag, unpack) }
+            unsafe { m.engine.irecv_unpacked(context, source, tag, unpack) }
         }
     }
 }

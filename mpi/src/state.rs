@@ -76,6 +76,8 @@ pub(crate) enum Started {
         slot: u32,
         starts: u32,
     },
+    /// A partitioned send or receive (`partitioned`).
+    Partitioned(crate::partitioned::Partitioned),
 }
 
 // SAFETY: `buf` is the caller's buffer, used only under the library's

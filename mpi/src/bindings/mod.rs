@@ -43,6 +43,7 @@ mod intercoll;
 mod neighbor;
 mod not_yet;
 mod op;
+mod partitioned;
 mod pt2pt;
 mod request;
 mod session;

@@ -165,13 +165,7 @@ not_yet! {
     MPI_Get_c
     MPI_Lookup_name
     MPI_Open_port
-    MPI_Parrived
     MPI_Pcontrol
-    MPI_Pready
-    MPI_Pready_list
-    MPI_Pready_range
-    MPI_Precv_init
-    MPI_Psend_init
     MPI_Publish_name
     MPI_Put
     MPI_Put_c
@@ -348,13 +342,7 @@ not_yet! {
     PMPI_Get_c
     PMPI_Lookup_name
     PMPI_Open_port
-    PMPI_Parrived
     PMPI_Pcontrol
-    PMPI_Pready
-    PMPI_Pready_list
-    PMPI_Pready_range
-    PMPI_Precv_init
-    PMPI_Psend_init
     PMPI_Publish_name
     PMPI_Put
     PMPI_Put_c

@@ -243,15 +243,15 @@ fn PMPI_Request_free(request: *mut Handle) -> c_int {
         }
         if *request & !HANDLE_INDEX == PERSISTENT_DIRECT {
             let p = m.persistent[(*request & HANDLE_INDEX) as usize].take();
-            if let Some(Persistent {
-                op: Started::P2p { datatype, .. },
-                ..
-            }) = p
-            {
-                // Its own duplicate of a derived datatype (`p2p::persistent`).
-                if !is_predefined_type(datatype) {
-                    types::replace(datatype, None);
-                }
+            // Its own duplicate of a derived datatype (`p2p::persistent`,
+            // `partitioned::init`).
+            let datatype = match p.map(|p| p.op) {
+                Some(Started::P2p { datatype, .. }) => Some(datatype),
+                Some(Started::Partitioned(q)) => Some(q.datatype),
+                _ => None,
+            };
+            if let Some(t) = datatype.filter(|&t| !is_predefined_type(t)) {
+                types::replace(t, None);
             }
         }
         *request = MPI_REQUEST_NULL;
