@@ -31,6 +31,36 @@ pub type DeleteFn = unsafe extern "C" fn(
     extra_state: *mut c_void,
 ) -> c_int;
 
+/// How a value was given (MPICH's `MPIR_Attr_type`): a C pointer, or
+/// from Fortran an address-sized or a default integer. Fortran's calls go
+/// through `MPII_Comm_set_attr` and its kin with theirs.
+pub const GIVEN_AS_POINTER: c_int = 0;
+pub const GIVEN_AS_AINT: c_int = 1;
+pub const GIVEN_AS_INT: c_int = 3;
+
+/// MPICH's `MPII_Attr_copy_proxy`: how Fortran's library calls a copy
+/// callback of a keyval made in Fortran (`MPII_Keyval_set_proxy`).
+pub type CopyProxy = unsafe extern "C" fn(
+    user_function: CopyFn,
+    handle: Handle,
+    keyval: c_int,
+    extra_state: *mut c_void,
+    given: c_int,
+    attribute_val: *mut c_void,
+    attribute_copy: *mut *mut c_void,
+    flag: *mut c_int,
+) -> c_int;
+
+/// MPICH's `MPII_Attr_delete_proxy`, for delete callbacks.
+pub type DeleteProxy = unsafe extern "C" fn(
+    user_function: DeleteFn,
+    handle: Handle,
+    keyval: c_int,
+    given: c_int,
+    attribute_val: *mut c_void,
+    extra_state: *mut c_void,
+) -> c_int;
+
 /// What a keyval's attributes are set on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -58,6 +88,8 @@ struct Keyval {
     /// `MPI_Comm_free_keyval` was called: no new values, but the values
     /// already set stay until deleted (MPI's rule).
     freed: bool,
+    /// Made in Fortran: its callbacks are called through these.
+    proxies: (Option<CopyProxy>, Option<DeleteProxy>),
 }
 
 /// A callback to run outside the library's lock.
@@ -69,16 +101,20 @@ pub enum Callback {
         comm: Handle,
         keyval: c_int,
         f: CopyFn,
+        proxy: Option<CopyProxy>,
         extra: usize,
         value: usize,
+        given: c_int,
     },
     /// Tell the owner of `keyval` that its value on `comm` is gone.
     Delete {
         comm: Handle,
         keyval: c_int,
         f: DeleteFn,
+        proxy: Option<DeleteProxy>,
         extra: usize,
         value: usize,
+        given: c_int,
     },
 }
 
@@ -100,19 +136,25 @@ impl Callback {
                 comm,
                 keyval,
                 f,
+                proxy,
                 extra,
                 value,
+                given,
             } => {
                 let mut out: *mut c_void = std::ptr::null_mut();
                 let mut flag: c_int = 0;
-                let rc = f(
-                    comm,
-                    keyval,
-                    extra as *mut c_void,
-                    value as *mut c_void,
-                    std::ptr::from_mut(&mut out).cast(),
-                    &mut flag,
-                );
+                let (extra, value) = (extra as *mut c_void, value as *mut c_void);
+                let rc = match proxy {
+                    Some(p) => p(f, comm, keyval, extra, given, value, &mut out, &mut flag),
+                    None => f(
+                        comm,
+                        keyval,
+                        extra,
+                        value,
+                        std::ptr::from_mut(&mut out).cast(),
+                        &mut flag,
+                    ),
+                };
                 if rc != MPI_SUCCESS {
                     return err(
                         rc,
@@ -125,10 +167,16 @@ impl Callback {
                 comm,
                 keyval,
                 f,
+                proxy,
                 extra,
                 value,
+                given,
             } => {
-                let rc = f(comm, keyval, value as *mut c_void, extra as *mut c_void);
+                let (extra, value) = (extra as *mut c_void, value as *mut c_void);
+                let rc = match proxy {
+                    Some(p) => p(f, comm, keyval, given, value, extra),
+                    None => f(comm, keyval, value, extra),
+                };
                 if rc != MPI_SUCCESS {
                     return err(
                         rc,
@@ -147,6 +195,9 @@ pub struct Attributes {
     keyvals: Vec<Keyval>,
     /// Values by communicator handle, in the order they were set.
     values: HashMap<Handle, Vec<(c_int, usize)>>,
+    /// How each value not given as a C pointer was given, by object and
+    /// keyval (`GIVEN_AS_*`).
+    given: HashMap<(Handle, c_int), c_int>,
 }
 
 impl Attributes {
@@ -168,8 +219,30 @@ impl Attributes {
             delete,
             extra,
             freed: false,
+            proxies: (None, None),
         });
         Ok(KEYVAL_DIRECT | (self.keyvals.len() - 1) as c_int)
+    }
+
+    /// `MPII_Keyval_set_proxy`: `keyval` was made in Fortran, whose
+    /// library calls its callbacks through these.
+    pub fn set_proxies(
+        &mut self,
+        keyval: c_int,
+        copy: Option<CopyProxy>,
+        delete: Option<DeleteProxy>,
+    ) {
+        if self.keyval(keyval).is_ok() {
+            self.keyvals[(keyval & KEYVAL_INDEX) as usize].proxies = (copy, delete);
+        }
+    }
+
+    /// How `keyval`'s value on `comm` was given.
+    pub fn given(&self, comm: Handle, keyval: c_int) -> c_int {
+        self.given
+            .get(&(comm, keyval))
+            .copied()
+            .unwrap_or(GIVEN_AS_POINTER)
     }
 
     fn keyval(&self, keyval: c_int) -> MpiResult<&Keyval> {
@@ -225,15 +298,24 @@ impl Attributes {
             .map(|&(_, value)| value))
     }
 
-    /// The delete callback for `keyval`'s `value` on `comm`, if it has one.
-    fn deletion(&self, comm: Handle, keyval: c_int, value: usize) -> Option<Callback> {
+    /// The delete callback for `keyval`'s `value` on `comm`, given as
+    /// `given`, if it has one.
+    fn deletion(
+        &self,
+        comm: Handle,
+        keyval: c_int,
+        value: usize,
+        given: c_int,
+    ) -> Option<Callback> {
         let k = self.keyval(keyval).ok()?;
         Some(Callback::Delete {
             comm,
             keyval,
             f: k.delete?,
+            proxy: k.proxies.1,
             extra: k.extra,
             value,
+            given,
         })
     }
 
@@ -245,6 +327,18 @@ impl Attributes {
         kind: Kind,
         value: usize,
     ) -> MpiResult<Option<Callback>> {
+        self.set_given(comm, keyval, kind, value, GIVEN_AS_POINTER)
+    }
+
+    /// [`Attributes::set`] of a value given as `given` (from Fortran).
+    pub fn set_given(
+        &mut self,
+        comm: Handle,
+        keyval: c_int,
+        kind: Kind,
+        value: usize,
+        given: c_int,
+    ) -> MpiResult<Option<Callback>> {
         self.live_keyval(keyval, kind)?;
         let values = self.values.entry(comm).or_default();
         let old = match values.iter_mut().find(|(k, _)| *k == keyval) {
@@ -254,7 +348,12 @@ impl Attributes {
                 None
             }
         };
-        Ok(old.and_then(|v| self.deletion(comm, keyval, v)))
+        let old_given = self.given(comm, keyval);
+        match given {
+            GIVEN_AS_POINTER => self.given.remove(&(comm, keyval)),
+            g => self.given.insert((comm, keyval), g),
+        };
+        Ok(old.and_then(|v| self.deletion(comm, keyval, v, old_given)))
     }
 
     /// `MPI_Comm_delete_attr`: the value's deletion (none if there was no
@@ -273,7 +372,11 @@ impl Attributes {
             return Ok(None);
         };
         let (_, value) = values.remove(i);
-        Ok(self.deletion(comm, keyval, value))
+        let given = self
+            .given
+            .remove(&(comm, keyval))
+            .unwrap_or(GIVEN_AS_POINTER);
+        Ok(self.deletion(comm, keyval, value, given))
     }
 
     /// A deletion whose callback failed did not happen: its value is set
@@ -283,9 +386,13 @@ impl Attributes {
             comm,
             keyval,
             value,
+            given,
             ..
         } = *cb
         {
+            if given != GIVEN_AS_POINTER {
+                self.given.insert((comm, keyval), given);
+            }
             let values = self.values.entry(comm).or_default();
             match values.iter_mut().find(|(k, _)| *k == keyval) {
                 Some(slot) => slot.1 = value,
@@ -299,7 +406,10 @@ impl Attributes {
     pub fn clear(&mut self, comm: Handle) -> Vec<Callback> {
         let values = self.values.remove(&comm).unwrap_or_default();
         (values.into_iter().rev())
-            .filter_map(|(k, v)| self.deletion(comm, k, v))
+            .filter_map(|(k, v)| {
+                let given = self.given.remove(&(comm, k)).unwrap_or(GIVEN_AS_POINTER);
+                self.deletion(comm, k, v, given)
+            })
             .collect()
     }
 
@@ -316,15 +426,26 @@ impl Attributes {
                     comm,
                     keyval,
                     f: k.copy?,
+                    proxy: k.proxies.0,
                     extra: k.extra,
                     value,
+                    given: self.given(comm, keyval),
                 })
             })
             .collect()
     }
 
-    /// The values a duplicate gets, as the copy callbacks said.
-    pub fn set_copied(&mut self, comm: Handle, values: Vec<(c_int, usize)>) {
+    /// The values duplicate `comm` of `old` gets, as the copy callbacks
+    /// said, each given as its original was.
+    pub fn set_copied(&mut self, old: Handle, comm: Handle, values: Vec<(c_int, usize)>) {
+        for &(keyval, _) in &values {
+            match self.given(old, keyval) {
+                GIVEN_AS_POINTER => {}
+                g => {
+                    self.given.insert((comm, keyval), g);
+                }
+            }
+        }
         if !values.is_empty() {
             self.values.insert(comm, values);
         }

@@ -16,6 +16,13 @@ pub(crate) type QueryFn = unsafe extern "C" fn(*mut c_void, *mut MpiStatus) -> c
 pub(crate) type FreeFn = unsafe extern "C" fn(*mut c_void) -> c_int;
 pub(crate) type CancelFn = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
 
+/// The same three as Fortran's library passes them (MPICH's
+/// `MPIR_Grequest_f77_*_function`): the error comes back in the last
+/// argument, the cancel's flag by reference.
+type FortranQuery = unsafe extern "C" fn(*mut c_void, *mut MpiStatus, *mut c_int);
+type FortranFree = unsafe extern "C" fn(*mut c_void, *mut c_int);
+type FortranCancel = unsafe extern "C" fn(*mut c_void, *mut c_int, *mut c_int);
+
 /// One generalized request's functions and the program's state for them.
 #[derive(Clone, Copy)]
 pub(crate) struct Generalized {
@@ -26,6 +33,9 @@ pub(crate) struct Generalized {
     /// `MPI_Request_free` was called before it completed: the free
     /// function runs at `MPI_Grequest_complete`.
     pub(crate) freed: bool,
+    /// Started from Fortran (`MPII_Grequest_set_lang_f77`): its functions
+    /// are Fortran's.
+    pub(crate) fortran: bool,
 }
 
 // SAFETY: `extra` is the program's, only handed back to its functions.
@@ -117,6 +127,14 @@ impl Mpi {
         }
     }
 
+    /// `MPII_Grequest_set_lang_f77`: request `id` was started from
+    /// Fortran.
+    pub(crate) fn fortran_generalized(&mut self, id: u32) {
+        if let Some(g) = self.generalized.get_mut(&id) {
+            g.fortran = true;
+        }
+    }
+
     /// `MPI_Grequest_complete` of request `id`.
     pub(crate) fn complete_generalized(&mut self, id: u32) -> MpiResult<()> {
         if !self.generalized.contains_key(&id) || !self.engine.complete_generalized(id) {
@@ -170,18 +188,53 @@ impl Finish {
         match self.step {
             Step::Query { out, free } => {
                 let mut s = MpiStatus::empty();
-                let q = g.query.map_or(MPI_SUCCESS, |f| f(g.extra, &mut s));
+                let q = g.query.map_or(MPI_SUCCESS, |f| g.query_with(f, &mut s));
                 put_status(out, s);
                 let f = match free {
-                    true => g.free.map_or(MPI_SUCCESS, |f| f(g.extra)),
+                    true => g.free.map_or(MPI_SUCCESS, |f| g.free_with(f)),
                     false => MPI_SUCCESS,
                 };
                 first_error(q, f)
             }
-            Step::Free => g.free.map_or(MPI_SUCCESS, |f| f(g.extra)),
-            Step::Cancel { complete } => g
-                .cancel
-                .map_or(MPI_SUCCESS, |f| f(g.extra, c_int::from(complete))),
+            Step::Free => g.free.map_or(MPI_SUCCESS, |f| g.free_with(f)),
+            Step::Cancel { complete } => {
+                g.cancel.map_or(MPI_SUCCESS, |f| g.cancel_with(f, complete))
+            }
         }
+    }
+}
+
+impl Generalized {
+    /// # Safety
+    /// `f` is the program's query function, of its language.
+    unsafe fn query_with(&self, f: QueryFn, s: &mut MpiStatus) -> c_int {
+        if !self.fortran {
+            return f(self.extra, s);
+        }
+        let mut ierr = MPI_SUCCESS;
+        std::mem::transmute::<QueryFn, FortranQuery>(f)(self.extra, s, &mut ierr);
+        ierr
+    }
+
+    /// # Safety
+    /// `f` is the program's free function, of its language.
+    unsafe fn free_with(&self, f: FreeFn) -> c_int {
+        if !self.fortran {
+            return f(self.extra);
+        }
+        let mut ierr = MPI_SUCCESS;
+        std::mem::transmute::<FreeFn, FortranFree>(f)(self.extra, &mut ierr);
+        ierr
+    }
+
+    /// # Safety
+    /// `f` is the program's cancel function, of its language.
+    unsafe fn cancel_with(&self, f: CancelFn, complete: bool) -> c_int {
+        if !self.fortran {
+            return f(self.extra, c_int::from(complete));
+        }
+        let (mut flag, mut ierr) = (c_int::from(complete), MPI_SUCCESS);
+        std::mem::transmute::<CancelFn, FortranCancel>(f)(self.extra, &mut flag, &mut ierr);
+        ierr
     }
 }

@@ -46,7 +46,7 @@ fn a_fortran_program_prints_what_it_prints_under_mpich() {
     let ours = run(&dir, &["-n", "4", "--oversubscribe"], &exe, &[], &[]);
     assert!(ours.status.success(), "{}", text(&ours));
     let ours = lines(&ours.stdout);
-    assert_eq!(ours.len(), 10, "{ours:#?}");
+    assert_eq!(ours.len(), 18, "{ours:#?}");
     let Some(theirs) = under_mpich(&exe, 4, &[]) else {
         return;
     };

@@ -14,25 +14,112 @@ static APPNUM: c_int = 0;
 #[mpi]
 fn PMPI_Comm_get_attr(comm: Handle, keyval: c_int, value: *mut c_void, flag: *mut c_int) -> c_int {
     call("MPI_Comm_get_attr", comm, |m| {
-        m.comm(comm)?;
-        let predefined: Option<*const c_int> = match keyval {
-            MPI_TAG_UB => Some(&TAG_UB),
-            MPI_HOST => Some(&PROC_NULL),
-            MPI_IO => Some(&ANY_SOURCE),
-            MPI_WTIME_IS_GLOBAL => Some(&FALSE),
-            MPI_UNIVERSE_SIZE => Some(&m.universe),
-            MPI_APPNUM => Some(&APPNUM),
-            MPI_LASTUSEDCODE => Some(super::errhan::last_used()),
-            _ => None,
-        };
         // The value is a pointer (MPI's C binding): to the predefined
         // attribute's int, or the one the caller set.
-        let found = match predefined {
-            Some(p) => Some(p as usize),
-            None => m.attrs.get(comm, keyval, Kind::Comm)?,
-        };
+        give(comm_attr(m, comm, keyval)?.map(|(v, _)| v), value, flag)
+    })
+}
+
+/// `keyval`'s value on `comm`, and whether it is a predefined
+/// attribute's (then a pointer to its int). Fortran names a predefined
+/// keyval one above C's (MPICH's `MPII_ATTR_C_TO_FORTRAN`).
+fn comm_attr(m: &Mpi, comm: Handle, keyval: c_int) -> MpiResult<Option<(usize, bool)>> {
+    m.comm(comm)?;
+    let c_form = match keyval & 1 {
+        0 if keyval & !0xff == MPI_TAG_UB & !0xff => keyval - 1,
+        _ => keyval,
+    };
+    let predefined: Option<*const c_int> = match c_form {
+        MPI_TAG_UB => Some(&TAG_UB),
+        MPI_HOST => Some(&PROC_NULL),
+        MPI_IO => Some(&ANY_SOURCE),
+        MPI_WTIME_IS_GLOBAL => Some(&FALSE),
+        MPI_UNIVERSE_SIZE => Some(&m.universe),
+        MPI_APPNUM => Some(&APPNUM),
+        MPI_LASTUSEDCODE => Some(super::errhan::last_used()),
+        _ => None,
+    };
+    Ok(match predefined {
+        Some(p) => Some((p as usize, true)),
+        None => m.attrs.get(comm, keyval, Kind::Comm)?.map(|v| (v, false)),
+    })
+}
+
+/// MPICH's `MPII_Comm_get_attr`, which its Fortran library calls: as
+/// `MPI_Comm_get_attr` for a C pointer (`given` 0); for Fortran's integers
+/// the value itself, address-sized (a predefined attribute's int read
+/// from where it is).
+#[no_mangle]
+pub unsafe extern "C" fn MPII_Comm_get_attr(
+    comm: Handle,
+    keyval: c_int,
+    value: *mut c_void,
+    flag: *mut c_int,
+    given: c_int,
+) -> c_int {
+    call("MPI_Comm_get_attr", comm, |m| {
+        let found = comm_attr(m, comm, keyval)?.map(|(v, predefined)| {
+            match predefined && given != attr::GIVEN_AS_POINTER {
+                true => *(v as *const c_int) as isize as usize,
+                false => v,
+            }
+        });
         give(found, value, flag)
     })
+}
+
+/// MPICH's `MPII_Comm_set_attr`: `MPI_Comm_set_attr` of a value given as
+/// `given` (from Fortran: an integer in the pointer's place).
+#[no_mangle]
+pub unsafe extern "C" fn MPII_Comm_set_attr(
+    comm: Handle,
+    keyval: c_int,
+    value: *mut c_void,
+    given: c_int,
+) -> c_int {
+    deleting("MPI_Comm_set_attr", comm, Kind::Comm, |m| {
+        m.attrs
+            .set_given(comm, keyval, Kind::Comm, value as usize, given)
+    })
+}
+
+/// MPICH's `MPII_Type_get_attr` (the value, whatever `given`).
+#[no_mangle]
+pub unsafe extern "C" fn MPII_Type_get_attr(
+    datatype: Handle,
+    keyval: c_int,
+    value: *mut c_void,
+    flag: *mut c_int,
+    _given: c_int,
+) -> c_int {
+    PMPI_Type_get_attr(datatype, keyval, value, flag)
+}
+
+/// MPICH's `MPII_Type_set_attr`.
+#[no_mangle]
+pub unsafe extern "C" fn MPII_Type_set_attr(
+    datatype: Handle,
+    keyval: c_int,
+    value: *mut c_void,
+    given: c_int,
+) -> c_int {
+    deleting("MPI_Type_set_attr", datatype, Kind::Datatype, |m| {
+        m.attrs
+            .set_given(datatype, keyval, Kind::Datatype, value as usize, given)
+    })
+}
+
+/// MPICH's `MPII_Keyval_set_proxy`: Fortran's library made `keyval` and
+/// calls its callbacks through these.
+#[no_mangle]
+pub unsafe extern "C" fn MPII_Keyval_set_proxy(
+    keyval: c_int,
+    copy: Option<attr::CopyProxy>,
+    delete: Option<attr::DeleteProxy>,
+) {
+    if let Phase::Running(m) = &mut *phase() {
+        m.attrs.set_proxies(keyval, copy, delete);
+    }
 }
 
 /// An attribute's value as `MPI_X_get_attr` gives it: the flag, and the
@@ -229,7 +316,7 @@ pub(super) unsafe fn with_attributes(
     match copied {
         Ok(values) if values.is_empty() => MPI_SUCCESS,
         Ok(values) => call(func, errors, |m| {
-            m.attrs.set_copied(new, values);
+            m.attrs.set_copied(old, new, values);
             Ok(())
         }),
         Err(class) if new == null => class,

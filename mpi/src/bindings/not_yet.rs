@@ -36,14 +36,8 @@ fn not_supported(name: &str) -> c_int {
 }
 
 not_yet! {
-    MPII_Comm_get_attr
-    MPII_Comm_set_attr
     MPII_Errhandler_set_cxx
-    MPII_Grequest_set_lang_f77
-    MPII_Keyval_set_proxy
     MPII_Op_set_cxx
-    MPII_Type_get_attr
-    MPII_Type_set_attr
     MPII_Win_get_attr
     MPII_Win_set_attr
     MPIR_Err_create_code
@@ -165,7 +159,6 @@ not_yet! {
     MPI_Get_c
     MPI_Lookup_name
     MPI_Open_port
-    MPI_Pcontrol
     MPI_Publish_name
     MPI_Put
     MPI_Put_c
@@ -179,8 +172,6 @@ not_yet! {
     MPI_Rget_c
     MPI_Rput
     MPI_Rput_c
-    MPI_Status_c2f
-    MPI_Status_f2c
     MPI_Type_create_f90_complex
     MPI_Type_create_f90_integer
     MPI_Type_create_f90_real
@@ -342,7 +333,6 @@ not_yet! {
     PMPI_Get_c
     PMPI_Lookup_name
     PMPI_Open_port
-    PMPI_Pcontrol
     PMPI_Publish_name
     PMPI_Put
     PMPI_Put_c
@@ -356,8 +346,6 @@ not_yet! {
     PMPI_Rget_c
     PMPI_Rput
     PMPI_Rput_c
-    PMPI_Status_c2f
-    PMPI_Status_f2c
     PMPI_Type_create_f90_complex
     PMPI_Type_create_f90_integer
     PMPI_Type_create_f90_real

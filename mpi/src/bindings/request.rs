@@ -297,6 +297,7 @@ fn PMPI_Grequest_start(
             cancel: cancel_fn,
             extra: extra_state,
             freed: false,
+            fortran: false,
         };
         *request = request_handle(m.start_generalized(g));
         Ok(())
@@ -310,4 +311,35 @@ fn PMPI_Grequest_complete(request: Handle) -> c_int {
     finish(call("MPI_Grequest_complete", MPI_COMM_WORLD, |m| {
         m.complete_generalized(request_id(request)?)
     }))
+}
+
+/// MPICH's `MPII_Grequest_set_lang_f77`: Fortran's library started
+/// `request`, whose functions are Fortran's.
+#[no_mangle]
+pub unsafe extern "C" fn MPII_Grequest_set_lang_f77(request: Handle) {
+    if let (Phase::Running(m), Ok(id)) = (&mut *phase(), request_id(request)) {
+        m.fortran_generalized(id);
+    }
+}
+
+/// `MPI_Status_c2f`: MPICH's Fortran status is the C one's five ints.
+#[mpi]
+fn PMPI_Status_c2f(c_status: *const MpiStatus, f_status: *mut c_int) -> c_int {
+    copy_status(c_status, f_status.cast())
+}
+
+/// `MPI_Status_f2c`.
+#[mpi]
+fn PMPI_Status_f2c(f_status: *const c_int, c_status: *mut MpiStatus) -> c_int {
+    copy_status(f_status.cast(), c_status)
+}
+
+/// One status to another place (`MPI_STATUS_IGNORE` is no status).
+unsafe fn copy_status(from: *const MpiStatus, to: *mut MpiStatus) -> c_int {
+    let ignored = |p: usize| p == 0 || p == STATUS_IGNORE;
+    if ignored(from as usize) || ignored(to as usize) {
+        return MPI_ERR_ARG;
+    }
+    std::ptr::copy(from, to, 1);
+    MPI_SUCCESS
 }

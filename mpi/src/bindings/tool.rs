@@ -198,3 +198,10 @@ abi_data! {
     MPI_F08_STATUSES_IGNORE: 8 = b"";
     MPI_T_PVAR_ALL_HANDLES: 8 = &[0xff; 8];
 }
+
+/// `MPI_Pcontrol`: for profiling tools, which define `MPI_Pcontrol`
+/// themselves; the library does nothing with the level (MPI-4.0 §15.2.4).
+#[fm_mpi_macros::mpi]
+fn PMPI_Pcontrol(_level: c_int) -> c_int {
+    MPI_SUCCESS
+}
