@@ -269,6 +269,12 @@ fn PMPI_Type_free(datatype: *mut Handle) -> c_int {
     // while the datatype is still there for them to look at.
     let deleted = call_with_callbacks("MPI_Type_free", MPI_COMM_WORLD, |m| {
         m.derived(h)?;
+        if super::f90::is_f90(h) {
+            return err(
+                MPI_ERR_TYPE,
+                "a type MPI_Type_create_f90_* gave is predefined and is not freed",
+            );
+        }
         Ok(m.attrs.clear(h))
     });
     if let Err(class) = deleted {

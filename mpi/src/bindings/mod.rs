@@ -36,6 +36,7 @@ pub(crate) mod comm;
 mod darray;
 mod datatype;
 mod errhan;
+mod f90;
 mod group;
 mod info;
 mod init;

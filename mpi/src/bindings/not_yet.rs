@@ -172,9 +172,6 @@ not_yet! {
     MPI_Rget_c
     MPI_Rput
     MPI_Rput_c
-    MPI_Type_create_f90_complex
-    MPI_Type_create_f90_integer
-    MPI_Type_create_f90_real
     MPI_Unpublish_name
     MPI_Win_allocate
     MPI_Win_allocate_c
@@ -346,9 +343,6 @@ not_yet! {
     PMPI_Rget_c
     PMPI_Rput
     PMPI_Rput_c
-    PMPI_Type_create_f90_complex
-    PMPI_Type_create_f90_integer
-    PMPI_Type_create_f90_real
     PMPI_Unpublish_name
     PMPI_Win_allocate
     PMPI_Win_allocate_c

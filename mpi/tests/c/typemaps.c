@@ -382,6 +382,43 @@ static void type_attributes(void)
     MPI_Comm_free_keyval(&comm_key);
 }
 
+/* Fortran 90's parameterized types: the size each (p, r) selects, the
+ * same handle again for the same arguments, and the envelope. */
+static void f90_types(void)
+{
+    struct {
+        int p, r, size;
+    } reals[] = {{6, 30, 4}, {6, 37, 4}, {7, 37, 8}, {15, 307, 8}, {MPI_UNDEFINED, 37, 4}, {6, MPI_UNDEFINED, 4}};
+    for (unsigned i = 0; i < sizeof reals / sizeof reals[0]; i++) {
+        MPI_Datatype t, again, c;
+        int size, ni, na, nd, combiner, ints[2];
+        MPI_Type_create_f90_real(reals[i].p, reals[i].r, &t);
+        MPI_Type_create_f90_real(reals[i].p, reals[i].r, &again);
+        MPI_Type_size(t, &size);
+        MPI_Type_get_envelope(t, &ni, &na, &nd, &combiner);
+        MPI_Type_get_contents(t, 2, 0, 0, ints, NULL, NULL);
+        CHECK(size == reals[i].size && t == again && combiner == MPI_COMBINER_F90_REAL && ni == 2 &&
+                  ints[0] == reals[i].p && ints[1] == reals[i].r,
+              "f90 real (%d, %d): size %d combiner %d", reals[i].p, reals[i].r, size, combiner);
+        MPI_Type_create_f90_complex(reals[i].p, reals[i].r, &c);
+        MPI_Type_size(c, &size);
+        CHECK(size == 2 * reals[i].size, "f90 complex (%d, %d): size %d", reals[i].p, reals[i].r, size);
+    }
+    int digits[] = {1, 2, 3, 4, 5, 9, 10, 18}, sizes[] = {1, 1, 2, 2, 4, 4, 8, 8};
+    for (int i = 0; i < 8; i++) {
+        MPI_Datatype t;
+        int size;
+        MPI_Type_create_f90_integer(digits[i], &t);
+        MPI_Type_size(t, &size);
+        CHECK(size == sizes[i], "f90 integer of %d digits: size %d", digits[i], size);
+    }
+    MPI_Datatype t;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    CHECK(MPI_Type_create_f90_real(16, 307, &t) != MPI_SUCCESS, "a real of 16 digits");
+    CHECK(MPI_Type_create_f90_integer(19, &t) != MPI_SUCCESS, "an integer of 19 digits");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -394,6 +431,7 @@ int main(int argc, char **argv)
     alignment_and_names();
     type_attributes();
     darrays();
+    f90_types();
     MPI_Comm split;
     MPI_Comm_split(MPI_COMM_WORLD, rank < 2, rank, &split);
     bottom(split);
