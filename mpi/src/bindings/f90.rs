@@ -11,8 +11,11 @@ use crate::*;
 use fm_mpi_macros::mpi;
 use std::sync::Mutex;
 
-/// The types made so far: (combiner, p, r) and the handle.
-static MADE: Mutex<Vec<((c_int, c_int, c_int), Handle)>> = Mutex::new(Vec::new());
+/// What a type was made for: its combiner, `p` and `r`.
+type Kind = (c_int, c_int, c_int);
+
+/// The types made so far, with their handles.
+static MADE: Mutex<Vec<(Kind, Handle)>> = Mutex::new(Vec::new());
 
 /// Whether `h` is one of these (not to be freed).
 pub(super) fn is_f90(h: Handle) -> bool {
