@@ -368,6 +368,16 @@ impl Layout {
     /// offset from null would let the compiler assume the result is null.
     pub unsafe fn pack(&self, buf: *const u8, count: usize, out: &mut Vec<u8>) {
         out.reserve(count * self.size);
+        // Elements one after another without gaps: one copy, not one per
+        // element (a predefined type's million bytes were a million
+        // copies of one byte each).
+        if let Some(at) = self.contiguous_at() {
+            out.extend_from_slice(crate::engine::slice_or_empty(
+                buf.wrapping_offset(at),
+                count * self.size,
+            ));
+            return;
+        }
         for i in 0..count as isize {
             let base = buf.wrapping_offset(i * self.extent);
             for &(off, len) in &self.blocks {
@@ -386,6 +396,14 @@ impl Layout {
     /// # Safety
     /// `buf` holds `count` writable elements of this layout.
     pub unsafe fn unpack(&self, data: &[u8], buf: *mut u8, count: usize) -> usize {
+        // As in `pack`: contiguous elements are one copy.
+        if let Some(at) = self.contiguous_at() {
+            let n = (count * self.size).min(data.len());
+            if n > 0 {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), buf.wrapping_offset(at), n);
+            }
+            return n;
+        }
         let mut at = 0;
         for i in 0..count as isize {
             let base = buf.wrapping_offset(i * self.extent);
