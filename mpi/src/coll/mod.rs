@@ -88,6 +88,13 @@ impl Elements {
         }
     }
 
+    /// Where the elements lie as one run of bytes, if they do and hold
+    /// any: the schedule then works in the program's buffer itself.
+    fn contiguous(&self) -> Option<*mut u8> {
+        let at = self.layout.contiguous_at()?;
+        (self.bytes() > 0).then(|| self.buf.wrapping_offset(at))
+    }
+
     /// `count` elements from `displacement` elements on.
     pub fn at(&self, displacement: isize, count: usize) -> Elements {
         Elements {
@@ -128,6 +135,83 @@ pub fn root(comm: &Comm, root: c_int) -> MpiResult<usize> {
     }
 }
 
+/// An input the plan only reads: the program's buffer where the elements
+/// lie contiguous, else a packed copy.
+///
+/// # Safety
+/// As [`bcast`].
+unsafe fn input(p: &mut Plan, e: &Elements) -> Span {
+    match e.contiguous() {
+        Some(at) => p.program(at, e.bytes()),
+        None => p.buffer(e.pack()),
+    }
+}
+
+/// Where a result goes: the program's buffer where the elements lie
+/// contiguous, else a scratch buffer [`deliver`] unpacks.
+///
+/// # Safety
+/// As [`bcast`].
+unsafe fn output(p: &mut Plan, e: &Elements) -> Span {
+    match e.contiguous() {
+        Some(at) => p.program(at, e.bytes()),
+        None => p.scratch(e.bytes()),
+    }
+}
+
+/// A result in `span` to the caller's elements `e`: nothing to do where
+/// [`output`] gave the program's own buffer.
+fn deliver(p: &mut Plan, span: Span, e: &Elements) {
+    if e.contiguous().is_none() {
+        p.unpack(span, e.target());
+    }
+}
+
+/// Where the results of `recv` go, one block each, one after another
+/// (as the algorithms need them): in the program's buffer where every
+/// block lies contiguous and each follows the one before, else in a
+/// scratch buffer ([`delivered`] says which).
+///
+/// # Safety
+/// As [`bcast`].
+unsafe fn outputs(p: &mut Plan, recv: &[Elements]) -> Vec<Span> {
+    let lens: Vec<usize> = recv.iter().map(Elements::bytes).collect();
+    match in_one_run(recv) {
+        Some(at) => {
+            let all = p.program(at, lens.iter().sum());
+            parts(all, &lens)
+        }
+        None => blocks(p, &lens),
+    }
+}
+
+/// The start of `blocks` where each lies contiguous right after the one
+/// before (and they hold any bytes).
+fn in_one_run(blocks: &[Elements]) -> Option<*mut u8> {
+    let first = blocks.first()?.contiguous()?;
+    let mut next = first;
+    for b in blocks {
+        if b.contiguous() != Some(next) {
+            return None;
+        }
+        next = next.wrapping_add(b.bytes());
+    }
+    Some(first)
+}
+
+/// Whether [`outputs`] put `recv`'s results in the program's buffer.
+fn delivered(recv: &[Elements]) -> bool {
+    in_one_run(recv).is_some()
+}
+
+/// Whether any bytes of `a`'s and `b`'s runs are the same memory.
+fn overlap(a: &[Elements], b: &[Elements]) -> bool {
+    let run = |e: &Elements| e.contiguous().map(|s| (s as usize, s as usize + e.bytes()));
+    a.iter()
+        .filter_map(run)
+        .any(|(s, e)| b.iter().filter_map(run).any(|(t, f)| s < f && t < e))
+}
+
 fn plan(comm: &Comm) -> Plan {
     Plan::new(comm.ranks.len(), comm.rank as usize)
 }
@@ -145,9 +229,9 @@ pub unsafe fn bcast(comm: &Comm, data: &Elements, root: usize) -> Plan {
     let me = p.me;
     let bytes = data.bytes();
     let span = if me == root {
-        p.buffer(data.pack())
+        input(&mut p, data)
     } else {
-        p.scratch(bytes)
+        output(&mut p, data)
     };
     if p.n >= 4 && bytes >= CHOICE.bcast_long {
         algorithms::bcast_scatter_allgather(&mut p, root, span, data.layout.size.max(1));
@@ -155,7 +239,7 @@ pub unsafe fn bcast(comm: &Comm, data: &Elements, root: usize) -> Plan {
         algorithms::bcast_binomial(&mut p, root, span);
     }
     if me != root {
-        p.unpack(span, data.target());
+        deliver(&mut p, span, data);
     }
     p
 }
@@ -204,7 +288,18 @@ pub unsafe fn allreduce(
     reduction: Reduction,
 ) -> Plan {
     let mut p = plan(comm);
-    let acc = operand(&mut p, send, recv);
+    // The reduction runs in the program's output buffer where it can (the
+    // input copied in first, or already there for MPI_IN_PLACE).
+    let acc = match (recv.contiguous(), send) {
+        (Some(_), None) => output(&mut p, recv),
+        (Some(_), Some(s)) => {
+            let from = input(&mut p, s);
+            let acc = output(&mut p, recv);
+            p.copy(from, acc);
+            acc
+        }
+        (None, _) => operand(&mut p, send, recv),
+    };
     let unit = recv.layout.size.max(1);
     let long = reduction.commutative()
         && acc.len >= CHOICE.allreduce_long
@@ -215,7 +310,7 @@ pub unsafe fn allreduce(
     } else {
         algorithms::allreduce_recursive_doubling(&mut p, acc);
     }
-    p.unpack(acc, recv.target());
+    deliver(&mut p, acc, recv);
     p
 }
 
@@ -239,6 +334,11 @@ pub unsafe fn packed(p: &mut Plan, elems: &[Elements]) -> Vec<Span> {
 /// Blocks one after another in one new buffer, of the given lengths.
 fn blocks(p: &mut Plan, lens: &[usize]) -> Vec<Span> {
     let all = p.scratch(lens.iter().sum());
+    parts(all, lens)
+}
+
+/// `all` cut into blocks of the given lengths, one after another.
+fn parts(all: Span, lens: &[usize]) -> Vec<Span> {
     let mut at = 0;
     lens.iter()
         .map(|&len| {
@@ -307,21 +407,31 @@ pub unsafe fn allgather(comm: &Comm, send: Option<&Elements>, recv: &[Elements])
     let mut p = plan(comm);
     let me = p.me;
     let lens: Vec<usize> = recv.iter().map(Elements::bytes).collect();
-    let b = blocks(&mut p, &lens);
-    let mine = match send {
-        Some(s) => p.buffer(s.pack()),
-        None => p.buffer(recv[me].pack()),
-    };
-    p.copy(mine, b[me]);
+    let b = outputs(&mut p, recv);
+    let in_program = delivered(recv);
+    match send {
+        Some(s) => {
+            let mine = input(&mut p, s);
+            p.copy(mine, b[me]);
+        }
+        // MPI_IN_PLACE: this member's block is where it goes already.
+        None if in_program => {}
+        None => {
+            let mine = p.buffer(recv[me].pack());
+            p.copy(mine, b[me]);
+        }
+    }
     let total: usize = lens.iter().sum();
     if p.n.is_power_of_two() && total < CHOICE.allgather_short {
         algorithms::allgather_recursive_doubling(&mut p, &b);
     } else {
         algorithms::allgather_ring(&mut p, &b);
     }
-    for (i, (span, to)) in b.iter().zip(recv).enumerate() {
-        if i != me || send.is_some() {
-            p.unpack(*span, to.target());
+    if !in_program {
+        for (i, (span, to)) in b.iter().zip(recv).enumerate() {
+            if i != me || send.is_some() {
+                p.unpack(*span, to.target());
+            }
         }
     }
     p
@@ -335,12 +445,21 @@ pub unsafe fn allgather(comm: &Comm, send: Option<&Elements>, recv: &[Elements])
 /// As [`bcast`].
 pub unsafe fn alltoall(comm: &Comm, send: &[Elements], recv: &[Elements]) -> Plan {
     let mut p = plan(comm);
-    let s: Vec<Span> = send.iter().map(|e| p.buffer(e.pack())).collect();
-    let lens: Vec<usize> = recv.iter().map(Elements::bytes).collect();
-    let r = blocks(&mut p, &lens);
+    // Sent from the program's buffer unless a block arriving could
+    // overwrite one not yet sent (MPI_IN_PLACE passes `recv` as `send`).
+    let apart = !overlap(send, recv);
+    let s: Vec<Span> = (send.iter())
+        .map(|e| match apart {
+            true => input(&mut p, e),
+            false => p.buffer(e.pack()),
+        })
+        .collect();
+    let r = outputs(&mut p, recv);
     algorithms::alltoall_pairwise(&mut p, &s, &r);
-    for (span, to) in r.iter().zip(recv) {
-        p.unpack(*span, to.target());
+    if !delivered(recv) {
+        for (span, to) in r.iter().zip(recv) {
+            p.unpack(*span, to.target());
+        }
     }
     p
 }

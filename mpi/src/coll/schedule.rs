@@ -88,13 +88,38 @@ pub enum Step {
     Fence,
 }
 
+/// A buffer a schedule works on: its own, or the program's where the
+/// caller's elements lie contiguous (no copy in or out; [`Plan::program`]).
+enum Buf {
+    Own(Vec<u8>),
+    Program { at: *mut u8 },
+}
+
+impl Buf {
+    /// Its first byte, to write through.
+    fn start(&mut self) -> *mut u8 {
+        match self {
+            Buf::Own(v) => v.as_mut_ptr(),
+            Buf::Program { at, .. } => *at,
+        }
+    }
+
+    /// Its first byte, to read.
+    fn start_read(&self) -> *const u8 {
+        match self {
+            Buf::Own(v) => v.as_ptr(),
+            Buf::Program { at, .. } => *at,
+        }
+    }
+}
+
 /// One member's part of one collective.
 pub struct Schedule {
     context: u32,
     tag: c_int,
     me: c_int,
     ranks: Arc<[Rank]>,
-    bufs: Vec<Vec<u8>>,
+    bufs: Vec<Buf>,
     steps: Vec<Step>,
     next: usize,
     /// Sends and receives of the stage under way: the engine's request,
@@ -112,7 +137,7 @@ unsafe impl Send for Schedule {}
 pub struct Plan {
     pub n: usize,
     pub me: usize,
-    bufs: Vec<Vec<u8>>,
+    bufs: Vec<Buf>,
     steps: Vec<Step>,
     reduction: Option<Reduction>,
 }
@@ -136,7 +161,23 @@ impl Plan {
     /// A buffer holding `data`: a span of all of it.
     pub fn buffer(&mut self, data: Vec<u8>) -> Span {
         let len = data.len();
-        self.bufs.push(data);
+        self.bufs.push(Buf::Own(data));
+        Span {
+            buf: self.bufs.len() - 1,
+            at: 0,
+            len,
+        }
+    }
+
+    /// The program's `len` bytes at `at` as a span the schedule reads and
+    /// writes in place: the caller's elements when they lie contiguous.
+    ///
+    /// # Safety
+    /// `at` holds `len` bytes the program does not touch until the
+    /// collective completes (MPI's rule for its buffers), and no other
+    /// span of the plan overlaps them.
+    pub unsafe fn program(&mut self, at: *mut u8, len: usize) -> Span {
+        self.bufs.push(Buf::Program { at });
         Span {
             buf: self.bufs.len() - 1,
             at: 0,
@@ -203,7 +244,9 @@ impl Plan {
 impl Schedule {
     /// The bytes of `span` (a result, once the schedule is done).
     pub fn bytes(&self, span: Span) -> &[u8] {
-        &self.bufs[span.buf][span.at..span.at + span.len]
+        let p = self.bufs[span.buf].start_read();
+        // SAFETY: a span lies within its buffer.
+        unsafe { crate::engine::slice_or_empty(p.wrapping_add(span.at), span.len) }
     }
 
     /// Start what can be started; `true` once every step is done.
@@ -257,7 +300,7 @@ impl Schedule {
                     me: self.me,
                     to: Some(self.ranks[to]),
                 };
-                let p = self.bufs[data.buf][data.at..].as_ptr();
+                let p = self.bufs[data.buf].start().wrapping_add(data.at);
                 // SAFETY: the buffer is the schedule's, never resized, and
                 // lives until the send completes (a schedule ends only
                 // when its stage's requests have; one dropped on an error
@@ -266,7 +309,7 @@ impl Schedule {
                 self.open.push((id, None));
             }
             Step::Recv { from, into } => {
-                let p = self.bufs[into.buf][into.at..].as_mut_ptr();
+                let p = self.bufs[into.buf].start().wrapping_add(into.at);
                 // SAFETY: as for a send.
                 let id = unsafe { e.irecv(self.context, from as c_int, self.tag, p, into.len)? };
                 self.open.push((id, Some(into.len)));
@@ -296,7 +339,7 @@ impl Schedule {
                 b.copy_from_slice(a);
             }
             Step::Unpack { from, to } => {
-                let data = &self.bufs[from.buf][from.at..from.at + from.len];
+                let data = self.bytes(from);
                 // SAFETY: the caller's buffer holds `count` elements of
                 // the layout until the collective completes.
                 unsafe { to.layout.unpack(data, to.buf, to.count) };
@@ -307,24 +350,17 @@ impl Schedule {
 }
 
 /// Span `a` to read and span `b` to write, which do not overlap (an
-/// algorithm never reads and writes one span in one step).
-fn two(bufs: &mut [Vec<u8>], a: Span, b: Span) -> (&[u8], &mut [u8]) {
-    let range = |s: Span| s.at..s.at + s.len;
-    if a.buf == b.buf {
-        let v = &mut bufs[a.buf];
-        if a.at < b.at {
-            let (x, y) = v.split_at_mut(b.at);
-            (&x[range(a)], &mut y[..b.len])
-        } else {
-            let (x, y) = v.split_at_mut(a.at);
-            (&y[..a.len], &mut x[range(b)])
-        }
-    } else if a.buf < b.buf {
-        let (x, y) = bufs.split_at_mut(b.buf);
-        (&x[a.buf][range(a)], &mut y[0][range(b)])
-    } else {
-        let (x, y) = bufs.split_at_mut(a.buf);
-        (&y[0][range(a)], &mut x[b.buf][range(b)])
+/// algorithm never reads and writes one span in one step, and program
+/// spans overlap no other: [`Plan::program`]).
+fn two(bufs: &mut [Buf], a: Span, b: Span) -> (&[u8], &mut [u8]) {
+    let pa = bufs[a.buf].start().wrapping_add(a.at);
+    let pb = bufs[b.buf].start().wrapping_add(b.at);
+    // SAFETY: both spans lie within their buffers and do not overlap.
+    unsafe {
+        (
+            crate::engine::slice_or_empty(pa, a.len),
+            std::slice::from_raw_parts_mut(pb, b.len),
+        )
     }
 }
 
