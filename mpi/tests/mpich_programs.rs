@@ -510,6 +510,32 @@ fn idups_in_flight_at_once_each_get_a_context_of_their_own() {
     passes_fails_and_agrees_with_mpich(&dir, &exe, 5, "all idup checks passed on 5 ranks");
 }
 
+/// `exe` with `program_args` passes under fmrun with each of `runs`
+/// (fmrun's arguments, `-n N` first), saying "all `what` checks passed on
+/// N ranks".
+fn passes_under(dir: &TempDir, exe: &Path, runs: &[&[&str]], program_args: &[&str], what: &str) {
+    for args in runs {
+        let o = run(dir, args, exe, program_args, &[]);
+        let t = text(&o);
+        let passed = format!("all {what} checks passed on {} ranks", args[1]);
+        assert!(
+            o.status.success() && t.contains(&passed),
+            "{args:?} {program_args:?}:\n{t}"
+        );
+    }
+}
+
+/// Two virtual hosts of two ranks each.
+const TWO_HOSTS: [&str; 7] = [
+    "-n",
+    "4",
+    "--hosts",
+    "a,b",
+    "--rsh",
+    "local",
+    "--oversubscribe",
+];
+
 /// MPI-4.0's large-count `_c` functions (tests/c/large.c): the classic
 /// and `_c` forms agree where counts fit an int; `_c` constructors keep
 /// large counts that only the `_c` queries give; counts past an int come
@@ -522,22 +548,8 @@ fn large_count_functions_agree_with_their_classic_forms() {
     let Some(exe) = mpich_built(&dir, "large") else {
         return;
     };
-    let two = [
-        "-n",
-        "4",
-        "--hosts",
-        "a,b",
-        "--rsh",
-        "local",
-        "--oversubscribe",
-    ];
-    for args in [&["-n", "1"][..], &["-n", "3", "--oversubscribe"], &two] {
-        let n = args[1];
-        let o = run(&dir, args, &exe, &[], &[]);
-        let t = text(&o);
-        let passed = format!("all large-count checks passed on {n} ranks");
-        assert!(o.status.success() && t.contains(&passed), "{args:?}:\n{t}");
-    }
+    let runs: [&[&str]; 3] = [&["-n", "1"], &["-n", "3", "--oversubscribe"], &TWO_HOSTS];
+    passes_under(&dir, &exe, &runs, &[], "large-count");
     passes_fails_and_agrees_with_mpich(&dir, &exe, 3, "all large-count checks passed on 3 ranks");
 }
 
@@ -574,26 +586,9 @@ fn sessions_start_mpi_without_mpi_init_and_make_communicators_of_process_sets() 
     let Some(exe) = mpich_built(&dir, "sessions") else {
         return;
     };
-    let two = [
-        "-n",
-        "4",
-        "--hosts",
-        "a,b",
-        "--rsh",
-        "local",
-        "--oversubscribe",
-    ];
-    for args in [&["-n", "1"][..], &["-n", "3", "--oversubscribe"], &two] {
-        for mode in [&[][..], &["world"]] {
-            let o = run(&dir, args, &exe, mode, &[]);
-            let t = text(&o);
-            let passed = format!("all session checks passed on {} ranks", args[1]);
-            assert!(
-                o.status.success() && t.contains(&passed),
-                "{args:?} {mode:?}:\n{t}"
-            );
-        }
-    }
+    let runs: [&[&str]; 3] = [&["-n", "1"], &["-n", "3", "--oversubscribe"], &TWO_HOSTS];
+    passes_under(&dir, &exe, &runs, &[], "session");
+    passes_under(&dir, &exe, &runs, &["world"], "session");
     passes_fails_and_agrees_with_mpich(&dir, &exe, 3, "all session checks passed on 3 ranks");
 }
 
@@ -624,20 +619,7 @@ fn partitioned_sends_arrive_whole_and_apart_from_ordinary_messages() {
     let Some(exe) = mpich_built(&dir, "partitioned") else {
         return;
     };
-    let two = [
-        "-n",
-        "4",
-        "--hosts",
-        "a,b",
-        "--rsh",
-        "local",
-        "--oversubscribe",
-    ];
-    for args in [&["-n", "1"][..], &["-n", "5", "--oversubscribe"], &two] {
-        let o = run(&dir, args, &exe, &[], &[]);
-        let t = text(&o);
-        let passed = format!("all partitioned checks passed on {} ranks", args[1]);
-        assert!(o.status.success() && t.contains(&passed), "{args:?}:\n{t}");
-    }
+    let runs: [&[&str]; 3] = [&["-n", "1"], &["-n", "5", "--oversubscribe"], &TWO_HOSTS];
+    passes_under(&dir, &exe, &runs, &[], "partitioned");
     passes_fails_and_agrees_with_mpich(&dir, &exe, 3, "all partitioned checks passed on 3 ranks");
 }

@@ -339,16 +339,7 @@ fn PMPI_Pack(
         let n = nonneg(incount, "count")?;
         let bytes = data_bytes(n, &l)?;
         check_buffer(inbuf, bytes, datatype)?;
-        let at = usize::try_from(*position)
-            .ok()
-            .filter(|&p| p + bytes <= outsize.max(0) as usize)
-            .ok_or_else(|| MpiError {
-                class: MPI_ERR_TRUNCATE,
-                message: format!(
-                    "{bytes} bytes at position {} do not fit {outsize}",
-                    *position
-                ),
-            })?;
+        let at = within(*position, bytes, outsize)?;
         let mut data = Vec::with_capacity(bytes);
         l.pack(inbuf.cast(), n, &mut data);
         if bytes > 0 {
@@ -375,16 +366,7 @@ fn PMPI_Unpack(
         let n = nonneg(outcount, "count")?;
         let bytes = data_bytes(n, &l)?;
         check_buffer(outbuf, bytes, datatype)?;
-        let at = usize::try_from(*position)
-            .ok()
-            .filter(|&p| p + bytes <= insize.max(0) as usize)
-            .ok_or_else(|| MpiError {
-                class: MPI_ERR_TRUNCATE,
-                message: format!(
-                    "{bytes} bytes at position {} are not within {insize}",
-                    *position
-                ),
-            })?;
+        let at = within(*position, bytes, insize)?;
         let data = slice_or_empty(inbuf.cast::<u8>().wrapping_add(at), bytes);
         l.unpack(data, outbuf.cast(), n);
         *position += bytes as IntOrCount;
@@ -485,6 +467,20 @@ pub(super) fn recipe(combiner: c_int, args: Args, types: &[Handle]) -> MpiResult
     })
 }
 
+/// Where `bytes` bytes at `position` of a pack buffer of `size` bytes
+/// start (`MPI_Pack`, `MPI_Unpack` and their external32 forms): the
+/// position, if they fit; `MPI_ERR_TRUNCATE` if not.
+fn within(position: impl Into<i64>, bytes: usize, size: impl Into<i64>) -> MpiResult<usize> {
+    let (position, size) = (position.into(), size.into());
+    usize::try_from(position)
+        .ok()
+        .filter(|&p| p + bytes <= usize::try_from(size).unwrap_or(0))
+        .ok_or_else(|| MpiError {
+            class: MPI_ERR_TRUNCATE,
+            message: format!("{bytes} bytes at position {position} are not within {size}"),
+        })
+}
+
 /// The one data representation `MPI_Pack_external` writes.
 unsafe fn external32(datarep: *const c_char) -> MpiResult<()> {
     match crate::info::c_str(datarep, "the data representation")? {
@@ -516,17 +512,7 @@ fn PMPI_Pack_external(
         check_buffer(inbuf, data_bytes(n, &l)?, datatype)?;
         let mut data = Vec::new();
         l.pack_external(inbuf.cast(), n, &mut data);
-        let at = usize::try_from(*position)
-            .ok()
-            .filter(|&p| p + data.len() <= usize::try_from(outsize).unwrap_or(0))
-            .ok_or_else(|| MpiError {
-                class: MPI_ERR_TRUNCATE,
-                message: format!(
-                    "{} bytes at position {} do not fit {outsize}",
-                    data.len(),
-                    *position
-                ),
-            })?;
+        let at = within(*position as i64, data.len(), outsize as i64)?;
         if !data.is_empty() {
             std::ptr::copy_nonoverlapping(data.as_ptr(), outbuf.cast::<u8>().add(at), data.len());
         }
@@ -557,16 +543,7 @@ fn PMPI_Unpack_external(
             class: MPI_ERR_COUNT,
             message: format!("{n} elements do not fit an address in external32"),
         })?;
-        let at = usize::try_from(*position)
-            .ok()
-            .filter(|&p| p + bytes <= usize::try_from(insize).unwrap_or(0))
-            .ok_or_else(|| MpiError {
-                class: MPI_ERR_TRUNCATE,
-                message: format!(
-                    "{bytes} bytes at position {} are not within {insize}",
-                    *position
-                ),
-            })?;
+        let at = within(*position as i64, bytes, insize as i64)?;
         let data = slice_or_empty(inbuf.cast::<u8>().wrapping_add(at), bytes);
         l.unpack_external(data, outbuf.cast(), n);
         *position += bytes as AintOrCount;
