@@ -174,12 +174,7 @@ pub(crate) fn persistent(
     let request = unsafe { arg(request, "the request")? };
     m.p2p(comm, peer, send.is_none(), tag)?;
     check_buffer(buf, m.elements(count, datatype)?.bytes(), datatype)?;
-    // The program may free a derived datatype while a persistent request
-    // made with it lives: the request keeps a duplicate of its own.
-    let datatype = match is_predefined_type(datatype) {
-        true => datatype,
-        false => m.add_type((*m.derived(datatype)?).clone())?,
-    };
+    let datatype = m.own_type(datatype)?;
     let p = Persistent {
         op: Started::P2p {
             send,
@@ -197,6 +192,16 @@ pub(crate) fn persistent(
 }
 
 impl Mpi {
+    /// The datatype a persistent request keeps: the program may free a
+    /// derived one while the request lives, so the request holds a
+    /// duplicate of its own (freed with it, `MPI_Request_free`).
+    pub(crate) fn own_type(&mut self, datatype: Handle) -> MpiResult<Handle> {
+        match is_predefined_type(datatype) {
+            true => Ok(datatype),
+            false => self.add_type((*self.derived(datatype)?).clone()),
+        }
+    }
+
     /// A new persistent request: its handle.
     pub(crate) fn add_persistent(&mut self, p: Persistent) -> MpiResult<Handle> {
         place(

@@ -199,12 +199,7 @@ pub(crate) fn init(
     }
     let total = count.checked_mul(parts as i64).unwrap_or(i64::MAX);
     check_buffer(buf, m.elements(total, datatype)?.bytes(), datatype)?;
-    // The request keeps a duplicate of a derived datatype (the program
-    // may free its own), as other persistent requests do.
-    let datatype = match is_predefined_type(datatype) {
-        true => datatype,
-        false => m.add_type((*m.derived(datatype)?).clone())?,
-    };
+    let datatype = m.own_type(datatype)?;
     let p = Partitioned {
         send,
         buf,

@@ -175,31 +175,40 @@ fn PMPI_Isendrecv(
 ) -> c_int {
     call("MPI_Isendrecv", comm, |m| {
         let request = arg(request, "the request")?;
-        let r = recv(
+        let (sreq, r) = start_sendrecv(
             m,
-            recvbuf,
-            recvcount.into(),
-            recvtype,
-            source,
-            recvtag,
+            (sendbuf, sendcount.into(), sendtype, dest, sendtag),
+            (recvbuf, recvcount.into(), recvtype, source, recvtag),
             comm,
-        )?;
-        let mut sreq = MPI_REQUEST_NULL;
-        send(
-            m,
-            sendbuf,
-            sendcount.into(),
-            sendtype,
-            dest,
-            sendtag,
-            comm,
-            false,
-            Some(&mut sreq),
         )?;
         let s = resolve(m, sreq)?;
         *request = request_handle(m.engine.start_pair(s, r)?);
         Ok(())
     })
+}
+
+/// The receive and then the send of `MPI_Sendrecv` and `MPI_Isendrecv`,
+/// started: the send's request handle and the receive's request.
+fn start_sendrecv(
+    m: &mut Mpi,
+    (sendbuf, sendcount, sendtype, dest, sendtag): (*const c_void, i64, Handle, c_int, c_int),
+    (recvbuf, recvcount, recvtype, source, recvtag): (*mut c_void, i64, Handle, c_int, c_int),
+    comm: Handle,
+) -> MpiResult<(Handle, u32)> {
+    let r = recv(m, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
+    let mut sreq = MPI_REQUEST_NULL;
+    send(
+        m,
+        sendbuf,
+        sendcount,
+        sendtype,
+        dest,
+        sendtag,
+        comm,
+        false,
+        Some(&mut sreq),
+    )?;
+    Ok((sreq, r))
 }
 
 #[mpi]
@@ -218,26 +227,11 @@ fn PMPI_Sendrecv(
     status: *mut MpiStatus,
 ) -> c_int {
     call("MPI_Sendrecv", comm, |m| {
-        let r = recv(
+        let (sreq, r) = start_sendrecv(
             m,
-            recvbuf,
-            recvcount.into(),
-            recvtype,
-            source,
-            recvtag,
+            (sendbuf, sendcount.into(), sendtype, dest, sendtag),
+            (recvbuf, recvcount.into(), recvtype, source, recvtag),
             comm,
-        )?;
-        let mut sreq = MPI_REQUEST_NULL;
-        send(
-            m,
-            sendbuf,
-            sendcount.into(),
-            sendtype,
-            dest,
-            sendtag,
-            comm,
-            false,
-            Some(&mut sreq),
         )?;
         m.engine.wait(request_id(sreq)?)?;
         let s = m.engine.wait(r)?;
