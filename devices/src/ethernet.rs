@@ -436,6 +436,7 @@ mod tests {
                 number: 1,
                 ack: 0,
                 len: 4,
+                control: 0,
                 payload_crc: false,
                 mac,
             };

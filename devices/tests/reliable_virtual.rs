@@ -6,7 +6,9 @@
 //! intact, and nothing arrives after the last one. Small receive pools and
 //! windows bring in STOP/GO; `reorder` runs the trunk's reorder queue.
 //! A forger on the network races every packet with an altered copy; with
-//! the job's MAC on, none of them gets through.
+//! the job's MAC on, none of them gets through. A replayer sends every
+//! control packet again, intact, at random later moments; none of them
+//! changes the run.
 //!
 //! `devices/tests/reliable_model.rs` runs the same exchange through the
 //! driver (`ReliableDevice`) on the wall clock.
@@ -15,7 +17,7 @@ mod common;
 
 use common::{check_arrival, faults, message};
 
-use fm_devices::reliable::header::{checksum, MacKey, HEADER};
+use fm_devices::reliable::header::{checksum, Header, Kind, MacKey, HEADER};
 use fm_devices::reliable::{Faults, Protocol, ReliableConfig, ReliableStats};
 use fm_devices::{DeviceError, JobKey, Rank};
 use proptest::prelude::*;
@@ -86,17 +88,85 @@ enum Mode {
     PayloadUnchecked,
     /// A forger races every packet; the job uses MACs (or not).
     Forged { mac: bool },
+    /// Every control packet that arrives is sent again, one to three
+    /// times, at random moments up to 20 ms later (see [`Replayer`]).
+    Replayed { seed: u64, bump: bool },
+}
+
+/// Someone on the path who captures each control packet as it arrives
+/// and replays it later. With `bump` it also raises the control number
+/// and fixes the CRC, which only a job without MACs lets it do: the test
+/// that the checks see what replays would do if they were acted on.
+struct Replayer {
+    rng: Rng,
+    bump: bool,
+    bumped: u32,
+    /// Replays in flight, by arrival.
+    flight: BinaryHeap<InFlight>,
+    sent: u64,
+}
+
+impl Replayer {
+    fn for_mode(mode: Mode) -> Option<Replayer> {
+        match mode {
+            Mode::Replayed { seed, bump } => Some(Replayer {
+                rng: Rng(seed | 1),
+                bump,
+                bumped: 0,
+                flight: BinaryHeap::new(),
+                sent: 0,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Replays arrive at the polls the run makes anyway: they must not
+    /// move its clock, so that a run they do not change is the same run.
+    fn deliver_due(&mut self, sides: &mut [Side; 2], now: Instant) {
+        while self.flight.peek().is_some_and(|d| d.at.0 .0 <= now) {
+            let Some(d) = self.flight.pop() else { break };
+            deliver(&mut sides[d.dest as usize].p, &d.bytes, now);
+        }
+    }
+
+    fn capture(&mut self, dest: Rank, d: &[u8], now: Instant) {
+        let Ok(h) = Header::parse(d) else { return };
+        if h.kind == Kind::Data {
+            return;
+        }
+        let mut d = d.to_vec();
+        if self.bump {
+            self.bumped += 1;
+            d[HEADER..HEADER + 4].copy_from_slice(&(h.control + (self.bumped << 16)).to_le_bytes());
+            d[40..44].fill(0);
+            let crc = checksum(&d);
+            d[40..44].copy_from_slice(&crc.to_le_bytes());
+        }
+        for _ in 0..1 + self.rng.next() % 3 {
+            let at = now + Duration::from_micros(1 + self.rng.next() % 20_000);
+            self.sent += 1;
+            self.flight.push(InFlight {
+                at: std::cmp::Reverse((at, self.sent)),
+                dest,
+                bytes: d.clone(),
+            });
+        }
+    }
 }
 
 /// What someone who sees a packet but lacks the job's key can make of it:
-/// DATA with its payload changed, a control packet turned into STOP, the
-/// CRC made right again. It arrives before the real packet.
+/// DATA with its payload (or, empty, its number) changed, a control packet
+/// turned into a STOP with a new control number, the CRC made right again. It arrives before the real packet.
 fn forge(d: &[u8]) -> Vec<u8> {
     let mut f = d.to_vec();
-    if f.len() > HEADER {
-        f[HEADER] ^= 0xff;
-    } else if f.len() == HEADER {
-        f[3] = 4; // STOP
+    if f[3] == Kind::Data as u8 {
+        match f.len() > HEADER {
+            true => f[HEADER] ^= 0xff,
+            false => f[28] ^= 1, // another sequence number
+        }
+    } else {
+        f[3] = Kind::Stop as u8;
+        f[HEADER] = f[HEADER].wrapping_add(1); // a control number not yet seen
     }
     f[40..44].fill(0);
     let covered = if u32::from_le_bytes([f[44], f[45], f[46], f[47]]) & 1 != 0 {
@@ -242,6 +312,7 @@ fn run(
         corrupt_payload_only: mode == Mode::PayloadUnchecked,
         forger: matches!(mode, Mode::Forged { .. }),
     };
+    let mut replayer = Replayer::for_mode(mode);
     let mut done_at = None;
     for tick in 0u64.. {
         for (i, side) in s.iter_mut().enumerate() {
@@ -277,14 +348,24 @@ fn run(
         };
         while net.next_arrival().is_some_and(|t| t <= now) {
             let Some(d) = net.flight.pop() else { break };
-            let p = &mut s[d.dest as usize].p;
-            let buf = p.recv_buffer();
-            let n = d.bytes.len().min(buf.len());
-            buf[..n].copy_from_slice(&d.bytes[..n]);
-            p.handle_datagram(now, n, |_| true);
+            deliver(&mut s[d.dest as usize].p, &d.bytes, now);
+            if let Some(r) = replayer.as_mut() {
+                r.capture(d.dest, &d.bytes, now);
+            }
+        }
+        if let Some(r) = replayer.as_mut() {
+            r.deliver_due(&mut s, now);
         }
     }
     unreachable!("the loop returns")
+}
+
+/// `bytes` arrive at `p`.
+fn deliver(p: &mut Protocol, bytes: &[u8], now: Instant) {
+    let buf = p.recv_buffer();
+    let n = bytes.len().min(buf.len());
+    buf[..n].copy_from_slice(&bytes[..n]);
+    p.handle_datagram(now, n, |_| true);
 }
 
 proptest! {
@@ -303,6 +384,57 @@ proptest! {
         let r = run([f0, f1], window, pool, 300, release_every, reorder, Mode::Checked);
         prop_assert!(r.is_ok(), "{:?}", r);
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Every control packet of a run replayed at random later moments
+    /// leaves the run as it was: the same transfer time to the virtual
+    /// nanosecond and the same counters, but for the replays counted.
+    #[test]
+    fn replayed_control_packets_change_nothing_but_a_counter(
+        f0 in faults(),
+        f1 in faults(),
+        window in 1u32..24,
+        pool in 2usize..40,
+        release_every in 1u32..6,
+        reorder in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let go = |mode| run([f0, f1], window, pool, 200, release_every, reorder, mode);
+        let (t, base) = go(Mode::Checked).map_err(TestCaseError::fail)?;
+        let (t_replayed, replayed) =
+            go(Mode::Replayed { seed, bump: false }).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(t_replayed, t);
+        for (b, r) in base.iter().zip(&replayed) {
+            prop_assert!(r.replayed_control >= b.replayed_control);
+            prop_assert_eq!(ReliableStats { replayed_control: 0, ..*r }, ReliableStats { replayed_control: 0, ..*b });
+        }
+    }
+}
+
+/// The replay test is not blind: a replayer that may also raise the
+/// control number (a job without MACs lets it fix the CRC) gets its
+/// control packets acted on, and the run changes.
+#[test]
+fn replays_with_raised_control_numbers_would_be_seen() {
+    let clean = [Faults::default(); 2];
+    let base = run(clean, 8, 4, 300, 3, false, Mode::Checked).expect("completes");
+    let replayed = Mode::Replayed {
+        seed: 5,
+        bump: false,
+    };
+    let (t_r, r) = run(clean, 8, 4, 300, 3, false, replayed).expect("completes");
+    assert_eq!(t_r, base.0);
+    assert!(r[0].replayed_control + r[1].replayed_control > 0, "{r:?}");
+    let bumped = Mode::Replayed {
+        seed: 5,
+        bump: true,
+    };
+    let (t_b, b) = run(clean, 8, 4, 300, 3, false, bumped).expect("completes");
+    assert!(t_b > base.0, "{t_b:?} against {:?}", base.0);
+    assert_ne!(b, base.1);
 }
 
 /// A clean network: no retransmission, no timeout, ACKs coalesced — and

@@ -183,3 +183,123 @@ fn bench_trunking_over_two_rate_limited_links() {
         two / one
     );
 }
+
+/// A stream from host 0 to host 1 through a receive pool of 16 packets
+/// (STOP and GO all the time), while an attacker on host 0's link, who
+/// captured host 1's first STOP, replays it `rate` times a second
+/// (`fm-testprog replay-stop`; 0: no attacker). The job's stdout, stderr
+/// (rank 1 says how long the stream took) and the attacker's report.
+fn stream_under_replayed_stops(c: &Cluster, messages: &str, rate: u32) -> (String, String, String) {
+    use std::io::{BufRead, BufReader, Read};
+    let dir = TempDir::for_segments("ns-replay");
+    let mut job = c
+        .fmrun(
+            TESTPROG,
+            &dir,
+            &c.hosts_spec(1),
+            NET_ETHERNET,
+            Path::new(TESTPROG),
+            &["stream", messages, "200"],
+        )
+        .env("FM_ETH_POOL", "16")
+        .env("FM_TEST_PAUSE_MS", "1500")
+        .spawn()
+        .expect("fmrun");
+    let mut lines = BufReader::new(job.stdout.take().expect("piped")).lines();
+    let mut ports = Vec::new();
+    while ports.len() < 2 {
+        let Some(Ok(l)) = lines.next() else { break };
+        if let Some(a) = l.split("endpoint ").nth(1) {
+            let a: std::net::SocketAddr = a.trim().parse().expect("an address");
+            ports.push(a.port().to_string());
+        }
+    }
+    assert_eq!(ports.len(), 2, "both ranks print their endpoint");
+    let attacker = (rate > 0).then(|| {
+        std::process::Command::new(TESTPROG)
+            .args(["replay-stop", &c.hosts[0].root_if, &rate.to_string()])
+            .args(&ports)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("the attacker")
+    });
+    let (o, e) = fm_tests::finish(job, lines);
+    let mut report = String::new();
+    if let Some(mut a) = attacker {
+        drop(a.stdin.take()); // stop replaying
+        let _ = a.wait();
+        let _ = a.stdout.take().expect("piped").read_to_string(&mut report);
+    }
+    let _ = std::io::stdout().flush();
+    assert!(
+        e.contains(&format!("rank 1: ok, received {messages} messages")),
+        "{e}"
+    );
+    assert!(dir.segments().is_empty());
+    (o, e, report)
+}
+
+/// The re-audit's attack: a genuine STOP, captured on the wire, replayed
+/// 1,000 times a second into a stream that engages STOP and GO all the
+/// time. Each replay is a counted duplicate, never an action: the sender
+/// acts on no more STOPs than the receiver sent (before control numbers
+/// every copy rewound and stopped it).
+#[test]
+fn a_replayed_stop_is_counted_and_never_acted_on() {
+    let _one = exclusive();
+    let Some(c) = Cluster::new("a_replayed_stop_is_counted_and_never_acted_on", 2) else {
+        return;
+    };
+    let (o, _, report) = stream_under_replayed_stops(&c, "300000", 1000);
+    let replayed: u64 = (report.split("replayed ").nth(1))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the attacker's report: {report:?}"));
+    assert!(
+        report.contains("captured STOP") && replayed > 0,
+        "the stream never engaged STOP, or nothing was replayed: {report}\n{o}"
+    );
+    let counted = network_counter(&o, "ethernet", "replayed-control");
+    assert!(
+        counted > 0 && counted <= replayed,
+        "{counted} of {replayed} counted\n{o}"
+    );
+    let (sent, taken) = (
+        network_counter(&o, "ethernet", "stops-sent"),
+        network_counter(&o, "ethernet", "stops-received"),
+    );
+    assert!(taken <= sent, "{taken} STOPs acted on, {sent} sent\n{o}");
+}
+
+/// The same attack timed against the undisturbed stream (docs/SECURITY.md).
+#[test]
+#[ignore = "a benchmark: run it with --ignored --nocapture"]
+fn bench_a_stream_under_1000_replayed_stops_a_second() {
+    let _one = exclusive();
+    let Some(c) = Cluster::new("bench_a_stream_under_1000_replayed_stops_a_second", 2) else {
+        return;
+    };
+    let took = |e: &str| -> f64 {
+        let at = e.find(" messages in ").expect("rank 1 says how long") + " messages in ".len();
+        e[at..]
+            .split_whitespace()
+            .next()
+            .and_then(|x| x.parse().ok())
+            .expect("seconds")
+    };
+    let mut ratios = Vec::new();
+    for round in 1..=5 {
+        let (_, quiet, _) = stream_under_replayed_stops(&c, "300000", 0);
+        let (o, attacked, report) = stream_under_replayed_stops(&c, "300000", 1000);
+        let (q, a) = (took(&quiet), took(&attacked));
+        ratios.push(a / q);
+        println!(
+            "round {round}: undisturbed {q:.3} s, under replayed STOPs {a:.3} s ({:+.1} %); attacker: {}; counted {}",
+            (a / q - 1.0) * 100.0,
+            report.trim().replace('\n', ", "),
+            network_counter(&o, "ethernet", "replayed-control")
+        );
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!("median: {:+.1} %", (ratios[ratios.len() / 2] - 1.0) * 100.0);
+}

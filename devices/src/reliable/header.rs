@@ -13,6 +13,15 @@
 //! 48  16 bytes: the MAC (flag 2), else zero
 //! ```
 //!
+//! A control packet (ACK LOSE STOP GO) carries 4 bytes after the header:
+//! its sender's *control number*, which grows by one with every LOSE, STOP
+//! and GO to a peer (an ACK carries the current one). A receiver acts on a
+//! LOSE, STOP or GO only when its number is newer than the last one it
+//! acted on from that peer: a captured control packet replayed later, or
+//! one the network reordered behind a newer one, is a counted duplicate,
+//! never an action (every other effect of a packet is idempotent: an ACK
+//! or a DATA already seen changes nothing). The number is under the MAC.
+//!
 //! The header is always checked. The payload is covered when the path has
 //! no checksum of its own to rely on: UDP's checksum protects payloads on
 //! real links, so the ethernet device covers them only when asked
@@ -33,7 +42,9 @@
 
 pub const HEADER: usize = 64;
 pub const MAGIC: u16 = u16::from_le_bytes(*b"Fm");
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
+/// The payload of a control packet: its control number.
+pub const CONTROL_LEN: u32 = 4;
 /// Flag: the CRC covers the payload too.
 pub const FLAG_PAYLOAD_CRC: u32 = 1;
 /// Flag: bytes 48..64 hold the packet's MAC.
@@ -149,7 +160,10 @@ pub struct Header {
     /// DATA: its sequence number; control: the number the message carries.
     pub number: u32,
     pub ack: u32,
+    /// Payload length: [`CONTROL_LEN`] for a control packet.
     pub len: u32,
+    /// A control packet's control number (its payload); 0 for DATA.
+    pub control: u32,
     /// The checksum covers the payload (flag 1).
     pub payload_crc: bool,
     /// A MAC is present (flag 2); [`MacKey::verify`] checks it.
@@ -169,8 +183,9 @@ pub enum Malformed {
 }
 
 impl Header {
-    /// Write the header into `out[..HEADER]`: the MAC under `key` when
-    /// given (over `out[..HEADER + len]`), then the checksum.
+    /// Write the header into `out[..HEADER]` (and a control packet's
+    /// number after it): the MAC under `key` when given (over
+    /// `out[..HEADER + len]`), then the checksum.
     pub fn write(&self, out: &mut [u8], key: Option<&MacKey>) {
         out[0..2].copy_from_slice(&MAGIC.to_le_bytes());
         out[2] = VERSION;
@@ -192,6 +207,9 @@ impl Header {
             flags |= FLAG_MAC;
         }
         out[44..48].copy_from_slice(&flags.to_le_bytes());
+        if self.kind != Kind::Data {
+            out[HEADER..HEADER + CONTROL_LEN as usize].copy_from_slice(&self.control.to_le_bytes());
+        }
         let whole = HEADER + self.len as usize;
         out[MAC_AT..MAC_AT + MAC_LEN].fill(0);
         if let Some(k) = key {
@@ -217,7 +235,7 @@ impl Header {
         }
         let kind = Kind::from_u8(d[3]).ok_or(Malformed::Kind)?;
         let len = u32_at(36);
-        if len as usize != d.len() - HEADER || (kind != Kind::Data && len != 0) {
+        if len as usize != d.len() - HEADER || (kind != Kind::Data && len != CONTROL_LEN) {
             return Err(Malformed::Length);
         }
         let flags = u32_at(44);
@@ -243,6 +261,11 @@ impl Header {
             number: u32_at(28),
             ack: u32_at(32),
             len,
+            control: if kind == Kind::Data {
+                0
+            } else {
+                u32_at(HEADER)
+            },
             payload_crc,
             mac,
         })
@@ -274,9 +297,11 @@ pub fn seq_le(a: u32, b: u32) -> bool {
 mod tests {
     use super::*;
 
+    /// DATA with `len` bytes of payload; for 0, an ACK (with its control number).
     fn sample(len: u32) -> Header {
         Header {
             kind: if len > 0 { Kind::Data } else { Kind::Ack },
+            control: if len > 0 { 0 } else { 0x5555_0001 },
             job_key: 0x1122_3344_5566_7788,
             src: 3,
             dst: 5,
@@ -284,7 +309,7 @@ mod tests {
             dst_epoch: 9,
             number: u32::MAX,
             ack: 17,
-            len,
+            len: if len > 0 { len } else { CONTROL_LEN },
             payload_crc: true,
             mac: false,
         }
@@ -294,7 +319,7 @@ mod tests {
     fn round_trips_and_detects_every_single_byte_change() {
         for len in [0u32, 1, 100] {
             let h = sample(len);
-            let mut d = vec![0u8; HEADER + len as usize];
+            let mut d = vec![0u8; HEADER + h.len as usize];
             for (i, b) in d[HEADER..].iter_mut().enumerate() {
                 *b = i as u8;
             }
@@ -327,10 +352,9 @@ mod tests {
             .into_iter()
             .enumerate()
         {
-            let len = if kind == Kind::Data { 24 } else { 0 };
-            let mut h = sample(len);
+            let mut h = sample(if kind == Kind::Data { 24 } else { 0 });
             h.kind = kind;
-            let mut d = vec![7u8; HEADER + len as usize];
+            let mut d = vec![7u8; HEADER + h.len as usize];
             h.write(&mut d, None);
             std::fs::write(dir.join(format!("seed-{i}-{kind:?}")), &d).unwrap();
         }
@@ -358,7 +382,7 @@ mod tests {
             let mut h = sample(len);
             h.payload_crc = false;
             h.mac = true;
-            let mut d = vec![3u8; HEADER + len as usize];
+            let mut d = vec![3u8; HEADER + h.len as usize];
             h.write(&mut d, Some(&key));
             assert_eq!(Header::parse(&d), Ok(h));
             assert!(key.verify(&d), "len {len}");
@@ -369,7 +393,7 @@ mod tests {
                 assert!(!key.verify(&e), "len {len}: change at byte {i} accepted");
             }
             // A forger who fixes the CRC after changing the payload still fails.
-            if len > 0 {
+            {
                 let mut e = d.clone();
                 e[HEADER] ^= 1;
                 let crc = checksum(&{
@@ -381,7 +405,7 @@ mod tests {
                 assert!(Header::parse(&e).is_ok() && !key.verify(&e));
             }
         }
-        let mut d = vec![0u8; HEADER];
+        let mut d = vec![0u8; HEADER + CONTROL_LEN as usize];
         sample(0).write(&mut d, None);
         assert!(!key.verify(&d), "a packet without a MAC");
         assert!(!key.verify(&d[..10]));

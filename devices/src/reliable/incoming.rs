@@ -36,6 +36,10 @@ impl Protocol {
             let at = s.arm_after_ack(&self.cfg);
             self.next_timeout = earliest(self.next_timeout, at);
         }
+        if matches!(h.kind, Kind::Lose | Kind::Stop | Kind::Go) && !s.fresh_control(h.control) {
+            self.rstats.replayed_control += 1;
+            return;
+        }
         match h.kind {
             Kind::Data => self.on_data(src, &h, slot, now),
             Kind::Ack => {}

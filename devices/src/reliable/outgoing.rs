@@ -1,7 +1,7 @@
 //! The protocol's datagrams out: what was decided is made into bytes when
 //! polled, in the send slot itself for DATA.
 
-use super::header::{seq_le, seq_lt, Header, Kind, HEADER};
+use super::header::{seq_le, seq_lt, Header, Kind, CONTROL_LEN, HEADER};
 use super::protocol::{HandedData, Intent, Protocol, Transmit};
 use super::timers::earliest;
 use crate::Rank;
@@ -94,6 +94,7 @@ impl Protocol {
             number: seq,
             ack,
             len: len as u32,
+            control: 0,
             payload_crc: self.cfg.payload_crc,
             mac: self.cfg.mac.is_some(),
         }
@@ -117,9 +118,14 @@ impl Protocol {
         }
     }
 
-    /// A control packet (not retained: it is made again if needed).
+    /// A control packet (not retained: it is made again if needed). A
+    /// LOSE, STOP or GO takes the next control number; an ACK, which is
+    /// idempotent, carries the last.
     fn control(&mut self, dest: Rank, kind: Kind, number: u32) -> Transmit<'_> {
         let s = &mut self.sessions[dest as usize];
+        if kind != Kind::Ack {
+            s.control_sent = s.control_sent.wrapping_add(1);
+        }
         Header {
             kind,
             job_key: self.cfg.job_key.0,
@@ -129,8 +135,11 @@ impl Protocol {
             dst_epoch: s.epoch.unwrap_or(0),
             number,
             ack: s.recv.last_in_order(),
-            len: 0,
-            payload_crc: false,
+            len: CONTROL_LEN,
+            control: s.control_sent,
+            // Always covered: a control number bent by the wire must not
+            // make the peer take later ones for replays.
+            payload_crc: true,
             mac: self.cfg.mac.is_some(),
         }
         .write(&mut self.control, self.cfg.mac.as_ref());

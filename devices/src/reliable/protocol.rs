@@ -8,7 +8,7 @@
 //! (`driver.rs`) runs it over a real [`Link`](super::Link); the model tests
 //! run it over a simulated network in virtual time.
 
-use super::header::{Kind, HEADER};
+use super::header::{Kind, CONTROL_LEN, HEADER};
 use super::session::Session;
 use super::{ReliableConfig, ReliableStats, OPTIONS};
 use crate::{DeviceError, DeviceInfo, DeviceStats, Rank, RawRecv, RawSend, CONTROL_RESERVE};
@@ -63,7 +63,7 @@ pub struct Protocol {
     pub(super) scratch: Vec<u8>,
     pub(super) intents: VecDeque<Intent>,
     /// The bytes of the control packet being transmitted.
-    pub(super) control: [u8; HEADER],
+    pub(super) control: [u8; HEADER + CONTROL_LEN as usize],
     pub(super) handed: Option<HandedData>,
     /// Peers told STOP and not yet GO: releases look for them only then.
     pub(super) stopped_peers: usize,
@@ -126,7 +126,7 @@ impl Protocol {
             ready: VecDeque::new(),
             scratch: vec![0; cfg.mtu],
             intents: VecDeque::new(),
-            control: [0; HEADER],
+            control: [0; HEADER + CONTROL_LEN as usize],
             handed: None,
             stopped_peers: 0,
             held_total: 0,

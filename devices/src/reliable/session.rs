@@ -1,6 +1,7 @@
 //! One peer's protocol state: the sender half, the receiver half and the
 //! timers, with no link and no clock (the time comes in as arguments).
 
+use super::header::seq_lt;
 use super::recv::RecvState;
 use super::send::SendState;
 use super::timers::{earliest, Timer, TimerTable};
@@ -13,6 +14,11 @@ pub struct Session {
     pub send: SendState,
     pub recv: RecvState,
     pub timers: TimerTable,
+    /// The control number of the last LOSE, STOP or GO sent to the peer.
+    pub control_sent: u32,
+    /// The control number of the last LOSE, STOP or GO acted on from the
+    /// peer: one not newer is a replay (or reordered behind a newer one).
+    pub control_acted: u32,
 }
 
 impl Session {
@@ -22,7 +28,19 @@ impl Session {
             send: SendState::new(if epoch.is_some() { slots } else { 0 }, cfg.rto, now),
             recv: RecvState::new(now),
             timers: TimerTable::default(),
+            control_sent: 0,
+            control_acted: 0,
         }
+    }
+
+    /// A LOSE, STOP or GO with control number `n` is newer than any acted
+    /// on from the peer: it is acted on now (true), or is a replay.
+    pub fn fresh_control(&mut self, n: u32) -> bool {
+        let fresh = seq_lt(self.control_acted, n);
+        if fresh {
+            self.control_acted = n;
+        }
+        fresh
     }
 
     /// Packets are outstanding towards a peer still thought reachable.

@@ -40,6 +40,9 @@ pub struct ReliableStats {
     /// before the timeout, so nothing had been lost (the peer or its ACK was
     /// late: descheduled, delayed). Each saved a go-back of the window.
     pub spurious_timeouts: u64,
+    /// LOSE, STOP or GO packets whose control number was not newer than
+    /// the last acted on: replayed (or overtaken by a newer one), ignored.
+    pub replayed_control: u64,
 }
 
 impl std::fmt::Display for ReliableStats {
@@ -60,7 +63,7 @@ impl std::fmt::Display for ReliableStats {
 
 impl ReliableStats {
     /// Every counter by name, in the order `Display` shows them.
-    pub fn fields(&self) -> [(&'static str, u64); 27] {
+    pub fn fields(&self) -> [(&'static str, u64); 28] {
         [
             ("data_sent", self.data_sent),
             ("data_accepted", self.data_accepted),
@@ -75,6 +78,7 @@ impl ReliableStats {
             ("gos_sent", self.gos_sent),
             ("probes", self.probes),
             ("duplicates", self.duplicates),
+            ("replayed_control", self.replayed_control),
             ("out_of_order", self.out_of_order),
             ("reordered", self.reordered),
             ("pool_full", self.pool_full),
@@ -141,9 +145,10 @@ mod tests {
             unreachable: 1,
             kernel_drops: 1,
             spurious_timeouts: 1,
+            replayed_control: 1,
         };
         let shown = all.to_string();
-        assert_eq!(shown.matches(" 1").count(), 27, "{shown}");
+        assert_eq!(shown.matches(" 1").count(), 28, "{shown}");
         assert_eq!(ReliableStats::default().to_string(), "all zero");
         let some = ReliableStats {
             retransmits: 3,

@@ -29,7 +29,8 @@
 //!     after a barrier, RANK leaves the job and exits with CODE; the others serve.
 //! fm-testprog stream MESSAGES SIZE
 //!     rank 0 sends MESSAGES messages of SIZE bytes to rank 1, which checks
-//!     them (slowly with FM_TEST_SLOW_RANK=1); prints the ethernet counters.
+//!     them (slowly with FM_TEST_SLOW_RANK=1) and says how long they took;
+//!     prints the ethernet counters.
 //! fm-testprog handlers RANK
 //!     RANK registers handler 2 under another name than the other ranks.
 //! fm-testprog tcp-sink PORT | tcp-source ADDR:PORT BYTES
@@ -50,6 +51,11 @@
 //! fm-testprog frames IFACE COUNT
 //!     broadcasts COUNT foreign frames of fm's EtherType on IFACE: another
 //!     job's headers, truncated headers, random bytes.
+//! fm-testprog replay-stop IFACE RATE PORT...
+//!     an attacker on the path (needs CAP_NET_RAW): captures the first
+//!     reliable-layer STOP that IFACE carries to one of the UDP PORTs and
+//!     sends that frame again, unchanged, RATE times a second until its
+//!     stdin closes; prints "captured STOP" and at the end "replayed N".
 
 use fm::{Fm, FmError, Incoming};
 use fm_devices::{Device, DeviceExt};
@@ -83,6 +89,7 @@ fn main() -> ExitCode {
         Some("tcp-sink") => tcp_sink(arg(2) as u16),
         Some("tcp-source") => tcp_source(args.get(2).cloned().unwrap_or_default(), arg(3)),
         Some("frames") => frames(args.get(2).cloned().unwrap_or_default(), arg(3)),
+        Some("replay-stop") => replay_stop(&args[2.min(args.len())..]),
         Some("threads") => threads(arg(2)),
         Some("claim") => claim(),
         Some("claim-remote") => claim_remote(),
@@ -182,20 +189,7 @@ fn alltoall(messages: u64, max_size: u64, seed: u64) -> Res {
         .map_err(err)?
         .build()
         .map_err(err)?;
-    // FM_TEST_PAUSE_MS: say where the ethernet device listens, then wait
-    // (a test sprays garbage at the devices meanwhile).
-    if let Some(ms) = std::env::var("FM_TEST_PAUSE_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        if let Some(e) = fm.ethernet_endpoint() {
-            println!("endpoint {}", e.addrs[0]);
-        }
-        println!("paused rank {}", fm.rank());
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
-        std::thread::sleep(std::time::Duration::from_millis(ms));
-    }
+    pause_at_endpoint(&fm);
     // The rank the job gave (under Slurm, FM_RANK is not set).
     let rank = fm.rank();
     let size = fm.size() as u32;
@@ -733,6 +727,23 @@ fn handlers(odd_rank: u32) -> Res {
     fm.barrier().map_err(err)
 }
 
+/// FM_TEST_PAUSE_MS: say where the ethernet device listens, then wait
+/// (a test sprays garbage at the devices, or starts an attacker, meanwhile).
+fn pause_at_endpoint(fm: &Fm) {
+    if let Some(ms) = std::env::var("FM_TEST_PAUSE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        if let Some(e) = fm.ethernet_endpoint() {
+            println!("endpoint {}", e.addrs[0]);
+        }
+        println!("paused rank {}", fm.rank());
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+}
+
 fn stream(messages: u64, size: usize) -> Res {
     let slow: Option<u32> = std::env::var("FM_TEST_SLOW_RANK")
         .ok()
@@ -760,6 +771,8 @@ fn stream(messages: u64, size: usize) -> Res {
         .map_err(err)?
         .build()
         .map_err(err)?;
+    pause_at_endpoint(&fm);
+    let t0 = std::time::Instant::now();
     let me = fm.rank();
     if me == 0 {
         let mut body = vec![0u8; size];
@@ -775,7 +788,11 @@ fn stream(messages: u64, size: usize) -> Res {
         if !g.1.is_empty() {
             return Err(format!("{} bad messages, first: {}", g.1.len(), g.1[0]));
         }
-        eprintln!("rank 1: ok, received {} messages", g.0);
+        eprintln!(
+            "rank 1: ok, received {} messages in {:.3} s",
+            g.0,
+            t0.elapsed().as_secs_f64()
+        );
     }
     fm.barrier().map_err(err)?;
     print_network_counters(&fm);
@@ -793,9 +810,9 @@ fn print_network_counters(fm: &Fm) {
             continue;
         };
         println!(
-            "{dev} rank {}: data-sent {} data-accepted {} retransmits {} timeouts {} loses {} duplicates {} invalid-drops {} out-of-order {} stops-sent {} stops-received {} gos-sent {} probes {} kernel-drops {} spurious-timeouts {}",
+            "{dev} rank {}: data-sent {} data-accepted {} retransmits {} timeouts {} loses {} duplicates {} invalid-drops {} out-of-order {} stops-sent {} stops-received {} gos-sent {} probes {} kernel-drops {} spurious-timeouts {} replayed-control {}",
             fm.rank(), e.data_sent, e.data_accepted, e.retransmits, e.timeouts, e.loses_received, e.duplicates, e.invalid_drops(),
-            e.out_of_order, e.stops_sent, e.stops_received, e.gos_sent, e.probes, e.kernel_drops, e.spurious_timeouts
+            e.out_of_order, e.stops_sent, e.stops_received, e.gos_sent, e.probes, e.kernel_drops, e.spurious_timeouts, e.replayed_control
         );
         if std::env::var_os("FM_TEST_DEBUG").is_some() {
             eprintln!("{dev}: {e:?}");
@@ -879,6 +896,7 @@ fn frames(iface: String, count: u64) -> Res {
                         number: 1,
                         ack: 0,
                         len: 16,
+                        control: 0,
                         payload_crc: false,
                         mac: false,
                     };
@@ -886,7 +904,7 @@ fn frames(iface: String, count: u64) -> Res {
                     h.write(&mut d, None);
                     f.extend_from_slice(&d);
                 }
-                1 => f.extend_from_slice(&b"Fm\x02\x01truncated header"[..]),
+                1 => f.extend_from_slice(&b"Fm\x03\x01truncated header"[..]),
                 _ => f.extend((0..40 + rng.upto(1400)).map(|_| rng.next_u64() as u8)),
             }
             let rc = libc::sendto(
@@ -908,4 +926,139 @@ fn frames(iface: String, count: u64) -> Res {
         println!("frames: sent {sent}");
     }
     Ok(())
+}
+
+/// Capture the first reliable-layer STOP on `iface` to one of the UDP
+/// ports in `args[2..]`, then replay that frame `args[1]` times a second
+/// until stdin closes (needs CAP_NET_RAW).
+fn replay_stop(args: &[String]) -> Res {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    let [iface, rate, ports @ ..] = args else {
+        return Err("usage: replay-stop IFACE RATE PORT...".into());
+    };
+    let rate: u64 = rate.parse().map_err(|_| format!("bad rate {rate}"))?;
+    let ports: Vec<u16> = (ports.iter())
+        .map(|p| p.parse().map_err(|_| format!("bad port {p}")))
+        .collect::<Result<_, _>>()?;
+    let done = Arc::new(AtomicBool::new(false));
+    let d2 = done.clone();
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        d2.store(true, Relaxed);
+    });
+    let Some((mut frame, sll)) = capture_stop(iface, &ports, &done)? else {
+        println!("no STOP seen; replayed 0");
+        return Ok(());
+    };
+    // Loopback and veth leave the UDP checksum for the hardware to finish
+    // (it only holds the pseudo-header's sum): replayed as captured, the
+    // kernel would drop it. 0 says "no checksum" in IPv4.
+    let udp = 14 + (frame[14] & 0x0f) as usize * 4;
+    frame[udp + 6..udp + 8].fill(0);
+    println!("captured STOP ({} bytes)", frame.len());
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let gap = std::time::Duration::from_secs_f64(1.0 / rate.max(1) as f64);
+    let t0 = std::time::Instant::now();
+    let (mut sent, mut tries) = (0u64, 0u32);
+    // SAFETY: plain syscalls on a socket this function owns and closes;
+    // the frame and address outlive each call.
+    unsafe {
+        // A socket that receives nothing: one that sees every frame costs
+        // the machine a copy of each, which an attacker elsewhere on the
+        // path would not cost the job's hosts.
+        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
+        if fd < 0 {
+            return Err(format!(
+                "packet socket: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        while !done.load(Relaxed) {
+            let to = (&sll as *const libc::sockaddr_ll).cast();
+            let len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            if libc::sendto(fd, frame.as_ptr().cast(), frame.len(), 0, to, len) > 0 {
+                sent += 1;
+            }
+            // Paced from the start, so sleeping late does not lower the rate.
+            tries += 1;
+            let next = t0 + gap * tries;
+            std::thread::sleep(next.saturating_duration_since(std::time::Instant::now()));
+        }
+        libc::close(fd);
+    }
+    println!("replayed {sent}");
+    Ok(())
+}
+
+/// The first STOP to one of `ports` that `iface` carries, and the
+/// interface's address to send it back out of; `None` once `done`.
+fn capture_stop(
+    iface: &str,
+    ports: &[u16],
+    done: &std::sync::atomic::AtomicBool,
+) -> Result<Option<(Vec<u8>, libc::sockaddr_ll)>, String> {
+    let name = std::ffi::CString::new(iface).map_err(|e| e.to_string())?;
+    // SAFETY: plain syscalls on a socket this function owns and closes;
+    // the buffers outlive each call.
+    unsafe {
+        let index = libc::if_nametoindex(name.as_ptr());
+        let all = (libc::ETH_P_ALL as u16).to_be() as i32;
+        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, all);
+        if fd < 0 || index == 0 {
+            return Err(format!(
+                "packet socket on {iface}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = all as u16;
+        sll.sll_ifindex = index as i32;
+        let sll_len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+        let tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 100_000,
+        };
+        let tv_len = std::mem::size_of::<libc::timeval>() as u32;
+        if libc::bind(fd, (&sll as *const libc::sockaddr_ll).cast(), sll_len) != 0
+            || libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                tv_len,
+            ) != 0
+        {
+            let e = std::io::Error::last_os_error();
+            libc::close(fd);
+            return Err(format!("bind to {iface}: {e}"));
+        }
+        let mut buf = vec![0u8; 65_536];
+        let mut found = None;
+        while found.is_none() && !done.load(std::sync::atomic::Ordering::Relaxed) {
+            let n = libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0);
+            if n > 0 && is_stop(&buf[..n as usize], ports) {
+                found = Some((buf[..n as usize].to_vec(), sll));
+            }
+        }
+        libc::close(fd);
+        Ok(found)
+    }
+}
+
+/// Whether an Ethernet frame (14 bytes, IPv4 with its IHL, UDP's 8, then
+/// fm's header) is a reliable-layer STOP of this version to one of `ports`.
+fn is_stop(f: &[u8], ports: &[u16]) -> bool {
+    use fm_devices::reliable::header::{Kind, VERSION};
+    if f.len() < 14 + 20 || f[12..14] != [0x08, 0x00] || f[14 + 9] != 17 {
+        return false;
+    }
+    let udp = 14 + (f[14] & 0x0f) as usize * 4;
+    let fm_at = udp + 8;
+    f.len() > fm_at + 4
+        && ports.contains(&u16::from_be_bytes([f[udp + 2], f[udp + 3]]))
+        && f[fm_at..fm_at + 2] == *b"Fm"
+        && f[fm_at + 2] == VERSION
+        && f[fm_at + 3] == Kind::Stop as u8
 }
