@@ -231,7 +231,6 @@ fn stream_under_replayed_stops(c: &Cluster, messages: &str, rate: u32) -> (Strin
         let _ = a.wait();
         let _ = a.stdout.take().expect("piped").read_to_string(&mut report);
     }
-    let _ = std::io::stdout().flush();
     assert!(
         e.contains(&format!("rank 1: ok, received {messages} messages")),
         "{e}"
