@@ -109,6 +109,10 @@ struct Conn {
     role: Role,
     /// When it must next send a whole frame.
     deadline: Option<Instant>,
+    /// It holds one of its client's connections and one of the GRM's:
+    /// from its acceptance until the core decides to close it ([`Core::finish`]),
+    /// not until its socket is gone (the driver may linger on it).
+    counted: bool,
 }
 
 struct Job {
@@ -194,7 +198,10 @@ pub struct Core {
     opts: CoreOptions,
     jobs: HashMap<JobId, Job>,
     conns: HashMap<ConnId, Conn>,
+    /// Connections counted against each client's limit.
     per_client: HashMap<Client, u32>,
+    /// Connections the core closed whose sockets the driver still holds.
+    closing: u32,
     rejected: u64,
     next_heartbeat: Instant,
     next_check: Instant,
@@ -212,6 +219,7 @@ impl Core {
             jobs: HashMap::new(),
             conns: HashMap::new(),
             per_client: HashMap::new(),
+            closing: 0,
             rejected: 0,
             next_heartbeat: now + crate::client::HEARTBEAT,
             next_check: now + TICK,
@@ -264,13 +272,54 @@ impl Core {
         self.finish(conn);
     }
 
-    /// Read nothing more from `conn`; close it once written.
+    /// Read nothing more from `conn`; close it once written. It stops
+    /// counting against the limits now: a client that does not close its
+    /// end must not keep the slot while the driver lingers.
     fn finish(&mut self, conn: ConnId) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.role = Role::Done;
             c.deadline = None;
+            if std::mem::replace(&mut c.counted, false) {
+                let client = c.client;
+                self.uncount(client);
+                self.closing += 1;
+            }
         }
         self.out.push_back(Output::Close(conn));
+    }
+
+    fn uncount(&mut self, client: Client) {
+        if let Some(n) = self.per_client.get_mut(&client) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_client.remove(&client);
+            }
+        }
+    }
+
+    /// The GRM is full and `client` wants a connection: cut off the
+    /// oldest connection still greeting (it has not shown it belongs to
+    /// any job) of the client holding the most, when that is at least two
+    /// more than `client` holds. No set of clients can then keep another
+    /// out by holding connections open, only by holding fewer. False when
+    /// there is none to cut off.
+    fn make_room(&mut self, client: Client) -> bool {
+        let count = |c: &Client| self.per_client.get(c).copied().unwrap_or(0);
+        let mine = count(&client);
+        let victim = (self.conns.iter())
+            .filter(|(_, c)| c.counted && matches!(c.role, Role::Greeting { .. }))
+            .filter(|(_, c)| count(&c.client) > mine + 1)
+            .max_by_key(|(&id, c)| (count(&c.client), std::cmp::Reverse(id)))
+            .map(|(&id, c)| (id, c.client));
+        let Some((conn, holder)) = victim else {
+            return false;
+        };
+        tracing::info!(%holder, %client, "grm: full; cut off the oldest greeting connection of the largest holder");
+        self.refuse(
+            conn,
+            &format!("cut off: this GRM is full, and {holder} holds the most connections"),
+        );
+        true
     }
 
     /// A new connection of `client` (`None`: its peer could not be named,
@@ -281,7 +330,8 @@ impl Core {
             self.out.push_back(Output::Close(conn));
             return;
         };
-        let refusal = if self.conns.len() as u32 >= self.opts.max_connections {
+        let in_use = self.conns.len() as u32 - self.closing;
+        let refusal = if in_use >= self.opts.max_connections && !self.make_room(client) {
             Some("too many connections to this GRM".to_string())
         } else if self.per_client.get(&client).copied().unwrap_or(0) >= self.opts.max_per_client {
             Some(format!(
@@ -306,6 +356,7 @@ impl Core {
                 client,
                 role: Role::Greeting { challenge },
                 deadline: Some(now + self.opts.greeting_timeout),
+                counted: true,
             },
         );
         self.send(conn, &Msg::Challenge { nonce: challenge });
@@ -316,11 +367,9 @@ impl Core {
     pub fn closed(&mut self, conn: ConnId, how: Gone) {
         self.lost(conn, End::Gone(how));
         if let Some(c) = self.conns.remove(&conn) {
-            if let Some(n) = self.per_client.get_mut(&c.client) {
-                *n -= 1;
-                if *n == 0 {
-                    self.per_client.remove(&c.client);
-                }
+            match c.counted {
+                true => self.uncount(c.client),
+                false => self.closing -= 1,
             }
         }
     }
@@ -1059,8 +1108,90 @@ mod tests {
             1,
             "still a socket until the driver says it is gone"
         );
+        assert!(c.per_client.is_empty(), "but no longer one of its client's");
         c.closed(5, Gone::Closed);
         assert_eq!(c.status().connections, 0);
+    }
+
+    /// A client cut off at its deadline gets its slot back then, not when
+    /// the driver lets go of the half-closed socket.
+    #[test]
+    fn a_cut_off_connection_frees_its_slot_at_the_cut_off() {
+        let t0 = Instant::now();
+        let mut c = core(t0);
+        for conn in 0..32 {
+            c.connected(conn, Some(ME), t0);
+        }
+        c.connected(40, Some(ME), t0);
+        let out = drain(&mut c);
+        assert!(
+            out.iter()
+                .any(|(id, m)| *id == 40 && matches!(m, Some(Msg::Refused { .. }))),
+            "over the client's limit: {out:?}"
+        );
+        c.tick(t0 + Duration::from_millis(1900));
+        c.tick(t0 + Duration::from_millis(2100));
+        drain(&mut c);
+        // No closed() yet: the sockets linger, the slots do not.
+        c.connected(41, Some(ME), t0 + Duration::from_millis(2200));
+        let out = drain(&mut c);
+        assert!(
+            out.iter()
+                .any(|(id, m)| *id == 41 && matches!(m, Some(Msg::Challenge { .. }))),
+            "{out:?}"
+        );
+    }
+
+    /// Four clients at their limits fill the GRM (64 = 4 × 16, as 8,192 =
+    /// 4 × 2,048 by default): a fifth client still gets in, each of its
+    /// connections cutting off the oldest greeting one of the largest
+    /// holder; a holder cannot cut off another holder's as large as itself,
+    /// and members of a job are never cut off.
+    #[test]
+    fn clients_at_their_limits_cannot_keep_another_out() {
+        let t0 = Instant::now();
+        let mut c = core(t0);
+        c.opts.max_per_client = 16;
+        let token = new_token();
+        registered(&mut c, 2, &token, t0);
+        let _ = join(&mut c, 0, &token, t0);
+        let mut conn = 100;
+        for user in 1..=4 {
+            for _ in 0..16 {
+                conn += 1;
+                c.connected(conn, Some(Client::User(user)), t0);
+            }
+        }
+        drain(&mut c);
+        // The GRM filled with 62 of theirs (with our 2), evenly: once full,
+        // a user with fewer cut off one of a user with more.
+        let held: Vec<u32> = (1..=4)
+            .map(|u| c.per_client.get(&Client::User(u)).copied().unwrap_or(0))
+            .collect();
+        assert_eq!(held.iter().sum::<u32>(), 62, "{held:?}");
+        assert!(held.iter().all(|&n| n == 15 || n == 16), "{held:?}");
+        let short = (1..=4)
+            .find(|&u| held[u as usize - 1] == 15)
+            .expect("one with 15");
+        c.connected(500, Some(Client::User(short)), t0);
+        let out = drain(&mut c);
+        assert!(
+            out.iter().any(|(id, m)| *id == 500
+                && matches!(m, Some(Msg::Refused { reason }) if reason.contains("too many connections"))),
+            "{out:?}"
+        );
+        // Our rank 1 joins: a largest holder's oldest greeting connection goes.
+        let out = join(&mut c, 1, &token, t0);
+        assert!(
+            out.iter()
+                .any(|(_, m)| matches!(m, Some(Msg::Welcome { .. }))),
+            "{out:?}"
+        );
+        let theirs: u32 = (1..=4)
+            .map(|u| c.per_client.get(&Client::User(u)).copied().unwrap_or(0))
+            .sum();
+        assert_eq!(theirs, 61, "one of theirs was cut off");
+        assert_eq!(c.per_client.get(&ME), Some(&3));
     }
 
     #[test]
@@ -1208,7 +1339,9 @@ mod tests {
                     open.len()
                 );
                 assert_eq!(s.connections as usize, c.conns.len());
-                assert_eq!(c.per_client.values().sum::<u32>() as usize, c.conns.len());
+                let counted = c.conns.values().filter(|x| x.counted).count();
+                assert_eq!(c.per_client.values().sum::<u32>() as usize, counted);
+                assert_eq!(counted + c.closing as usize, c.conns.len());
             }
         }
     }

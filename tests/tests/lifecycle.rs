@@ -522,6 +522,72 @@ fn another_local_user_can_neither_join_our_job_nor_lock_us_out() {
     let _ = flood.wait();
 }
 
+/// Four other users at their connection limits fill a shared GRM (its
+/// limits scaled down: 64 connections, 16 per user, the default's
+/// 8,192 = 4 × 2,048): our job still starts through it, each of its
+/// connections cutting off the oldest unauthenticated one of the user
+/// holding the most (root only, to be four other users).
+#[test]
+fn four_users_at_their_limits_cannot_lock_our_job_out_of_a_shared_grm() {
+    let test = "four_users_at_their_limits_cannot_lock_our_job_out_of_a_shared_grm";
+    if !fm_tests::is_root() {
+        eprintln!("SKIPPED {test}: needs root to run as other users");
+        return;
+    }
+    let grm = fm_grm::Grm::start(fm_grm::GrmOptions {
+        max_connections: 64,
+        max_per_client: 16,
+        ..fm_grm::GrmOptions::default()
+    })
+    .expect("GRM");
+    let addr = grm.addr().to_string();
+    let floods: Vec<Child> = (65531..=65534)
+        .map(|uid: u32| {
+            let mut c = Command::new("setpriv")
+                .args([
+                    &format!("--reuid={uid}"),
+                    &format!("--regid={uid}"),
+                    "--clear-groups",
+                    TESTPROG,
+                ])
+                .args(["flood", &addr, "20"])
+                .env_remove("FM_LOG")
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("setpriv");
+            let mut line = String::new();
+            std::io::BufReader::new(c.stdout.take().expect("stdout"))
+                .read_line(&mut line)
+                .expect("flood's line");
+            assert!(line.contains("holding 20"), "{line}");
+            c
+        })
+        .collect();
+    // 4 × 4 beyond their limits refused: the GRM holds its 64.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while grm.status().rejected_frames < 16 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(grm.status().connections, 64, "{:?}", grm.status());
+    let dir = TempDir::for_segments("full-grm");
+    let f = finish(
+        job(&dir, &["-n", "2", "--grm", &addr], &["barrier", "3"])
+            .spawn()
+            .expect("fmrun"),
+        Duration::from_secs(60),
+    );
+    for mut c in floods {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    assert!(f.status.success(), "{}", f.stderr);
+    assert!(f.stdout.contains("barriers done"), "{}", f.stdout);
+    println!(
+        "{test}: the job ran in {:?}\n{}\n{}",
+        f.took, f.stdout, f.stderr
+    );
+}
+
 /// `fmrun --stats` prints each rank's counters after the job (a ring of
 /// 10 laps: 11 messages each way per rank), as a line or as JSON; the
 /// numbers are the ranks' own.
