@@ -385,7 +385,7 @@ fn join_job(
         // Filled in by `Membership::join` from the token.
         job: [0; 16],
         nonce: [0; 32],
-        proof: [0; 32],
+        proof: [0; 64],
         rank: g.rank,
         host: config.host.clone(),
         pid: std::process::id(),

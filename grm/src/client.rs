@@ -351,7 +351,7 @@ impl Membership {
         mut on_end: impl FnMut(String) + Send + 'static,
     ) -> Result<Membership, GrmError> {
         let (mut s, challenge) = greeted(addr)?;
-        let verifier = auth::verifier(token);
+        let welcome_key = auth::welcome_key(token);
         let join = signed_join(token, &challenge, join);
         proto::write_msg(&mut s, &Msg::Join(join.clone())).map_err(|e| protocol(addr, e.into()))?;
         let link = Arc::new(Link {
@@ -377,7 +377,7 @@ impl Membership {
         let welcome = match reply {
             Ok(Msg::Welcome(w))
                 if auth::check(
-                    &verifier,
+                    &welcome_key,
                     "welcome",
                     &join.nonce,
                     &w.signed_bytes(),
@@ -495,13 +495,8 @@ impl LauncherLink {
         program: &str,
         on_event: impl FnMut(Event) + Send + 'static,
     ) -> Result<LauncherLink, GrmError> {
-        let (mut s, _) = greeted(addr)?;
-        let m = Msg::Register {
-            job: auth::job_id(token),
-            verifier: auth::verifier(token),
-            size,
-            program: program.to_string(),
-        };
+        let (mut s, challenge) = greeted(addr)?;
+        let m = signed_register(token, &challenge, size, program);
         proto::write_msg(&mut s, &m).map_err(|e| protocol(addr, e.into()))?;
         let (job_key, heartbeat_ms) =
             match proto::read_grm_msg(&mut s).map_err(|e| protocol(addr, e))? {
@@ -529,17 +524,31 @@ impl Drop for LauncherLink {
 }
 
 /// `join` made a Join of `token`'s job for the connection whose GRM sent
-/// `challenge`: its job id, a fresh nonce and the proof (`auth`).
+/// `challenge`: its job id, a fresh nonce and the signature (`auth`).
 pub fn signed_join(token: &str, challenge: &Proof, mut join: Join) -> Join {
     join.job = auth::job_id(token);
     join.nonce = auth::nonce();
-    join.proof = auth::prove(
-        &auth::verifier(token),
-        "join",
-        challenge,
-        &join.signed_bytes(),
-    );
+    join.proof = auth::sign(token, "join", challenge, &join.signed_bytes());
     join
+}
+
+/// The Register of `token`'s job for the connection whose GRM sent
+/// `challenge`: the job's id, verifier and welcome key, signed (`auth`).
+pub fn signed_register(token: &str, challenge: &Proof, size: u32, program: &str) -> Msg {
+    let (job, verifier, welcome_key) = (
+        auth::job_id(token),
+        auth::verifier(token),
+        auth::welcome_key(token),
+    );
+    let signed = proto::register_signed_bytes(&job, &verifier, &welcome_key, size, program);
+    Msg::Register {
+        job,
+        verifier,
+        welcome_key,
+        size,
+        program: program.to_string(),
+        proof: auth::sign(token, "register", challenge, &signed),
+    }
 }
 
 /// A fresh random job token (128 bits, hex).

@@ -115,10 +115,18 @@ struct Conn {
     counted: bool,
 }
 
+/// A job's keys, as its launcher registered them (`auth`).
+struct JobKeys {
+    /// The public key its Joins' signatures are checked with.
+    verifier: Proof,
+    /// The key of its Welcomes' proofs.
+    welcome_key: Proof,
+}
+
 struct Job {
     key: JobKey,
-    /// The key its members' proofs are checked with.
-    verifier: Proof,
+    /// What its members' Joins are checked with, and its Welcomes proved with.
+    keys: JobKeys,
     /// Who registered it: a local user's job is joined only by that user.
     owner: Client,
     program: String,
@@ -516,10 +524,23 @@ impl Core {
             Msg::Register {
                 job,
                 verifier,
+                welcome_key,
                 size,
                 program,
+                proof,
             } => {
-                if let Err(why) = self.register(conn, client, job, verifier, size, program) {
+                let signed =
+                    proto::register_signed_bytes(&job, &verifier, &welcome_key, size, &program);
+                if !auth::verify(&verifier, "register", challenge, &signed, &proof) {
+                    tracing::warn!(%client, "grm: a Register without a valid signature of its job's token");
+                    self.refuse(conn, "the Register does not prove the job's token");
+                    return;
+                }
+                let keys = JobKeys {
+                    verifier,
+                    welcome_key,
+                };
+                if let Err(why) = self.register(conn, client, job, keys, size, program) {
                     self.refuse(conn, &why);
                 }
             }
@@ -543,7 +564,7 @@ impl Core {
         conn: ConnId,
         client: Client,
         id: JobId,
-        verifier: Proof,
+        keys: JobKeys,
         size: u32,
         program: String,
     ) -> Result<(), String> {
@@ -587,7 +608,7 @@ impl Core {
             id,
             Job {
                 key,
-                verifier,
+                keys,
                 owner: client,
                 program,
                 size,
@@ -627,8 +648,8 @@ impl Core {
                 "no job with this token is registered at this GRM (wrong or stale FM_JOB_TOKEN; start jobs with fmrun)".into(),
             );
         };
-        if !auth::check(
-            &job.verifier,
+        if !auth::verify(
+            &job.keys.verifier,
             "join",
             challenge,
             &j.signed_bytes(),
@@ -648,6 +669,19 @@ impl Core {
         }
         if job.welcomed {
             return Err("this job has already started with all its processes".into());
+        }
+        if let Some(m) = j.rank.and_then(|r| job.members.get(&r).map(|m| (r, m))) {
+            // Both proved the token: one of them is not this job's process
+            // (someone else holds the token), or the launcher started a
+            // rank twice. Either way the job cannot be trusted to go on.
+            let (r, first) = m;
+            let why = format!(
+                "rank {r} joined twice, as pid {} on {} and as pid {} on {}: someone else holds this job's token, or a rank was started twice",
+                first.pid, first.host, j.pid, j.host
+            );
+            tracing::warn!(key = %job.key, %client, "grm: {why}");
+            self.end_job(&j.job, Ending::Ended(why.clone()));
+            return Err(why);
         }
         let rank = choose_rank(job, j.rank)?;
         match &job.reference {
@@ -711,7 +745,7 @@ impl Core {
         tracing::info!(key = %job.key, size = job.size, program = job.program, map_bytes = map.len(), "grm: job complete, node map sent");
         for (&rank, m) in &job.members {
             let signed = proto::welcome_signed(job.key.0, rank, heartbeat_ms, &digest);
-            let proof = auth::prove(&job.verifier, "welcome", &m.nonce, &signed);
+            let proof = auth::prove(&job.keys.welcome_key, "welcome", &m.nonce, &signed);
             let head = proto::welcome_head(job.key.0, rank, heartbeat_ms, &proof, map.len());
             self.out.push_back(Output::Send(
                 m.conn,
@@ -836,13 +870,7 @@ fn choose_rank(job: &mut Job, asked: Option<u32>) -> Result<u32, String> {
             "rank {r} is outside this job of {} processes",
             job.size
         )),
-        Some(r) => match job.members.get(&r) {
-            Some(m) => Err(format!(
-                "rank {r} has already joined (pid {} on {})",
-                m.pid, m.host
-            )),
-            None => Ok(r),
-        },
+        Some(r) => Ok(r),
         None => {
             while job.members.contains_key(&job.first_free) {
                 job.first_free += 1;
@@ -963,12 +991,8 @@ mod tests {
     /// A job of `size` registered on connection 1, with `token`.
     fn registered(c: &mut Core, size: u32, token: &str, now: Instant) {
         c.connected(1, Some(ME), now);
-        let m = Msg::Register {
-            job: auth::job_id(token),
-            verifier: auth::verifier(token),
-            size,
-            program: "t".into(),
-        };
+        let challenge = challenge_of(&drain(c), 1);
+        let m = crate::client::signed_register(token, &challenge, size, "t");
         c.received(1, &m.encode()[4..], now);
         let out = drain(c);
         assert!(
@@ -986,7 +1010,7 @@ mod tests {
         let j = Join {
             job: [0; 16],
             nonce: [0; 32],
-            proof: [0; 32],
+            proof: [0; 64],
             rank: Some(r),
             host: format!("h{}", r / 2),
             pid: 100 + r,
@@ -1211,7 +1235,7 @@ mod tests {
                 Join {
                     job: [0; 16],
                     nonce: [0; 32],
-                    proof: [0; 32],
+                    proof: [0; 64],
                     rank: None,
                     host: format!("h{}", r % 3),
                     pid: r,
@@ -1231,9 +1255,9 @@ mod tests {
                     let Ok(Msg::Welcome(w)) = Msg::decode(&whole[4..]) else {
                         panic!("not a Welcome");
                     };
-                    let verifier = auth::verifier(&token);
+                    let welcome_key = auth::welcome_key(&token);
                     assert!(auth::check(
-                        &verifier,
+                        &welcome_key,
                         "welcome",
                         &nonces[&conn],
                         &w.signed_bytes(),
@@ -1242,7 +1266,7 @@ mod tests {
                     // Another rank's proof does not fit this Welcome.
                     let other = nonces[&(10 + (conn - 10 + 1) % 8)];
                     assert!(!auth::check(
-                        &verifier,
+                        &welcome_key,
                         "welcome",
                         &other,
                         &w.signed_bytes(),

@@ -1,4 +1,4 @@
-//! The GRM wire protocol, version 3.
+//! The GRM wire protocol, version 4.
 //!
 //! Every message is one frame:
 //!
@@ -8,21 +8,22 @@
 //! u8   message type
 //! ...  body: integers little-endian; strings u16 length + UTF-8 (≤ MAX_STR);
 //!      byte strings u32 length; lists u32 count; options a u8 0/1 then the value;
-//!      ids, nonces and proofs their fixed number of bytes
+//!      ids, nonces, keys, proofs and signatures their fixed number of bytes
 //! ```
 //!
 //! The GRM speaks first: a `Challenge` on every connection. Jobs are named
-//! by an id and joined by proof of their token (`auth`), never by the token.
+//! by an id, registered and joined by a signature of their token (`auth`),
+//! never by the token.
 //!
 //! The length is checked before anything is allocated, every count against
 //! the bytes that remain, and a frame with bytes left over is refused: a
 //! decoder fed any bytes returns a message or a [`ProtoError`], never panics.
 
-use crate::auth::{JobId, Proof};
+use crate::auth::{JobId, Proof, Signature};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// Largest frame the GRM accepts from a client (a Join, a rank's table).
 pub const MAX_FRAME: usize = 1 << 20;
 /// Largest frame a client accepts from the GRM: a Welcome's node map of
@@ -76,9 +77,9 @@ pub struct Join {
     pub job: JobId,
     /// The joiner's nonce, which the Welcome's proof answers.
     pub nonce: Proof,
-    /// Proof of the token over the GRM's challenge and this Join
+    /// The token's signature over the GRM's challenge and this Join
     /// ([`Join::signed_bytes`]).
-    pub proof: Proof,
+    pub proof: Signature,
     /// The rank it wants, or `None` to be given one.
     pub rank: Option<u32>,
     pub host: String,
@@ -237,14 +238,34 @@ pub fn encode_node_map(nodes: &[Node]) -> Vec<u8> {
 }
 
 impl Join {
-    /// What the proof covers: the whole message with the proof zero.
+    /// What the signature covers: the whole message with the signature zero.
     pub fn signed_bytes(&self) -> Vec<u8> {
         Msg::Join(Join {
-            proof: [0; 32],
+            proof: [0; 64],
             ..self.clone()
         })
         .encode()
     }
+}
+
+/// What a Register's signature covers: the whole message with the
+/// signature zero.
+pub fn register_signed_bytes(
+    job: &JobId,
+    verifier: &Proof,
+    welcome_key: &Proof,
+    size: u32,
+    program: &str,
+) -> Vec<u8> {
+    Msg::Register {
+        job: *job,
+        verifier: *verifier,
+        welcome_key: *welcome_key,
+        size,
+        program: program.to_string(),
+        proof: [0; 64],
+    }
+    .encode()
 }
 
 impl Welcome {
@@ -274,10 +295,16 @@ pub enum Msg {
     /// carries the job's events to the launcher.
     Register {
         job: JobId,
-        /// The key of the job's proofs (`auth::verifier` of the token).
+        /// The public key the job's Joins are checked with
+        /// (`auth::verifier` of the token).
         verifier: Proof,
+        /// The key of the Welcomes' proofs (`auth::welcome_key`).
+        welcome_key: Proof,
         size: u32,
         program: String,
+        /// The token's signature over the GRM's challenge and this
+        /// Register ([`register_signed_bytes`]).
+        proof: Signature,
     },
     /// GRM → launcher.
     Registered {
@@ -410,13 +437,17 @@ impl Msg {
             Msg::Register {
                 job,
                 verifier,
+                welcome_key,
                 size,
                 program,
+                proof,
             } => {
                 w.fixed(job);
                 w.fixed(verifier);
+                w.fixed(welcome_key);
                 w.u32(*size);
                 w.str(program);
+                w.fixed(proof);
             }
             Msg::Registered {
                 job_key,
@@ -512,8 +543,10 @@ impl Msg {
             1 => Msg::Register {
                 job: r.fixed("job")?,
                 verifier: r.fixed("verifier")?,
+                welcome_key: r.fixed("welcome_key")?,
                 size: r.u32("size")?,
                 program: r.str("program")?,
+                proof: r.fixed("proof")?,
             },
             2 => Msg::Registered {
                 job_key: r.u64("job_key")?,
@@ -852,8 +885,10 @@ pub fn examples() -> Vec<Msg> {
         Msg::Register {
             job: [1; 16],
             verifier: [2; 32],
+            welcome_key: [8; 32],
             size: 4,
             program: "ring".into(),
+            proof: [9; 64],
         },
         Msg::Registered {
             job_key: u64::MAX,
@@ -862,7 +897,7 @@ pub fn examples() -> Vec<Msg> {
         Msg::Join(Join {
             job: [3; 16],
             nonce: [4; 32],
-            proof: [5; 32],
+            proof: [5; 64],
             rank: Some(3),
             host: "h".into(),
             pid: 42,

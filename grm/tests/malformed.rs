@@ -153,7 +153,7 @@ fn malformed_frames_and_the_fuzz_corpus_are_refused_while_a_job_runs() {
                 let j = proto::Join {
                     job: [0; 16],
                     nonce: [0; 32],
-                    proof: [0; 32],
+                    proof: [0; 64],
                     rank: Some(r),
                     host: "h".into(),
                     pid: std::process::id(),

@@ -31,7 +31,7 @@ fn join_req(token: &str, rank: Option<u32>, host: &str, shm: Option<&str>) -> (S
     let j = Join {
         job: [0; 16],
         nonce: [0; 32],
-        proof: [0; 32],
+        proof: [0; 64],
         rank,
         host: host.to_string(),
         pid: std::process::id(),
@@ -166,7 +166,27 @@ fn admission_errors_are_clear() {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert!(refuse(join_req(&token, Some(0), "h", None)).contains("rank 0 has already joined"));
+    let mut twice = join_req(&token, Some(0), "h2", None);
+    twice.1.pid = 7;
+    let why = refuse(twice);
+    let says = format!(
+        "rank 0 joined twice, as pid {} on h and as pid 7 on h2: someone else holds this job's token",
+        std::process::id()
+    );
+    assert!(why.contains(&says), "{why}");
+    // That ended the job: the first joiner is told why.
+    let e = first.join().expect("thread").err().expect("job ended");
+    assert!(e.to_string().contains(&says), "{e}");
+    // A handler table unlike the first joiner's ends the job too.
+    let (_l2, token, _rx2) = launcher(&g, 2);
+    let first = {
+        let (a, (t, j)) = (addr.clone(), join_req(&token, Some(0), "h", None));
+        std::thread::spawn(move || Membership::join(&a, &t, j, Duration::from_secs(10), |_| {}))
+    };
+    while g.status().members < 1 {
+        assert!(Instant::now() < deadline + Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let mut odd = join_req(&token, Some(1), "h", None);
     odd.1.handlers = vec![(1, "pong".into())];
     odd.1.fingerprint = 43;
@@ -324,6 +344,91 @@ fn a_captured_and_replayed_join_cannot_join() {
     }
 }
 
+/// A launcher's Register, captured on the wire, is worthless on another
+/// connection (its signature covers the GRM's challenge), and what it
+/// carries — the job's id, its verifier and its welcome key — lets
+/// nobody join: a Join needs the token's signature.
+#[test]
+fn a_captured_register_neither_registers_again_nor_lets_its_reader_join() {
+    let g = grm(Duration::from_secs(10));
+    let token = fm_grm::client::new_token();
+    // The real launcher registers; its Register is captured.
+    let mut real = TcpStream::connect(g.addr()).expect("connect");
+    let Ok(Msg::Challenge { nonce }) = proto::read_msg(&mut real) else {
+        panic!("no challenge");
+    };
+    let captured = fm_grm::client::signed_register(&token, &nonce, 2, "test");
+    proto::write_msg(&mut real, &captured).expect("send");
+    assert!(matches!(
+        proto::read_msg(&mut real),
+        Ok(Msg::Registered { .. })
+    ));
+    let Msg::Register {
+        job,
+        verifier,
+        welcome_key,
+        ..
+    } = captured.clone()
+    else {
+        unreachable!()
+    };
+    // Replayed on another connection (as from another host): refused.
+    let mut replay = TcpStream::connect(g.addr()).expect("connect");
+    let _ = proto::read_msg(&mut replay).expect("challenge");
+    proto::write_msg(&mut replay, &captured).expect("send");
+    match proto::read_msg(&mut replay) {
+        Ok(Msg::Refused { reason }) => {
+            assert!(
+                reason.contains("does not prove the job's token"),
+                "{reason}"
+            )
+        }
+        other => panic!("a replayed Register was answered {other:?}"),
+    }
+    // Its reader tries to join rank 0 with what it read: the verifier as
+    // the key of the old keyed-hash proof, the verifier or the welcome key
+    // posing as the token, and the captured Register's own signature.
+    type Forge<'a> = Box<dyn Fn(&fm_grm::auth::Proof, &Join) -> fm_grm::auth::Signature + 'a>;
+    let tries: Vec<Forge> = vec![
+        Box::new(|n, j| {
+            let h = fm_grm::auth::prove(&verifier, "join", n, &j.signed_bytes());
+            let mut s = [0; 64];
+            s[..32].copy_from_slice(&h);
+            s
+        }),
+        Box::new(|n, j| fm_grm::auth::sign(&hex(&verifier), "join", n, &j.signed_bytes())),
+        Box::new(|n, j| fm_grm::auth::sign(&hex(&welcome_key), "join", n, &j.signed_bytes())),
+        Box::new(|_, _| match &captured {
+            Msg::Register { proof, .. } => *proof,
+            _ => unreachable!(),
+        }),
+    ];
+    for (i, forge) in tries.iter().enumerate() {
+        let mut c = TcpStream::connect(g.addr()).expect("connect");
+        let Ok(Msg::Challenge { nonce }) = proto::read_msg(&mut c) else {
+            panic!("no challenge");
+        };
+        let (_, mut j) = join_req(&token, Some(0), "h", None);
+        j.job = job;
+        j.nonce = fm_grm::auth::nonce();
+        j.proof = forge(&nonce, &j);
+        proto::write_msg(&mut c, &Msg::Join(j)).expect("send");
+        match proto::read_msg(&mut c) {
+            Ok(Msg::Refused { reason }) => assert!(
+                reason.contains("does not prove the job's token"),
+                "try {i}: {reason}"
+            ),
+            other => panic!("try {i}: an impostor's Join was answered {other:?}"),
+        }
+    }
+    assert_eq!(g.status().members, 0, "nobody joined");
+    assert_eq!(g.status().jobs, 1, "the real job stands");
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 /// A GRM that does not hold the job's verifier (an impostor at the
 /// address, or a man in the middle) cannot hand out a node map.
 #[test]
@@ -464,7 +569,7 @@ fn a_silent_grm_is_lost_after_its_heartbeat_timeout_and_a_quiet_one_is_not() {
             nodes: vec![],
             proof: [0; 32],
         };
-        let v = fm_grm::auth::verifier(&tk);
+        let v = fm_grm::auth::welcome_key(&tk);
         w.proof = fm_grm::auth::prove(&v, "welcome", &j.nonce, &w.signed_bytes());
         proto::write_msg(&mut c, &Msg::Welcome(w)).expect("send");
         std::thread::sleep(Duration::from_secs(6));
