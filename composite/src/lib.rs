@@ -24,6 +24,9 @@ use std::sync::Arc;
 /// table the compiler can inline through. Self and shmem, which every
 /// process has and which carry the hot paths, are fields of the composite
 /// reached without a `match`; the others sit in a list.
+// A process has a handful of members, and shmem's is the hot path: its
+// size costs nothing, a box would cost an indirection on every packet.
+#[allow(clippy::large_enum_variant)]
 pub enum Member {
     SelfLoop(SelfDevice),
     Shmem(ShmemDevice),
@@ -110,6 +113,9 @@ impl Device for Member {
     }
     fn failure(&self) -> Option<DeviceError> {
         each!(self, d => d.failure())
+    }
+    fn audit(&self) -> Option<DeviceError> {
+        each!(self, d => d.audit())
     }
     fn attach_doorbell(&mut self, bell: &Arc<Doorbell>) {
         each!(self, d => d.attach_doorbell(bell))
@@ -621,6 +627,11 @@ impl Device for Composite {
     fn failure(&self) -> Option<DeviceError> {
         (self.shmem.as_ref().and_then(|d| d.failure()))
             .or_else(|| self.others.iter().find_map(|m| m.failure()))
+    }
+
+    fn audit(&self) -> Option<DeviceError> {
+        (self.shmem.as_ref().and_then(|d| d.audit()))
+            .or_else(|| self.others.iter().find_map(|m| m.audit()))
     }
 
     fn has_arrivals(&self) -> bool {

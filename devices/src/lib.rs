@@ -255,6 +255,14 @@ pub trait Device {
         None
     }
 
+    /// Look for damage no packet shows, such as a queue's control word bent
+    /// by a stray write, which would only stall: called by a wait that has
+    /// found nothing for a second, and then about once a second. Some:
+    /// the device cannot go on (as [`Device::failure`]).
+    fn audit(&self) -> Option<DeviceError> {
+        self.failure()
+    }
+
     /// The process's doorbell, for devices that must ring it from outside
     /// the application's calls (a background thread).
     fn attach_doorbell(&mut self, bell: &std::sync::Arc<doorbell::Doorbell>) {

@@ -137,7 +137,7 @@ fn sender(m: &Model, me: u32, msgs: u32) -> u32 {
         }
         if m.inline_odd && seq % 2 == 1 {
             // Small packet: into the slot itself, tag stored last.
-            queue::publish_inline(m, |i| {
+            queue::publish_inline(m, queue::INLINE, |i, _| {
                 m.slot_data[i as usize].with_mut(|p| unsafe { *p = (me, seq) })
             });
             continue;
@@ -290,7 +290,7 @@ fn hold_while_receiving(copy_at_poll: bool) {
                     loom::thread::yield_now();
                 }
                 m.credits[0].fetch_sub(1, Ordering::Relaxed);
-                queue::publish_inline(&*m, |i| {
+                queue::publish_inline(&*m, queue::INLINE, |i, _| {
                     m.slot_data[i as usize].with_mut(|p| unsafe { *p = (0, seq) })
                 });
             }

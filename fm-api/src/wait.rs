@@ -35,6 +35,9 @@ pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
 /// where it is stuck. (Waits for credit report at 1 s with their own hint;
 /// waits for the application's messages never do.)
 const STALL_REPORT_AFTER: Duration = Duration::from_secs(2);
+/// How often a wait that finds nothing has the devices look for damage
+/// that would only stall it (`Device::audit`); a sleeping wait wakes for it.
+const AUDIT_EVERY: Duration = Duration::from_secs(1);
 
 static JOB_ENDED: AtomicBool = AtomicBool::new(false);
 static JOB_END_REASON: Mutex<String> = Mutex::new(String::new());
@@ -198,6 +201,8 @@ pub(crate) struct Waiter {
     what: &'static str,
     reports: bool,
     stalled_since: Option<Instant>,
+    /// When the devices are next audited, while the wait finds nothing.
+    next_audit: Option<Instant>,
 }
 
 impl Waiter {
@@ -214,6 +219,7 @@ impl Waiter {
             what,
             reports: false,
             stalled_since: None,
+            next_audit: None,
         }
     }
 
@@ -280,6 +286,9 @@ impl Waiter {
         }
         let since = *self.idle_since.get_or_insert_with(Instant::now);
         let idle = since.elapsed();
+        if idle >= AUDIT_EVERY {
+            self.audit(ep)?;
+        }
         if self.reports {
             let stalled = *self.stalled_since.get_or_insert(since);
             if stalled.elapsed() >= STALL_REPORT_AFTER {
@@ -301,8 +310,25 @@ impl Waiter {
         Ok(())
     }
 
+    /// About once a second of finding nothing: have the devices look for
+    /// damage that would only stall this wait.
+    #[cold]
+    fn audit(&mut self, ep: &Endpoint) -> Result<()> {
+        let now = Instant::now();
+        if self.next_audit.is_some_and(|at| now < at) {
+            return Ok(());
+        }
+        self.next_audit = Some(now + AUDIT_EVERY);
+        if let Some(e) = ep.dev.audit() {
+            abort_job(&format!("rank {}: {e}", ep.rank()));
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
     /// Arm the doorbell, look at every device (and the outbox) once more,
-    /// and sleep if nothing is there (until rung, or the time limit).
+    /// and sleep if nothing is there (until rung, the time limit, or the
+    /// next audit).
     fn sleep(&mut self, ep: &Endpoint) {
         let bell = ep.dev.doorbell();
         bell.arm();
@@ -313,10 +339,15 @@ impl Waiter {
             bell.disarm();
             return;
         }
-        let left = self
+        let now = Instant::now();
+        let to_deadline = self
             .deadline
-            .map(|(at, _, _)| at.saturating_duration_since(Instant::now()));
-        bell.sleep(left);
+            .map(|(at, _, _)| at.saturating_duration_since(now));
+        let to_audit = self
+            .next_audit
+            .unwrap_or(now + AUDIT_EVERY)
+            .saturating_duration_since(now);
+        bell.sleep(Some(to_deadline.map_or(to_audit, |d| d.min(to_audit))));
         // Look at the time limit at the next poll.
         self.since_check = 64;
     }

@@ -44,6 +44,10 @@ pub const SEGMENT_BUDGET: u64 = 32 << 20;
 pub const RECEIVER_FRAME_BYTES: std::ops::RangeInclusive<u64> = (256 << 10)..=(4 << 20);
 /// Fewest frames a queue's pool has by default.
 pub const MIN_POOL: u32 = 8;
+/// A queue position taken but not published for this long never will be
+/// (a sender publishes within microseconds of taking it; a process
+/// descheduled that long on a loaded host is the margin).
+pub const UNPUBLISHED_FOR: Duration = Duration::from_secs(5);
 
 /// Whether to use cross-memory attach for remote read/write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,6 +201,10 @@ pub struct ShmemDevice {
     my_smt: u32,
     /// Per destination rank: the queue to send into (None: not on this host).
     dest_queue: Vec<Option<QueueRef>>,
+    /// Per destination rank whose queue this rank alone sends into (the
+    /// exclusive case): the position its next packet must take. The
+    /// queue's tail word must hold it; one that does not was bent.
+    dest_next: Vec<u32>,
     /// Per destination rank: its doorbell, to ring after each packet, if it
     /// may sleep.
     dest_bell: Vec<Option<BellRef>>,
@@ -215,6 +223,12 @@ pub struct ShmemDevice {
     /// The destination whose queue last had no free frame for us.
     starved: std::cell::Cell<Option<Rank>>,
     heads: Vec<u32>,
+    /// Per queue of mine, the tag of the packet last received (what its
+    /// slot holds until a sender publishes the position one lap later).
+    last_taken: Vec<u64>,
+    /// Per queue of mine, positions taken but the next not published, as
+    /// the last [`Device::audit`] found them: (head, tail, since when).
+    unpublished: std::cell::RefCell<Vec<Option<(u32, u32, Instant)>>>,
     /// What showed the segment corrupted, once something did.
     corruption: Option<String>,
     /// Queue to poll first next time (round robin, so no sender starves).
@@ -296,6 +310,7 @@ impl ShmemDevice {
             rank: cfg.rank,
             my_smt,
             dest_queue: Vec::new(),
+            dest_next: Vec::new(),
             dest_bell: Vec::new(),
             bell,
             pid_of: Vec::new(),
@@ -305,6 +320,8 @@ impl ShmemDevice {
             queue_senders: Box::default(),
             starved: std::cell::Cell::new(None),
             heads: Vec::new(),
+            last_taken: Vec::new(),
+            unpublished: std::cell::RefCell::new(Vec::new()),
             corruption: None,
             next_queue: 0,
             local: Vec::new(),
@@ -378,6 +395,7 @@ impl ShmemDevice {
                 _ => None,
             })
             .collect();
+        self.dest_next = vec![0; self.dest_queue.len()];
         self.dest_bell = smt_of
             .iter()
             .map(|s| {
@@ -394,6 +412,9 @@ impl ShmemDevice {
         for &q in &used {
             self.my_queues.push(self.seg.queue(self.my_smt, q));
             self.heads.push(0);
+            let s = g.slots;
+            self.last_taken.push(queue::initial_slot_value(s - 1, s));
+            self.unpublished.get_mut().push(None);
         }
         // Credits bound the slots; the frames are a pool the senders share.
         self.window = (g.slots / g.senders_per_queue())
@@ -530,28 +551,42 @@ impl ShmemDevice {
             .then(|| self.pid_of[rank as usize])
     }
 
-    /// Check a polled frame; a frame that cannot be valid is dropped and counted.
+    /// Check the packet polled at queue position `pos` (frame `f`, or
+    /// inline); one that cannot be valid is dropped and counted.
     #[inline(always)]
-    fn accept(&mut self, i: usize, q: QueueRef, f: u32, slot: u32) -> Option<RawRecv> {
-        if f == queue::INLINE {
-            let sp = q.slot_ptr(slot);
+    fn accept(&mut self, i: usize, q: QueueRef, f: u32, pos: u32) -> Option<RawRecv> {
+        if queue::is_inline(f) {
+            let sp = q.slot_ptr(pos & (q.slots() - 1));
+            // The tag says length and source; the slot's header says them
+            // again, with the position and a CRC of the bytes.
+            let (len, src) = (f & 0xff, (f >> 8) & 0x7f_ffff);
+            if len as usize > INLINE_BYTES || !self.src_ok(src) {
+                self.corrupted(format!(
+                    "queue {i}: an inline packet claims {len} bytes from rank {src}"
+                ));
+                return None;
+            }
             // SAFETY: the slot was published (Acquire on its tag); its
             // position cannot come round again before we poll the next one
             // (credits bound the unpolled slots), so it is intact until the
             // copy below, which happens before anything else is polled.
-            let (len, src) = unsafe { Slot::read_header(sp) };
-            if len as usize > INLINE_BYTES || !self.src_ok(src) {
-                self.corrupted(format!(
-                    "an inline packet claims {len} bytes from rank {src}"
-                ));
-                return None;
-            }
+            let (len_position, check) = unsafe { Slot::read_header(sp) };
             // raw_receive polls only while an entry is free.
             let k = self.held_free.trailing_zeros() as usize;
-            self.held_free &= !(1 << k);
             let dst = &mut self.held[k];
             // SAFETY: as above.
             *dst = unsafe { Slot::read_inline(sp) };
+            if len_position != Slot::stamp(len, pos) || check != Slot::check(src, len_position, dst)
+            {
+                self.corrupted(format!(
+                    "queue {i}: the slot of position {pos} fails its check: its tag says {len} bytes from rank {src}, its header {} bytes for position {} (a word of it was bent)",
+                    len_position & 0xff,
+                    len_position >> 8
+                ));
+                return None;
+            }
+            self.held_free &= !(1 << k);
+            self.last_taken[i] = queue::slot_value(pos, f);
             self.stats.packets_received += 1;
             self.stats.bytes_received += len as u64;
             return Some(RawRecv {
@@ -563,20 +598,33 @@ impl ShmemDevice {
         }
         if f >= q.frames() {
             // A slot naming a frame that does not exist: nothing to release.
-            self.corrupted(format!("a queue slot names frame {f} of {}", q.frames()));
+            self.corrupted(format!(
+                "queue {i}: the slot of position {pos} names frame {f} of {}",
+                q.frames()
+            ));
             return None;
         }
         let frame = q.frame(f);
         // SAFETY: the published frame is ours to read until released.
-        let (len, src) = unsafe { FrameHeader::read(frame.cast()) };
+        let (len, src, stamp) = unsafe { FrameHeader::read(frame.cast()) };
         if len as usize > self.payload || !self.src_ok(src) {
             self.corrupted(format!(
-                "a frame claims {len} bytes (at most {}) from rank {src}",
+                "queue {i}: a frame claims {len} bytes (at most {}) from rank {src}",
                 self.payload
             ));
             queue::release(&q, f);
             return None;
         }
+        if stamp != pos || q.in_use(f).load(Ordering::Relaxed) == 0 {
+            // Another position's frame, or a free one: the slot's tag was
+            // bent. The frame is not ours to release.
+            self.corrupted(format!(
+                "queue {i}: the slot of position {pos} names frame {f}, which holds position {stamp}{} (its tag word was bent)",
+                if q.in_use(f).load(Ordering::Relaxed) == 0 { " and is free" } else { "" }
+            ));
+            return None;
+        }
+        self.last_taken[i] = queue::slot_value(pos, f);
         self.stats.packets_received += 1;
         self.stats.bytes_received += len as u64;
         Some(RawRecv {
@@ -600,6 +648,62 @@ impl ShmemDevice {
         self.corruption.get_or_insert(what);
     }
 
+    /// What [`Device::audit`] finds wrong with my queue `i` now, if anything.
+    ///
+    /// At the receiver's head h a queue of S slots holds: in slot h, a tag
+    /// of position h (published) or h − S (not yet); in slot h − 1, the
+    /// tag of the packet last received or one of position h − 1 + S; in its
+    /// tail word, h up to h + S (credits bound the positions taken). And a
+    /// position taken is published within microseconds: one taken but not
+    /// published for [`UNPUBLISHED_FOR`] was never going to be.
+    fn audit_queue(&self, i: usize, now: Instant) -> Option<String> {
+        let (q, h) = (&self.my_queues[i], self.heads[i]);
+        let s = q.slots();
+        let at = |p: u32| (q.slot(p & (s - 1)).load(Ordering::Acquire) >> 32) as u32;
+        let mut unpublished = self.unpublished.borrow_mut();
+        let tail = q.rq_tail().load(Ordering::Acquire);
+        if tail.wrapping_sub(h) > s {
+            return Some(format!(
+                "queue {i}: its tail word holds {tail} while the receiver is at position {h}, more than its {s} slots apart (the tail word was bent)"
+            ));
+        }
+        let head = at(h);
+        if head == h {
+            unpublished[i] = None;
+            return None; // published: the wait takes it next
+        }
+        if head != h.wrapping_sub(s) {
+            return Some(format!(
+                "queue {i}: the slot of position {h} holds a tag of position {head}, neither this lap's nor the last (its tag word was bent)"
+            ));
+        }
+        let last = q.slot(h.wrapping_sub(1) & (s - 1)).load(Ordering::Acquire);
+        let last_pos = (last >> 32) as u32;
+        if last != self.last_taken[i] && last_pos != h.wrapping_sub(1).wrapping_add(s) {
+            return Some(format!(
+                "queue {i}: position {} was published again after it was received (its tail word was moved back)",
+                h.wrapping_sub(1)
+            ));
+        }
+        if tail == h {
+            unpublished[i] = None;
+            return None;
+        }
+        match unpublished[i] {
+            Some((uh, ut, since)) if (uh, ut) == (h, tail) => {
+                (now.saturating_duration_since(since) >= UNPUBLISHED_FOR).then(|| format!(
+                    "queue {i}: positions {h} to {} were taken (its tail word holds {tail}) but {h} was not published in {} s (the tail word was moved on)",
+                    tail.wrapping_sub(1),
+                    UNPUBLISHED_FOR.as_secs()
+                ))
+            }
+            _ => {
+                unpublished[i] = Some((h, tail, now));
+                None
+            }
+        }
+    }
+
     fn src_ok(&self, src: Rank) -> bool {
         src != self.rank && self.local.get(src as usize).copied().unwrap_or(false)
     }
@@ -614,10 +718,57 @@ impl ShmemDevice {
         claimed_len: u32,
     ) -> Result<(), DeviceError> {
         let q = self.queue_to(dest)?;
-        queue::publish_inline(&q, |i| {
+        let tag = Slot::inline_tag(claimed_len, claimed_src);
+        let pos = queue::publish_inline(&q, tag, |i, pos| {
+            let stamp = Slot::stamp(claimed_len, pos);
             // SAFETY: as in raw_send.
-            unsafe { Slot::write_inline(q.slot_ptr(i), claimed_len, claimed_src, None) };
+            unsafe { Slot::write_inline(q.slot_ptr(i), stamp, 0, None) };
         });
+        self.sent_at(dest, &q, pos);
+        Ok(())
+    }
+
+    /// Test hook: a stray write into the queue this rank sends `dest`
+    /// through. XOR `xor` into its 32-bit word `word`: of the control block
+    /// (`slot_back` `None`), or of the slot of the position `slot_back`
+    /// before the next one a sender will take.
+    #[doc(hidden)]
+    pub fn debug_bend(
+        &mut self,
+        dest: Rank,
+        slot_back: Option<u32>,
+        word: u32,
+        xor: u32,
+    ) -> Result<(), DeviceError> {
+        let q = self.queue_to(dest)?;
+        let limit = match slot_back {
+            None => segment::QUEUE_CTL_BYTES,
+            Some(_) => segment::SLOT_BYTES,
+        };
+        if word as usize * 4 >= limit {
+            return Err(DeviceError::Config {
+                device: "shmem",
+                reason: format!("word {word} is beyond {limit} bytes"),
+            });
+        }
+        let base: *mut u8 = match slot_back {
+            None => q
+                .slot_ptr(0)
+                .cast::<u8>()
+                .wrapping_sub(segment::QUEUE_CTL_BYTES),
+            Some(back) => {
+                let pos = q.rq_tail().load(Ordering::Acquire).wrapping_sub(back);
+                q.slot_ptr(pos & (q.slots() - 1)).cast()
+            }
+        };
+        // SAFETY: an aligned word inside the queue's mapped control block or
+        // slot (checked above), accessed atomically as the queue's words are.
+        let w = unsafe {
+            &*base
+                .add(word as usize * 4)
+                .cast::<std::sync::atomic::AtomicU32>()
+        };
+        w.fetch_xor(xor, Ordering::AcqRel);
         Ok(())
     }
 
@@ -650,8 +801,27 @@ impl ShmemDevice {
         })?;
         // SAFETY: we own frame f until published.
         unsafe { FrameHeader::write(q.frame(f).cast(), claimed_len, claimed_src) };
-        queue::publish(&q, f);
+        let pos = queue::publish(&q, f);
+        self.sent_at(dest, &q, pos);
         Ok(())
+    }
+
+    /// A packet to `dest` went out at queue position `pos`: where this
+    /// rank alone sends into the queue, it is the position the last one
+    /// left, or the tail word was bent (and the packet is lost: the
+    /// receiver never reaches it, or passed it already).
+    #[inline(always)]
+    fn sent_at(&mut self, dest: Rank, q: &QueueRef, pos: u32) {
+        if !q.exclusive() {
+            return;
+        }
+        let next = &mut self.dest_next[dest as usize];
+        let want = std::mem::replace(next, pos.wrapping_add(1));
+        if pos != want {
+            self.corrupted(format!(
+                "the tail word of the queue to rank {dest} held {pos}, but this rank, its only sender, left it at {want} (it was bent)"
+            ));
+        }
     }
 
     #[inline(always)]
@@ -812,10 +982,14 @@ impl Device for ShmemDevice {
             SendToken::Stage(k) => {
                 let len = len.min(INLINE_BYTES);
                 let (stage, rank) = (&self.stage[k], self.rank);
-                queue::publish_inline(&q, |i| {
+                let tag = Slot::inline_tag(len as u32, rank);
+                let pos = queue::publish_inline(&q, tag, |i, pos| {
+                    let stamp = Slot::stamp(len as u32, pos);
+                    let check = Slot::check(rank, stamp, stage);
                     // SAFETY: the queue position is ours until its tag is stored.
-                    unsafe { Slot::write_inline(q.slot_ptr(i), len as u32, rank, Some(stage)) };
+                    unsafe { Slot::write_inline(q.slot_ptr(i), stamp, check, Some(stage)) };
                 });
+                self.sent_at(buf.dest, &q, pos);
                 self.stage_free |= 1 << k;
                 self.stats.packets_sent += 1;
                 self.stats.bytes_sent += len as u64;
@@ -827,7 +1001,8 @@ impl Device for ShmemDevice {
         let len = len.min(self.payload) as u32;
         // SAFETY: we own frame f (acquired in raw_send_buffer).
         unsafe { FrameHeader::write(q.frame(f).cast(), len, self.rank) };
-        queue::publish(&q, f);
+        let pos = queue::publish(&q, f);
+        self.sent_at(buf.dest, &q, pos);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += len as u64;
         self.ring(buf.dest);
@@ -862,8 +1037,8 @@ impl Device for ShmemDevice {
             let q = self.my_queues[i];
             // Malformed frames are dropped and the same queue polled again.
             while let Some(f) = queue::poll(&q, &mut self.heads[i]) {
-                let slot = self.heads[i].wrapping_sub(1) & (q.slots() - 1);
-                if let Some(r) = self.accept(i, q, f, slot) {
+                let pos = self.heads[i].wrapping_sub(1);
+                if let Some(r) = self.accept(i, q, f, pos) {
                     if nq > 1 {
                         self.next_queue = i + 1;
                     }
@@ -877,6 +1052,19 @@ impl Device for ShmemDevice {
     fn has_arrivals(&self) -> bool {
         (self.my_queues.iter().zip(&self.heads)).any(|(q, &h)| queue::published(q, h))
             || self.frame_freed()
+    }
+
+    fn audit(&self) -> Option<DeviceError> {
+        if let Some(e) = self.failure() {
+            return Some(e);
+        }
+        let now = Instant::now();
+        let what = (0..self.my_queues.len()).find_map(|i| self.audit_queue(i, now))?;
+        tracing::error!("shmem: {what}");
+        Some(DeviceError::BadSegment {
+            path: self.seg.path.clone(),
+            reason: format!("corrupted: {what}; packets are lost, so the job cannot go on"),
+        })
     }
 
     fn failure(&self) -> Option<DeviceError> {

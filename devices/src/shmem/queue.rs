@@ -101,6 +101,12 @@ pub trait QueueMemory {
     fn slot(&self, i: u32) -> &Self::A64;
     /// In-use flag of frame `i`, `i < frames()`.
     fn in_use(&self, frame: u32) -> &Self::A32;
+    /// Record in frame `frame` the position it is being published at (so a
+    /// receiver can tell it from a frame a stray write named); nothing
+    /// where frames have no header (the model).
+    fn stamp_frame(&self, frame: u32, position: u32) {
+        let _ = (frame, position);
+    }
     /// A sequentially consistent fence (loom's, under the model).
     fn fence(&self) {
         std::sync::atomic::fence(Ordering::SeqCst);
@@ -119,8 +125,19 @@ fn holds_position(v: u64, pos: u32) -> bool {
     (v >> 32) as u32 == pos
 }
 
-/// The frame index that says "the packet is in the slot itself".
+/// A tag's low word with this bit set says "the packet is in the slot
+/// itself" (frame indices are far below it); the device puts the packet's
+/// length and source in the rest, to check the slot's own copy against.
+pub const INLINE_FLAG: u32 = 1 << 31;
+
+/// An inline tag that says nothing more (the model; received tokens).
 pub const INLINE: u32 = u32::MAX - 1;
+
+/// Whether a tag's low word says the packet is in the slot itself.
+#[inline(always)]
+pub fn is_inline(f: u32) -> bool {
+    f & INLINE_FLAG != 0
+}
 
 /// The value a fresh slot `i` starts with: a position one lap back, no frame.
 pub fn initial_slot_value(i: u32, slots: u32) -> u64 {
@@ -172,9 +189,10 @@ pub fn acquire_frame<Q: QueueMemory>(q: &Q) -> Option<u32> {
     None
 }
 
-/// Steps 4–5: put a filled frame on the receive queue.
+/// Steps 4–5: put a filled frame on the receive queue, at the position
+/// returned.
 #[inline]
-pub fn publish<Q: QueueMemory>(q: &Q, frame: u32) {
+pub fn publish<Q: QueueMemory>(q: &Q, frame: u32) -> u32 {
     let pos = if q.exclusive() {
         let t = q.rq_tail().load(Relaxed);
         q.rq_tail().store(t.wrapping_add(1), Relaxed);
@@ -188,16 +206,19 @@ pub fn publish<Q: QueueMemory>(q: &Q, frame: u32) {
         // modification order and the message is lost (found by loom).
         q.rq_tail().fetch_add(1, AcqRel)
     };
+    q.stamp_frame(frame, pos);
     q.slot(pos & (q.slots() - 1))
         .store(slot_value(pos, frame), Release);
+    pos
 }
 
 /// Steps 4–5 for a packet carried in the slot itself (an extension of the
 /// paper's queue for small packets: no frame is taken, and the receiver
-/// reads one cache line). `fill` writes the slot's inline area, then the tag
-/// is stored last, as for a frame index.
+/// reads one cache line). `fill(index, position)` writes the slot's inline
+/// area, then the tag is stored last, as for a frame index, with `marker`
+/// (which has [`INLINE_FLAG`]) for the frame.
 #[inline]
-pub fn publish_inline<Q: QueueMemory>(q: &Q, fill: impl FnOnce(u32)) {
+pub fn publish_inline<Q: QueueMemory>(q: &Q, marker: u32, fill: impl FnOnce(u32, u32)) -> u32 {
     let pos = if q.exclusive() {
         let t = q.rq_tail().load(Relaxed);
         q.rq_tail().store(t.wrapping_add(1), Relaxed);
@@ -207,8 +228,10 @@ pub fn publish_inline<Q: QueueMemory>(q: &Q, fill: impl FnOnce(u32)) {
         q.rq_tail().fetch_add(1, AcqRel)
     };
     let i = pos & (q.slots() - 1);
-    fill(i);
-    q.slot(i).store(slot_value(pos, INLINE), Release);
+    fill(i, pos);
+    debug_assert!(is_inline(marker));
+    q.slot(i).store(slot_value(pos, marker), Release);
+    pos
 }
 
 /// Give a frame back without publishing it.

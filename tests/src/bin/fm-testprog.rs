@@ -51,6 +51,13 @@
 //! fm-testprog frames IFACE COUNT
 //!     broadcasts COUNT foreign frames of fm's EtherType on IFACE: another
 //!     job's headers, truncated headers, random bytes.
+//! fm-testprog bend control WORD XOR | bend slot BACK WORD XOR
+//!     a stray write into the segment: after a barrier, rank 0 XORs XOR
+//!     into 32-bit word WORD of the control block of the queue it sends
+//!     rank 1 through (and then sends), or sends 3 messages that rank 1,
+//!     asleep, has not taken and bends word WORD of the slot BACK positions
+//!     before the queue's tail; then 64 messages of 8 B to 20 KB, which
+//!     rank 1 checks. "rank 1: bend ok" when every message arrived intact.
 //! fm-testprog replay-stop IFACE RATE PORT...
 //!     an attacker on the path (needs CAP_NET_RAW): captures the first
 //!     reliable-layer STOP that IFACE carries to one of the UDP PORTs and
@@ -90,6 +97,7 @@ fn main() -> ExitCode {
         Some("tcp-source") => tcp_source(args.get(2).cloned().unwrap_or_default(), arg(3)),
         Some("frames") => frames(args.get(2).cloned().unwrap_or_default(), arg(3)),
         Some("replay-stop") => replay_stop(&args[2.min(args.len())..]),
+        Some("bend") => bend(&args[2.min(args.len())..]),
         Some("threads") => threads(arg(2)),
         Some("claim") => claim(),
         Some("claim-remote") => claim_remote(),
@@ -703,7 +711,7 @@ fn corrupt() -> Res {
     fm.barrier().map_err(err)?;
     if fm.rank() == 0 {
         let shm = fm.composite_mut().shmem_mut().ok_or("no shmem device")?;
-        shm.debug_publish_inline(1, 0, 9999)
+        shm.debug_publish_inline(1, 0, 200)
             .map_err(|e| e.to_string())?;
     }
     loop {
@@ -1061,4 +1069,75 @@ fn is_stop(f: &[u8], ports: &[u16]) -> bool {
         && f[fm_at..fm_at + 2] == *b"Fm"
         && f[fm_at + 2] == VERSION
         && f[fm_at + 3] == Kind::Stop as u8
+}
+
+/// See `bend` in the module's help: a stray write into the queue rank 0
+/// sends rank 1 through, then a stream rank 1 checks.
+fn bend(args: &[String]) -> Res {
+    let num = |s: &String| -> Result<u32, String> {
+        let v = s.trim_start_matches("0x");
+        u32::from_str_radix(v, if s.starts_with("0x") { 16 } else { 10 })
+            .map_err(|_| format!("bad number {s}"))
+    };
+    let (back, word, xor) = match args {
+        [w, word, xor] if w == "control" => (None, num(word)?, num(xor)?),
+        [w, back, word, xor] if w == "slot" => (Some(num(back)?), num(word)?, num(xor)?),
+        _ => return Err("usage: bend control WORD XOR | bend slot BACK WORD XOR".into()),
+    };
+    const SIZES: [usize; 4] = [8, 40, 1000, 20_000];
+    const MESSAGES: u64 = 64;
+    let got = Arc::new(Mutex::new((0u64, Vec::<String>::new())));
+    let g2 = got.clone();
+    let mut fm = Fm::builder()
+        .handler(DATA, "data", move |m| {
+            let body = m.receive_vec()?;
+            let mut g = g2.lock().unwrap();
+            let n = g.0;
+            let mut want = vec![0u8; SIZES[n as usize % SIZES.len()]];
+            fill(&mut want, 0, 1, n);
+            if body != want {
+                g.1.push(format!("message {n}: {} bytes, not as sent", body.len()));
+            }
+            g.0 += 1;
+            Ok(())
+        })
+        .from_env()
+        .map_err(err)?
+        .build()
+        .map_err(err)?;
+    fm.barrier().map_err(err)?;
+    let send = |fm: &mut Fm, i: u64| {
+        let mut body = vec![0u8; SIZES[i as usize % SIZES.len()]];
+        fill(&mut body, 0, 1, i);
+        fm.send(1, DATA, &body).map_err(err)
+    };
+    match fm.rank() {
+        0 => {
+            let first = if back.is_some() { 3 } else { 0 };
+            for i in 0..first {
+                send(&mut fm, i)?;
+            }
+            let shm = fm.composite_mut().shmem_mut().ok_or("no shmem device")?;
+            shm.debug_bend(1, back, word, xor)
+                .map_err(|e| e.to_string())?;
+            for i in first..MESSAGES {
+                send(&mut fm, i)?;
+            }
+        }
+        1 => {
+            // Asleep while rank 0 sends its first messages and bends.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            while got.lock().unwrap().0 < MESSAGES {
+                fm.extract_wait(usize::MAX).map_err(err)?;
+            }
+            let g = got.lock().unwrap();
+            if let Some(first) = g.1.first() {
+                return Err(format!("{} bad messages, first: {first}", g.1.len()));
+            }
+        }
+        _ => {}
+    }
+    fm.barrier().map_err(err)?;
+    eprintln!("rank {}: bend ok", fm.rank());
+    Ok(())
 }
