@@ -691,6 +691,7 @@ impl Device for Composite {
             s.bytes_sent += t.bytes_sent;
             s.bytes_received += t.bytes_received;
             s.dropped_malformed += t.dropped_malformed;
+            s.dropped_invalid += t.dropped_invalid;
             s.no_buffer += t.no_buffer;
         }
         s

@@ -324,21 +324,27 @@ pub struct DeviceStats {
     pub packets_received: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
-    /// Packets dropped because they could not be valid (bad length, bad index, bad source).
+    /// Packets dropped because they could not be valid (bad length, bad
+    /// index, bad source, bad checksum).
     pub dropped_malformed: u64,
+    /// Well-formed packets refused: another job's, an earlier process's,
+    /// meant for another rank, without the job's MAC, from the wrong
+    /// address (the reliable layer's counters say which).
+    pub dropped_invalid: u64,
     /// `raw_send_buffer` found no free slot.
     pub no_buffer: u64,
 }
 
 impl DeviceStats {
     /// Every counter by name.
-    pub fn fields(&self) -> [(&'static str, u64); 6] {
+    pub fn fields(&self) -> [(&'static str, u64); 7] {
         [
             ("packets_sent", self.packets_sent),
             ("packets_received", self.packets_received),
             ("bytes_sent", self.bytes_sent),
             ("bytes_received", self.bytes_received),
             ("dropped_malformed", self.dropped_malformed),
+            ("dropped_invalid", self.dropped_invalid),
             ("no_buffer", self.no_buffer),
         ]
     }

@@ -268,6 +268,9 @@ fn packets_of_another_job_or_epoch_are_dropped_and_counted() {
         (1, 1),
         "{st:?}"
     );
+    // The device's own counters: refused, not malformed.
+    let ds = d0.stats();
+    assert_eq!((ds.dropped_malformed, ds.dropped_invalid), (0, 2), "{ds:?}");
 }
 
 /// The packet-header fuzzer's corpus, fed to a live device as datagrams:

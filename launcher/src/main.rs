@@ -915,6 +915,9 @@ struct Job {
     size: u32,
     /// First failure: its message and the exit status it gives the job.
     failure: Option<(String, u8)>,
+    /// The first failure was a rank's own exit, and the resource manager
+    /// has not said what it found yet (a rank that sent no heartbeat).
+    verdict_owed: bool,
     stopping: Option<Instant>,
     killed: bool,
     started: Instant,
@@ -936,6 +939,7 @@ impl Job {
             out,
             size,
             failure: None,
+            verdict_owed: false,
             stopping: None,
             killed: false,
             started: Instant::now(),
@@ -992,16 +996,37 @@ impl Job {
             }
         }
         if let Some((i, s)) = blame {
-            self.blame(i, s);
+            self.blame(i, s, None);
         }
     }
 
-    fn blame(&mut self, i: usize, s: ExitStatus) {
+    /// Rank process `i` ended with `s` (and the resource manager said
+    /// `verdict` of it, when it had): the job's first failure.
+    fn blame(&mut self, i: usize, s: ExitStatus, verdict: Option<String>) {
         if self.stopping.is_none() {
             let p = &self.procs[i];
             let (what, code) = describe_status(s);
             let pid = p.rank_pid.unwrap_or(p.child.id());
-            self.fail(format!("{} (pid {pid}) {what}", p.label), code);
+            let line = format!("{} (pid {pid}) {what}", p.label);
+            // A rank that ends itself (it lost the resource manager: a cut
+            // link) says why in its own output; what the resource manager
+            // found (no heartbeat) belongs on fmrun's line too, now or
+            // when it comes.
+            let line = match verdict {
+                Some(v) if adds_to_exit(&v) => format!("{line}; the resource manager: {v}"),
+                Some(_) => line,
+                None => {
+                    // Its own last words: a rank that lost the resource
+                    // manager says so.
+                    self.verdict_owed = true;
+                    let wait = Duration::from_millis(200);
+                    match (self.per_rank).then(|| self.out.last_line(i as u32, wait)) {
+                        Some(Some(last)) => format!("{line}; its last line: {last}"),
+                        _ => line,
+                    }
+                }
+            };
+            self.fail(line, code);
         }
     }
 
@@ -1036,6 +1061,7 @@ impl Job {
                 }
             }
             Event::PeerDied { rank, .. } if self.stopping.is_none() => {
+                let verdict = Some(e.describe()).filter(|v| adds_to_exit(v));
                 // The process's own exit status says more than the GRM can:
                 // give it a moment to be reaped. (srun, which carries every
                 // rank, prints which task failed first itself.)
@@ -1043,15 +1069,20 @@ impl Job {
                 let r = rank as usize;
                 while self.per_rank && r < self.procs.len() && Instant::now() < until {
                     if let Some(s) = self.procs[r].status {
-                        return self.blame(r, s);
+                        return self.blame(r, s, verdict);
                     }
                     if let Ok(Some(s)) = self.procs[r].child.try_wait() {
                         self.procs[r].status = Some(s);
-                        return self.blame(r, s);
+                        return self.blame(r, s, verdict);
                     }
                     std::thread::sleep(Duration::from_millis(2));
                 }
                 self.fail(e.describe(), 1);
+            }
+            Event::PeerDied { ref reason, .. } if self.verdict_owed && adds_to_exit(reason) => {
+                self.verdict_owed = false;
+                self.out.flush();
+                eprintln!("fmrun: the resource manager: {}", e.describe());
             }
             Event::Ended(reason) if reason != "completed" && self.stopping.is_none() => {
                 self.fail(format!("the job ended: {reason}"), 1);
@@ -1114,11 +1145,11 @@ impl Job {
                 self.last_progress = Some(now);
                 self.progress_shown = true;
                 let line = format!(
-                    "fmrun: starting {} processes: {}/{} joined ({:.1} s)",
+                    "fmrun: starting {} processes: {}/{} joined ({})",
                     self.size,
                     self.joined,
                     self.size,
-                    elapsed.as_secs_f64()
+                    output::took(elapsed)
                 );
                 if tty {
                     eprint!("\r{line}");
@@ -1132,9 +1163,9 @@ impl Job {
                 eprintln!();
             }
             eprintln!(
-                "fmrun: all {} processes joined in {:.1} s",
+                "fmrun: all {} processes joined in {}",
                 self.size,
-                elapsed.as_secs_f64()
+                output::took(elapsed)
             );
         }
     }
@@ -1155,6 +1186,12 @@ impl Job {
         }
         self.failure.map_or(0, |(_, c)| c)
     }
+}
+
+/// Whether the resource manager's verdict on a rank whose exit fmrun saw
+/// says more than the exit: not when it only saw the connection close.
+fn adds_to_exit(verdict: &str) -> bool {
+    !verdict.contains("closed its connection to the GRM")
 }
 
 /// "exited with status 3" / "was killed by signal 9 (SIGKILL)", and the

@@ -21,6 +21,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// A time fmrun reports: milliseconds under a second (a fast start said
+/// "joined in 0.0 s"), else tenths of seconds.
+pub fn took(d: Duration) -> String {
+    match d < Duration::from_secs(1) {
+        true => format!("{} ms", d.as_millis()),
+        false => format!("{:.1} s", d.as_secs_f64()),
+    }
+}
+
 #[derive(Clone)]
 enum Prefix {
     /// The lines of this rank: `[rank] ` before each (or nothing).
@@ -98,7 +107,12 @@ struct Stream {
     partial: Vec<u8>,
     /// `--timestamp-output`: lines begin with the time since this.
     since: Option<Instant>,
+    /// A stderr stream: where each rank's last line is kept.
+    last_lines: Option<LastLines>,
 }
+
+/// Each rank's last line on stderr, for fmrun's report of its failure.
+type LastLines = Arc<std::sync::Mutex<HashMap<u32, String>>>;
 
 impl Stream {
     /// Forward the complete lines read so far (all of it, with a newline
@@ -113,6 +127,14 @@ impl Stream {
         };
         let dst = if self.to_stderr { err } else { out };
         for line in self.partial[..=end].split_inclusive(|&b| b == b'\n') {
+            if let (Some(last), (Some(r), own)) = (&self.last_lines, self.prefix.split(line)) {
+                let own = String::from_utf8_lossy(own).trim_end().to_string();
+                if !own.is_empty() {
+                    last.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(r, own);
+                }
+            }
             if let (Some(files), (Some(r), own)) = (self.files.as_mut(), self.prefix.split(line)) {
                 if let Some(f) = files.file(r) {
                     let _ = f.write_all(own);
@@ -143,6 +165,7 @@ pub struct Forwarder {
     thread: Option<JoinHandle<()>>,
     /// Streams still open.
     open: Arc<AtomicUsize>,
+    last_lines: LastLines,
 }
 
 impl Forwarder {
@@ -174,6 +197,22 @@ impl Forwarder {
             stop,
             thread,
             open,
+            last_lines: LastLines::default(),
+        }
+    }
+
+    /// Rank `rank`'s last line on stderr, waiting up to `wait` for one (a
+    /// rank that just exited may not have been read to its end yet).
+    pub fn last_line(&self, rank: u32, wait: Duration) -> Option<String> {
+        let until = Instant::now() + wait;
+        loop {
+            let l = (self.last_lines.lock().unwrap_or_else(|p| p.into_inner()))
+                .get(&rank)
+                .cloned();
+            if l.is_some() || Instant::now() >= until {
+                return l;
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 
@@ -225,6 +264,7 @@ impl Forwarder {
             files,
             partial: Vec::new(),
             since: self.since,
+            last_lines: to_stderr.then(|| self.last_lines.clone()),
         };
         if self.streams.send(stream).is_err() {
             self.open.fetch_sub(1, Ordering::SeqCst);
@@ -327,5 +367,22 @@ fn forward(new: Receiver<Stream>, wake: &OwnedFd, open: &AtomicUsize, stop: &Ato
             !ended[i - 1]
         });
         open.fetch_sub(ended.iter().filter(|&&e| e).count(), Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::took;
+    use std::time::Duration;
+
+    /// A start of a few milliseconds (1,024 ranks on a fast host) is not
+    /// "0.0 s".
+    #[test]
+    fn times_under_a_second_are_in_milliseconds() {
+        assert_eq!(took(Duration::from_millis(38)), "38 ms");
+        assert_eq!(took(Duration::from_micros(400)), "0 ms");
+        assert_eq!(took(Duration::from_millis(999)), "999 ms");
+        assert_eq!(took(Duration::from_millis(1000)), "1.0 s");
+        assert_eq!(took(Duration::from_millis(12_345)), "12.3 s");
     }
 }

@@ -302,3 +302,58 @@ fn bench_a_stream_under_1000_replayed_stops_a_second() {
     ratios.sort_by(f64::total_cmp);
     println!("median: {:+.1} %", (ratios[ratios.len() / 2] - 1.0) * 100.0);
 }
+
+/// A host cut off from the others and from fmrun's GRM: fmrun's own lines
+/// say what was found (the rank sent no heartbeat, or heard nothing from
+/// the GRM), not only the exit status of the rank that ended itself.
+#[test]
+fn a_cut_off_host_is_named_on_fmruns_own_line() {
+    use std::io::{BufRead, BufReader, Read};
+    let _one = exclusive();
+    let Some(c) = Cluster::new("a_cut_off_host_is_named_on_fmruns_own_line", 2) else {
+        return;
+    };
+    let dir = TempDir::for_segments("ns-cut");
+    let mut job = c
+        .fmrun(
+            TESTPROG,
+            &dir,
+            &c.hosts_spec(1),
+            NET_ETHERNET,
+            Path::new(TESTPROG),
+            &["serve"],
+        )
+        .env("FM_HEARTBEAT_TIMEOUT", "3s")
+        .spawn()
+        .expect("fmrun");
+    let mut lines = BufReader::new(job.stdout.take().expect("piped")).lines();
+    let ready = (lines.by_ref())
+        .map_while(Result::ok)
+        .filter(|l| l.contains(" ready"))
+        .take(2)
+        .count();
+    assert_eq!(ready, 2, "both ranks serve");
+    let cut = &c.hosts[1].root_if;
+    let link = |state: &str| {
+        std::process::Command::new("ip")
+            .args(["link", "set", cut, state])
+            .status()
+            .expect("ip")
+    };
+    assert!(link("down").success());
+    let mut err = String::new();
+    let _ = job.stderr.take().expect("piped").read_to_string(&mut err);
+    let status = job.wait().expect("fmrun");
+    link("up");
+    assert!(!status.success(), "{err}");
+    let own: Vec<&str> = err.lines().filter(|l| l.starts_with("fmrun:")).collect();
+    // The resource manager's verdict, or the cut rank's own (it heard
+    // nothing from the GRM), whichever came first.
+    assert!(
+        own.iter()
+            .any(|l| l.contains("sent no heartbeat for 3 s")
+                || l.contains("heard nothing from the GRM")),
+        "fmrun's own lines: {own:#?}\n{err}"
+    );
+    assert!(dir.segments().is_empty(), "{:?}", dir.segments());
+}

@@ -157,11 +157,15 @@ impl Protocol {
         (self.sessions.get(dest as usize)).is_some_and(|s| s.epoch.is_some())
     }
 
-    /// Packets dropped for any reason that makes them invalid (malformed,
-    /// bad checksum, another job, a stale epoch, misdirected) count as malformed.
+    /// The device's counters: datagrams that could not be valid (malformed,
+    /// a bad checksum) as malformed, well-formed ones refused (another
+    /// job's, a stale epoch, misdirected, unauthenticated, from the wrong
+    /// address) as invalid.
     pub fn stats(&self) -> DeviceStats {
         let mut s = self.stats.clone();
-        s.dropped_malformed = self.rstats.invalid_drops();
+        let r = &self.rstats;
+        s.dropped_malformed = r.dropped_malformed + r.dropped_checksum;
+        s.dropped_invalid = r.invalid_drops() - s.dropped_malformed;
         s
     }
 
