@@ -75,6 +75,17 @@ pub enum ErrorKind {
 
     #[error("rank {src} aborted the message being received (its sender gave it up part way)")]
     Aborted { src: Rank },
+
+    /// The sender began a new message before this one's bytes were all
+    /// sent (it broke the protocol): what arrived is all there is.
+    #[error(
+        "rank {src}'s message of {len} bytes was cut short by its sender after {received} bytes"
+    )]
+    CutShort {
+        src: Rank,
+        len: usize,
+        received: usize,
+    },
 }
 
 impl FmError {

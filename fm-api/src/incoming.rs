@@ -44,6 +44,10 @@ pub struct Incoming<'a> {
     stash_owes_credit: bool,
     /// The sender gave this message up part way (reported once).
     aborted: bool,
+    /// The sender began another message before this one was complete:
+    /// the bytes that had arrived (reported once, as an error, so that
+    /// what a handler reads and the byte counters agree with what came).
+    cut_short: Option<usize>,
 }
 
 impl<'a> Incoming<'a> {
@@ -66,6 +70,7 @@ impl<'a> Incoming<'a> {
             owned: Vec::new(),
             stash_owes_credit: false,
             aborted: false,
+            cut_short: None,
             ep,
         }
     }
@@ -209,6 +214,10 @@ impl<'a> Incoming<'a> {
                 if std::mem::take(&mut self.aborted) {
                     return Err(ErrorKind::Aborted { src: self.src }.into());
                 }
+                if let Some(received) = self.cut_short.take() {
+                    let (src, len) = (self.src, self.len);
+                    return Err(ErrorKind::CutShort { src, len, received }.into());
+                }
                 break;
             }
             got += self.copy_out(Some(&mut buf[got..want]), want - got)?;
@@ -310,6 +319,7 @@ impl<'a> Incoming<'a> {
                     );
                     self.ep.stats.dropped_malformed += 1;
                     self.ep.unread(p);
+                    self.cut_short = Some(self.arrived);
                     self.done = self.len;
                     self.arrived = self.len;
                     return Ok(false);

@@ -237,6 +237,15 @@ fn a_single_copy_length_claim_is_not_an_allocation() {
     run_in_1_gib("claim-remote", &[("FM_CREDITS", "1")]);
 }
 
+/// A message whose sender began another before sending all it claimed
+/// (a forged first packet of 100 bytes claiming 1,000): the handler reading
+/// it gets an error saying so, not 100 bytes as if whole; the next message
+/// arrives intact; the byte counter is what arrived (fm-testprog checks).
+#[test]
+fn a_message_cut_short_is_an_error_and_counted_as_it_came() {
+    run(2, Duration::from_secs(60), &[], &["cutshort"]);
+}
+
 /// Rank 2 is on another host and the job has no network: the NULL transport
 /// answers a send with a no-route error naming the rank and its host.
 #[test]

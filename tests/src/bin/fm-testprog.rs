@@ -58,6 +58,11 @@
 //!     asleep, has not taken and bends word WORD of the slot BACK positions
 //!     before the queue's tail; then 64 messages of 8 B to 20 KB, which
 //!     rank 1 checks. "rank 1: bend ok" when every message arrived intact.
+//! fm-testprog cutshort
+//!     rank 0 sends rank 1, past fm, the first 100 bytes of a message that
+//!     claims 1,000, then a real message: rank 1's handler must be told the
+//!     first was cut short (not handed 100 bytes as if whole), the second
+//!     must arrive intact, and its byte counter must be what arrived.
 //! fm-testprog replay-stop IFACE RATE PORT...
 //!     an attacker on the path (needs CAP_NET_RAW): captures the first
 //!     reliable-layer STOP that IFACE carries to one of the UDP PORTs and
@@ -98,6 +103,7 @@ fn main() -> ExitCode {
         Some("frames") => frames(args.get(2).cloned().unwrap_or_default(), arg(3)),
         Some("replay-stop") => replay_stop(&args[2.min(args.len())..]),
         Some("bend") => bend(&args[2.min(args.len())..]),
+        Some("cutshort") => cut_short(),
         Some("threads") => threads(arg(2)),
         Some("claim") => claim(),
         Some("claim-remote") => claim_remote(),
@@ -432,15 +438,15 @@ fn threads(per_thread: u64) -> Res {
     Ok(())
 }
 
-/// Send rank 1, past fm, the first packet of a message claiming 4 GiB − 1
+/// Send rank 1, past fm, the first packet of a message claiming `len`
 /// bytes: a header of `kind`, then `payload`.
-fn forge_first_packet(fm: &mut Fm, kind: fm::wire::Kind, payload: &[u8]) -> Res {
+fn forge_first_packet(fm: &mut Fm, kind: fm::wire::Kind, len: u32, payload: &[u8]) -> Res {
     let forged = fm::wire::Header {
         kind,
         flags: fm::wire::FIRST,
         handler: DATA,
         credits: 0,
-        msg_len: u32::MAX,
+        msg_len: len,
     };
     let mut p = vec![0u8; fm::wire::HEADER + payload.len()];
     forged.encode(&mut p);
@@ -461,7 +467,7 @@ fn claim() -> Res {
         .build()
         .map_err(err)?;
     if fm.rank() == 0 {
-        forge_first_packet(&mut fm, fm::wire::Kind::Data, &[0; 100])?;
+        forge_first_packet(&mut fm, fm::wire::Kind::Data, u32::MAX, &[0; 100])?;
     } else {
         fm.set_wait_timeout(Some(std::time::Duration::from_secs(2)));
         let e = loop {
@@ -489,7 +495,7 @@ fn claim_remote() -> Res {
         let addr = piece.as_ptr() as u64;
         piece[..8].copy_from_slice(&addr.to_le_bytes());
         piece[8..].copy_from_slice(&u64::from(u32::MAX).to_le_bytes());
-        forge_first_packet(&mut fm, fm::wire::Kind::Remote, &piece)?;
+        forge_first_packet(&mut fm, fm::wire::Kind::Remote, u32::MAX, &piece)?;
         // Not extracting for a while: rank 1 waits for credit meanwhile.
         std::thread::sleep(std::time::Duration::from_secs(1));
         fm.extract_wait_timeout(usize::MAX, std::time::Duration::from_secs(2))
@@ -1140,4 +1146,43 @@ fn bend(args: &[String]) -> Res {
     fm.barrier().map_err(err)?;
     eprintln!("rank {}: bend ok", fm.rank());
     Ok(())
+}
+
+/// `cutshort` (module docs).
+fn cut_short() -> Res {
+    let seen = Arc::new(Mutex::new(Vec::<Result<Vec<u8>, String>>::new()));
+    let s2 = seen.clone();
+    let mut fm = Fm::builder()
+        .handler(DATA, "data", move |m| {
+            let r = m.receive_vec().map_err(|e| e.to_string());
+            s2.lock().unwrap().push(r);
+            Ok(())
+        })
+        .from_env()
+        .map_err(err)?
+        .build()
+        .map_err(err)?;
+    let whole = b"the real message after the forged one";
+    if fm.rank() == 0 {
+        forge_first_packet(&mut fm, fm::wire::Kind::Data, 1000, &[7; 100])?;
+        fm.send(1, DATA, whole).map_err(err)?;
+    } else if fm.rank() == 1 {
+        while seen.lock().unwrap().len() < 2 {
+            fm.extract_wait(usize::MAX).map_err(err)?;
+        }
+        let s = seen.lock().unwrap();
+        let said = "rank 0's message of 1000 bytes was cut short by its sender after 100 bytes";
+        if !matches!(&s[0], Err(e) if e.contains(said)) {
+            return Err(format!("the cut message was read as {:?}", s[0]));
+        }
+        if s[1].as_deref() != Ok(&whole[..]) {
+            return Err(format!("the next message was read as {:?}", s[1]));
+        }
+        let st = fm.stats();
+        if st.bytes_received != 100 + whole.len() as u64 || st.dropped_malformed != 1 {
+            return Err(format!("the counters disagree with what arrived: {st:?}"));
+        }
+        eprintln!("rank 1: cut short, counted as it came");
+    }
+    fm.barrier().map_err(err)
 }
