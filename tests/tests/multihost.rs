@@ -184,6 +184,19 @@ fn bench_trunking_over_two_rate_limited_links() {
     );
 }
 
+/// fmrun of fm-testprog `args` with one rank on each host of the cluster,
+/// hosts joined by ethernet, its output piped.
+fn one_per_host(c: &Cluster, dir: &TempDir, args: &[&str]) -> std::process::Command {
+    c.fmrun(
+        TESTPROG,
+        dir,
+        &c.hosts_spec(1),
+        NET_ETHERNET,
+        Path::new(TESTPROG),
+        args,
+    )
+}
+
 /// A stream from host 0 to host 1 through a receive pool of 16 packets
 /// (STOP and GO all the time), while an attacker on host 0's link, who
 /// captured host 1's first STOP, replays it `rate` times a second
@@ -192,15 +205,7 @@ fn bench_trunking_over_two_rate_limited_links() {
 fn stream_under_replayed_stops(c: &Cluster, messages: &str, rate: u32) -> (String, String, String) {
     use std::io::{BufRead, BufReader, Read};
     let dir = TempDir::for_segments("ns-replay");
-    let mut job = c
-        .fmrun(
-            TESTPROG,
-            &dir,
-            &c.hosts_spec(1),
-            NET_ETHERNET,
-            Path::new(TESTPROG),
-            &["stream", messages, "200"],
-        )
+    let mut job = one_per_host(c, &dir, &["stream", messages, "200"])
         .env("FM_ETH_POOL", "16")
         .env("FM_TEST_PAUSE_MS", "1500")
         .spawn()
@@ -314,15 +319,7 @@ fn a_cut_off_host_is_named_on_fmruns_own_line() {
         return;
     };
     let dir = TempDir::for_segments("ns-cut");
-    let mut job = c
-        .fmrun(
-            TESTPROG,
-            &dir,
-            &c.hosts_spec(1),
-            NET_ETHERNET,
-            Path::new(TESTPROG),
-            &["serve"],
-        )
+    let mut job = one_per_host(&c, &dir, &["serve"])
         .env("FM_HEARTBEAT_TIMEOUT", "3s")
         .spawn()
         .expect("fmrun");

@@ -875,20 +875,9 @@ fn tcp_source(to: String, bytes: u64) -> Res {
 fn frames(iface: String, count: u64) -> Res {
     use fm_devices::reliable::header::{Header, Kind, HEADER};
     let mac = fm_platform::interface_mac(&iface).ok_or(format!("no interface {iface}"))?;
-    let name = std::ffi::CString::new(iface.clone()).map_err(|e| e.to_string())?;
+    let (fd, mut sll) = packet_socket(&iface, 0)?;
     // SAFETY: plain syscalls on a socket this function owns and closes.
     unsafe {
-        let index = libc::if_nametoindex(name.as_ptr());
-        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
-        if fd < 0 || index == 0 {
-            return Err(format!(
-                "packet socket on {iface}: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        let mut sll: libc::sockaddr_ll = std::mem::zeroed();
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_ifindex = index as i32;
         sll.sll_halen = 6;
         sll.sll_addr[..6].copy_from_slice(&[0xff; 6]);
         let mut rng = Rng::new(count ^ 0x5eed);
@@ -975,19 +964,13 @@ fn replay_stop(args: &[String]) -> Res {
     let gap = std::time::Duration::from_secs_f64(1.0 / rate.max(1) as f64);
     let t0 = std::time::Instant::now();
     let (mut sent, mut tries) = (0u64, 0u32);
+    // A socket that receives nothing: one that sees every frame costs the
+    // machine a copy of each, which an attacker elsewhere on the path would
+    // not cost the job's hosts.
+    let (fd, _) = packet_socket(iface, 0)?;
     // SAFETY: plain syscalls on a socket this function owns and closes;
     // the frame and address outlive each call.
     unsafe {
-        // A socket that receives nothing: one that sees every frame costs
-        // the machine a copy of each, which an attacker elsewhere on the
-        // path would not cost the job's hosts.
-        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
-        if fd < 0 {
-            return Err(format!(
-                "packet socket: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
         while !done.load(Relaxed) {
             let to = (&sll as *const libc::sockaddr_ll).cast();
             let len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
@@ -1012,23 +995,11 @@ fn capture_stop(
     ports: &[u16],
     done: &std::sync::atomic::AtomicBool,
 ) -> Result<Option<(Vec<u8>, libc::sockaddr_ll)>, String> {
-    let name = std::ffi::CString::new(iface).map_err(|e| e.to_string())?;
+    let all = (libc::ETH_P_ALL as u16).to_be();
+    let (fd, sll) = packet_socket(iface, all)?;
     // SAFETY: plain syscalls on a socket this function owns and closes;
     // the buffers outlive each call.
     unsafe {
-        let index = libc::if_nametoindex(name.as_ptr());
-        let all = (libc::ETH_P_ALL as u16).to_be() as i32;
-        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, all);
-        if fd < 0 || index == 0 {
-            return Err(format!(
-                "packet socket on {iface}: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        let mut sll: libc::sockaddr_ll = std::mem::zeroed();
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = all as u16;
-        sll.sll_ifindex = index as i32;
         let sll_len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
         let tv = libc::timeval {
             tv_sec: 0,
@@ -1058,6 +1029,29 @@ fn capture_stop(
         }
         libc::close(fd);
         Ok(found)
+    }
+}
+
+/// A raw packet socket of `protocol` (network order; 0: one that receives
+/// nothing) and the address of interface `iface` for it (needs CAP_NET_RAW).
+fn packet_socket(iface: &str, protocol: u16) -> Result<(i32, libc::sockaddr_ll), String> {
+    let name = std::ffi::CString::new(iface).map_err(|e| e.to_string())?;
+    // SAFETY: plain syscalls; the name outlives the call.
+    unsafe {
+        let index = libc::if_nametoindex(name.as_ptr());
+        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, protocol.into());
+        if fd < 0 || index == 0 {
+            let e = std::io::Error::last_os_error();
+            if fd >= 0 {
+                libc::close(fd);
+            }
+            return Err(format!("packet socket on {iface}: {e}"));
+        }
+        let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = protocol;
+        sll.sll_ifindex = index as i32;
+        Ok((fd, sll))
     }
 }
 
