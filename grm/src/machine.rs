@@ -322,7 +322,7 @@ impl Core {
         let Some((conn, holder)) = victim else {
             return false;
         };
-        tracing::info!(%holder, %client, "grm: full; cut off the oldest greeting connection of the largest holder");
+        tracing::debug!(%holder, %client, "grm: full; cut off the oldest greeting connection of the largest holder");
         self.refuse(
             conn,
             &format!("cut off: this GRM is full, and {holder} holds the most connections"),
