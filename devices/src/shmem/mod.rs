@@ -45,9 +45,13 @@ pub const RECEIVER_FRAME_BYTES: std::ops::RangeInclusive<u64> = (256 << 10)..=(4
 /// Fewest frames a queue's pool has by default.
 pub const MIN_POOL: u32 = 8;
 /// A queue position taken but not published for this long never will be
-/// (a sender publishes within microseconds of taking it; a process
-/// descheduled that long on a loaded host is the margin).
-pub const UNPUBLISHED_FOR: Duration = Duration::from_secs(5);
+/// (a sender publishes within microseconds of taking it): counted only
+/// while this process's audits came about once a second, so a host too
+/// loaded to run us is no evidence against the sender.
+pub const UNPUBLISHED_FOR: Duration = Duration::from_secs(30);
+/// A gap this long between two audits means this process itself was not
+/// running: the clock of a position not yet published starts again.
+const AUDIT_GAP: Duration = Duration::from_secs(3);
 
 /// Whether to use cross-memory attach for remote read/write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -227,8 +231,8 @@ pub struct ShmemDevice {
     /// slot holds until a sender publishes the position one lap later).
     last_taken: Vec<u64>,
     /// Per queue of mine, positions taken but the next not published, as
-    /// the last [`Device::audit`] found them: (head, tail, since when).
-    unpublished: std::cell::RefCell<Vec<Option<(u32, u32, Instant)>>>,
+    /// [`Device::audit`] found them: (head, tail, since when, last seen).
+    unpublished: std::cell::RefCell<Vec<Option<(u32, u32, Instant, Instant)>>>,
     /// What showed the segment corrupted, once something did.
     corruption: Option<String>,
     /// Queue to poll first next time (round robin, so no sender starves).
@@ -690,7 +694,12 @@ impl ShmemDevice {
             return None;
         }
         match unpublished[i] {
-            Some((uh, ut, since)) if (uh, ut) == (h, tail) => {
+            Some((uh, ut, since, seen)) if (uh, ut) == (h, tail) => {
+                if now.saturating_duration_since(seen) >= AUDIT_GAP {
+                    unpublished[i] = Some((h, tail, now, now));
+                    return None;
+                }
+                unpublished[i] = Some((h, tail, since, now));
                 (now.saturating_duration_since(since) >= UNPUBLISHED_FOR).then(|| format!(
                     "queue {i}: positions {h} to {} were taken (its tail word holds {tail}) but {h} was not published in {} s (the tail word was moved on)",
                     tail.wrapping_sub(1),
@@ -698,7 +707,7 @@ impl ShmemDevice {
                 ))
             }
             _ => {
-                unpublished[i] = Some((h, tail, now));
+                unpublished[i] = Some((h, tail, now, now));
                 None
             }
         }
