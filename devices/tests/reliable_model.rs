@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{check_arrival, faults, message};
+use common::{check_arrival, message, shape};
 
 use fm_devices::reliable::{Faults, FaultyLink, MemLink, MemNet, ReliableConfig, ReliableDevice};
 use fm_devices::{Device, DeviceError, JobKey, Rank};
@@ -155,15 +155,8 @@ proptest! {
     /// With `reorder`, the receiver of trunking: gaps are held in a reorder
     /// queue instead of being answered with LOSE.
     #[test]
-    fn exactly_once_in_order_intact_under_any_faults(
-        f0 in faults(),
-        f1 in faults(),
-        window in 1u32..24,
-        pool in 2usize..40,
-        release_every in 1u32..6,
-        reorder in any::<bool>(),
-    ) {
-        prop_assert_eq!(run([f0, f1], window, pool, 300, release_every, reorder), Ok(()));
+    fn exactly_once_in_order_intact_under_any_faults(s in shape()) {
+        prop_assert_eq!(run(s.faults, s.window, s.pool, 300, s.release_every, s.reorder), Ok(()));
     }
 }
 

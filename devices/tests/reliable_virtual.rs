@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{check_arrival, faults, message};
+use common::{check_arrival, message, shape};
 
 use fm_devices::reliable::header::{checksum, Header, Kind, MacKey, HEADER};
 use fm_devices::reliable::{Faults, Protocol, ReliableConfig, ReliableStats};
@@ -373,15 +373,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
-    fn exactly_once_in_order_intact_under_any_faults_in_virtual_time(
-        f0 in faults(),
-        f1 in faults(),
-        window in 1u32..24,
-        pool in 2usize..40,
-        release_every in 1u32..6,
-        reorder in any::<bool>(),
-    ) {
-        let r = run([f0, f1], window, pool, 300, release_every, reorder, Mode::Checked);
+    fn exactly_once_in_order_intact_under_any_faults_in_virtual_time(s in shape()) {
+        let r = run(s.faults, s.window, s.pool, 300, s.release_every, s.reorder, Mode::Checked);
         prop_assert!(r.is_ok(), "{:?}", r);
     }
 }
@@ -393,16 +386,8 @@ proptest! {
     /// leaves the run as it was: the same transfer time to the virtual
     /// nanosecond and the same counters, but for the replays counted.
     #[test]
-    fn replayed_control_packets_change_nothing_but_a_counter(
-        f0 in faults(),
-        f1 in faults(),
-        window in 1u32..24,
-        pool in 2usize..40,
-        release_every in 1u32..6,
-        reorder in any::<bool>(),
-        seed in any::<u64>(),
-    ) {
-        let go = |mode| run([f0, f1], window, pool, 200, release_every, reorder, mode);
+    fn replayed_control_packets_change_nothing_but_a_counter(s in shape(), seed in any::<u64>()) {
+        let go = |mode| run(s.faults, s.window, s.pool, 200, s.release_every, s.reorder, mode);
         let (t, base) = go(Mode::Checked).map_err(TestCaseError::fail)?;
         let (t_replayed, replayed) =
             go(Mode::Replayed { seed, bump: false }).map_err(TestCaseError::fail)?;

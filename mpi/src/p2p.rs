@@ -21,6 +21,23 @@ pub(crate) fn send(
     send_on(m, c, buf, count, datatype, tag, sync, request)
 }
 
+/// A send started and not waited for: its request.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn started_send(
+    m: &mut Mpi,
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    tag: c_int,
+    comm: Handle,
+    sync: bool,
+) -> MpiResult<Handle> {
+    let mut r = MPI_REQUEST_NULL;
+    send(m, buf, count, datatype, dest, tag, comm, sync, Some(&mut r))?;
+    Ok(r)
+}
+
 /// [`send`] on route `c`, checked (a partitioned send's goes on a
 /// context of its own: `partitioned`).
 #[allow(clippy::too_many_arguments)]
@@ -246,9 +263,9 @@ pub(crate) fn start(m: &mut Mpi, h: Handle) -> MpiResult<()> {
                 }
                 Some(mode) => {
                     let sync = mode == SendMode::Synchronous;
-                    let mut r = MPI_REQUEST_NULL;
-                    send(m, buf, count, datatype, peer, tag, comm, sync, Some(&mut r))?;
-                    request_id(r)?
+                    request_id(started_send(
+                        m, buf, count, datatype, peer, tag, comm, sync,
+                    )?)?
                 }
                 None => recv(m, buf, count, datatype, peer, tag, comm)?,
             }

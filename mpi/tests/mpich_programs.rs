@@ -41,16 +41,7 @@ fn statuses_and_empty_groups_are_mpichs() {
             "{n} ranks:\n{t}"
         );
     }
-    let hosts = [
-        "-n",
-        "4",
-        "--hosts",
-        "a,b",
-        "--rsh",
-        "local",
-        "--oversubscribe",
-    ];
-    let o = run(&dir, &hosts, &exe, &["split-type"], &[]);
+    let o = run(&dir, &TWO_HOSTS, &exe, &["split-type"], &[]);
     let t = text(&o);
     assert!(o.status.success() && t.contains("all checks passed"), "{t}");
 }

@@ -199,6 +199,16 @@ impl ShmemConfig {
     }
 }
 
+/// Positions `head` up to `tail` of a queue taken and `head` not
+/// published: since when, and when an audit last saw it so.
+#[derive(Clone, Copy)]
+struct Unpublished {
+    head: u32,
+    tail: u32,
+    since: Instant,
+    seen: Instant,
+}
+
 pub struct ShmemDevice {
     seg: Segment,
     rank: Rank,
@@ -231,8 +241,8 @@ pub struct ShmemDevice {
     /// slot holds until a sender publishes the position one lap later).
     last_taken: Vec<u64>,
     /// Per queue of mine, positions taken but the next not published, as
-    /// [`Device::audit`] found them: (head, tail, since when, last seen).
-    unpublished: std::cell::RefCell<Vec<Option<(u32, u32, Instant, Instant)>>>,
+    /// [`Device::audit`] found them.
+    unpublished: std::cell::RefCell<Vec<Option<Unpublished>>>,
     /// What showed the segment corrupted, once something did.
     corruption: Option<String>,
     /// Queue to poll first next time (round robin, so no sender starves).
@@ -693,21 +703,27 @@ impl ShmemDevice {
             unpublished[i] = None;
             return None;
         }
+        let fresh = Unpublished {
+            head: h,
+            tail,
+            since: now,
+            seen: now,
+        };
         match unpublished[i] {
-            Some((uh, ut, since, seen)) if (uh, ut) == (h, tail) => {
-                if now.saturating_duration_since(seen) >= AUDIT_GAP {
-                    unpublished[i] = Some((h, tail, now, now));
+            Some(u) if (u.head, u.tail) == (h, tail) => {
+                if now.saturating_duration_since(u.seen) >= AUDIT_GAP {
+                    unpublished[i] = Some(fresh);
                     return None;
                 }
-                unpublished[i] = Some((h, tail, since, now));
-                (now.saturating_duration_since(since) >= UNPUBLISHED_FOR).then(|| format!(
+                unpublished[i] = Some(Unpublished { seen: now, ..u });
+                (now.saturating_duration_since(u.since) >= UNPUBLISHED_FOR).then(|| format!(
                     "queue {i}: positions {h} to {} were taken (its tail word holds {tail}) but {h} was not published in {} s (the tail word was moved on)",
                     tail.wrapping_sub(1),
                     UNPUBLISHED_FOR.as_secs()
                 ))
             }
             _ => {
-                unpublished[i] = Some((h, tail, now, now));
+                unpublished[i] = Some(fresh);
                 None
             }
         }

@@ -32,6 +32,37 @@ pub fn check_arrival(me: Rank, peer: Rank, i: u32, r: &RawRecv) -> Result<(), St
     Ok(())
 }
 
+/// The shape of one exchange: each side's faults, the window, the receive
+/// pool, how often the receivers release (every so many polls), and
+/// whether the receiver keeps a reorder queue (trunking).
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub faults: [Faults; 2],
+    pub window: u32,
+    pub pool: usize,
+    pub release_every: u32,
+    pub reorder: bool,
+}
+
+/// Any shape: small pools and windows bring in STOP and GO.
+pub fn shape() -> impl Strategy<Value = Shape> {
+    (
+        faults(),
+        faults(),
+        1u32..24,
+        2usize..40,
+        1u32..6,
+        any::<bool>(),
+    )
+        .prop_map(|(f0, f1, window, pool, release_every, reorder)| Shape {
+            faults: [f0, f1],
+            window,
+            pool,
+            release_every,
+            reorder,
+        })
+}
+
 /// Any mix of drops, duplicates, reordering, corruption and delays.
 pub fn faults() -> impl Strategy<Value = Faults> {
     (

@@ -196,18 +196,7 @@ fn start_sendrecv(
     comm: Handle,
 ) -> MpiResult<(Handle, u32)> {
     let r = recv(m, recvbuf, recvcount, recvtype, source, recvtag, comm)?;
-    let mut sreq = MPI_REQUEST_NULL;
-    send(
-        m,
-        sendbuf,
-        sendcount,
-        sendtype,
-        dest,
-        sendtag,
-        comm,
-        false,
-        Some(&mut sreq),
-    )?;
+    let sreq = started_send(m, sendbuf, sendcount, sendtype, dest, sendtag, comm, false)?;
     Ok((sreq, r))
 }
 
@@ -260,18 +249,7 @@ fn PMPI_Sendrecv_replace(
         // into them; plain bytes are sent from where they are, so the
         // message comes into a buffer of its own and replaces them (at
         // their offset) once both are done.
-        let mut sreq = MPI_REQUEST_NULL;
-        send(
-            m,
-            buf,
-            count.into(),
-            datatype,
-            dest,
-            sendtag,
-            comm,
-            false,
-            Some(&mut sreq),
-        )?;
+        let sreq = started_send(m, buf, count.into(), datatype, dest, sendtag, comm, false)?;
         let (r, incoming) = match elements {
             Elements::Packed { .. } => (
                 recv(m, buf, count.into(), datatype, source, recvtag, comm)?,

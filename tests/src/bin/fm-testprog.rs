@@ -741,6 +741,18 @@ fn handlers(odd_rank: u32) -> Res {
     fm.barrier().map_err(err)
 }
 
+/// The next message from `src` to `dst`, `len` bytes of `fill` by its
+/// number, is `body`: counted in `g.0`, and a difference noted in `g.1`.
+fn check_next(g: &mut (u64, Vec<String>), body: &[u8], len: usize, src: u32, dst: u32) {
+    let n = g.0;
+    let mut want = vec![0u8; len];
+    fill(&mut want, src, dst, n);
+    if body != want {
+        g.1.push(format!("message {n}: {} bytes, not as sent", body.len()));
+    }
+    g.0 += 1;
+}
+
 /// FM_TEST_PAUSE_MS: say where the ethernet device listens, then wait
 /// (a test sprays garbage at the devices, or starts an attacker, meanwhile).
 fn pause_at_endpoint(fm: &Fm) {
@@ -771,14 +783,7 @@ fn stream(messages: u64, size: usize) -> Res {
                 std::thread::sleep(std::time::Duration::from_micros(300));
             }
             let body = m.receive_vec()?;
-            let mut g = g2.lock().unwrap();
-            let mut want = vec![0u8; body.len()];
-            fill(&mut want, m.src(), me, g.0);
-            if body != want {
-                let n = g.0;
-                g.1.push(format!("message {n} differs"));
-            }
-            g.0 += 1;
+            check_next(&mut g2.lock().unwrap(), &body, body.len(), m.src(), me);
             Ok(())
         })
         .from_env()
@@ -1092,13 +1097,8 @@ fn bend(args: &[String]) -> Res {
         .handler(DATA, "data", move |m| {
             let body = m.receive_vec()?;
             let mut g = g2.lock().unwrap();
-            let n = g.0;
-            let mut want = vec![0u8; SIZES[n as usize % SIZES.len()]];
-            fill(&mut want, 0, 1, n);
-            if body != want {
-                g.1.push(format!("message {n}: {} bytes, not as sent", body.len()));
-            }
-            g.0 += 1;
+            let len = SIZES[g.0 as usize % SIZES.len()];
+            check_next(&mut g, &body, len, 0, 1);
             Ok(())
         })
         .from_env()
