@@ -1,7 +1,7 @@
 //! The API's knobs: the job's variables (set by fmrun for each rank), FM's
 //! own settings, and the knobs of every layer below gathered in [`SETTINGS`].
 
-use fm_platform::setting::{Scope, Setting};
+pub use fm_platform::setting::{Scope, Setting};
 
 pub use crate::config::env_only;
 
@@ -124,6 +124,55 @@ pub const MPI_SOURCE_MINUS_ONE: Setting = Setting {
     doc: r#"fm's MPI: what a receive or probe from source -1 means. `proc-null`: `MPI_PROC_NULL`, as MPICH's ABI says (-1 is `MPI_PROC_NULL` there; `MPI_ANY_SOURCE` is -2). `any-source`: any source, for binaries that hard-code -1 as "any source" (Open MPI's numbering), such as Debian's NetPIPE `NPmpich2 -z`; a program that receives from `MPI_PROC_NULL` then waits for a real message instead. Read by `MPI_Init`; not in the settings file."#,
 };
 
+pub const COLL_HOSTS: Setting = Setting {
+    var: "FM_COLL_HOSTS",
+    scope: Scope::Environment,
+    default: r#"`auto`"#,
+    doc: r#"fm's MPI collectives (docs/MPI.md, "Collectives"): `auto`: on a communicator with members on several hosts and more than one on some, barrier, broadcast, reduce and allreduce (commutative operations) combine each host's members over shared memory first, and only one leader per host takes part in the stage between hosts. `off`: every member in one algorithm over the whole communicator. Read by `MPI_Init`; not in the settings file."#,
+};
+
+pub const COLL_BCAST: Setting = Setting {
+    var: "FM_COLL_BCAST",
+    scope: Scope::Environment,
+    default: r#"`auto`"#,
+    doc: r#"fm's MPI broadcast algorithm: `binomial` (a tree, ⌈log2 n⌉ rounds of the whole message), `scatter-allgather` (van de Geijn: about twice the message's time whatever n; needs 4 or more members), or `auto`: scatter-allgather from `FM_COLL_BCAST_LONG` bytes on. Read by `MPI_Init`; not in the settings file."#,
+};
+
+pub const COLL_BCAST_LONG: Setting = Setting {
+    var: "FM_COLL_BCAST_LONG",
+    scope: Scope::Environment,
+    default: r#"`131072` (128 KiB)"#,
+    doc: r#"bytes from which `FM_COLL_BCAST=auto` broadcasts by scatter and allgather. Read by `MPI_Init`; not in the settings file."#,
+};
+
+pub const COLL_ALLREDUCE: Setting = Setting {
+    var: "FM_COLL_ALLREDUCE",
+    scope: Scope::Environment,
+    default: r#"`auto`"#,
+    doc: r#"fm's MPI allreduce algorithm: `recursive-doubling` (log2 n exchanges of the whole vector), `rabenseifner` (a reduce-scatter by recursive halving, then an allgather: about twice the vector whatever n; commutative operations on at least an element per member, else recursive doubling), or `auto`: Rabenseifner from `FM_COLL_ALLREDUCE_LONG` bytes on. Read by `MPI_Init`; not in the settings file."#,
+};
+
+pub const COLL_ALLREDUCE_LONG: Setting = Setting {
+    var: "FM_COLL_ALLREDUCE_LONG",
+    scope: Scope::Environment,
+    default: r#"`8192` (8 KiB)"#,
+    doc: r#"bytes from which `FM_COLL_ALLREDUCE=auto` uses Rabenseifner's algorithm. Read by `MPI_Init`; not in the settings file."#,
+};
+
+pub const COLL_ALLGATHER: Setting = Setting {
+    var: "FM_COLL_ALLGATHER",
+    scope: Scope::Environment,
+    default: r#"`auto`"#,
+    doc: r#"fm's MPI allgather algorithm: `ring` (n − 1 steps, each block crossing each link once), `recursive-doubling` (log2 n rounds; a power-of-two number of members, else the ring), or `auto`: recursive doubling below `FM_COLL_ALLGATHER_SHORT` bytes of result. Read by `MPI_Init`; not in the settings file."#,
+};
+
+pub const COLL_ALLGATHER_SHORT: Setting = Setting {
+    var: "FM_COLL_ALLGATHER_SHORT",
+    scope: Scope::Environment,
+    default: r#"`524288` (512 KiB)"#,
+    doc: r#"bytes of result below which `FM_COLL_ALLGATHER=auto` uses recursive doubling. Read by `MPI_Init`; not in the settings file."#,
+};
+
 pub const WAIT_TIMEOUT: Setting = Setting {
     var: "FM_WAIT_TIMEOUT",
     scope: Scope::Setting,
@@ -171,6 +220,13 @@ pub const SETTINGS: &[Setting] = &[
     MPI_EAGER_LIMIT,
     MPI_SET_ASIDE_LIMIT,
     MPI_SOURCE_MINUS_ONE,
+    COLL_HOSTS,
+    COLL_BCAST,
+    COLL_BCAST_LONG,
+    COLL_ALLREDUCE,
+    COLL_ALLREDUCE_LONG,
+    COLL_ALLGATHER,
+    COLL_ALLGATHER_SHORT,
     WAIT_TIMEOUT,
     WAIT,
     WAIT_SPIN_US,

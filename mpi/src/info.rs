@@ -120,7 +120,7 @@ impl InfoTable {
         if let Some(n) = size {
             e.push(("maxprocs".to_string(), n));
         }
-        e.push(("host".into(), rustix_hostname()));
+        e.push(("host".into(), processor_name()));
         if let Ok(d) = std::env::current_dir() {
             e.push(("wdir".into(), d.display().to_string()));
         }

@@ -546,6 +546,11 @@ pub(crate) fn join_job(func: &str) -> Box<Mpi> {
         Ok(e) => e,
         Err(e) => fatal(None, func, &e.message),
     };
+    let _ = PROCESSOR_NAME.set(engine.fm.config().host.clone());
+    match crate::coll::Tuning::from_env(&engine.fm.config().hosts) {
+        Ok(t) => crate::coll::tuning::set(t),
+        Err(e) => fatal(None, func, &e.to_string()),
+    }
     let me = engine.fm.rank();
     let size = engine.fm.size();
     let world = Comm {
@@ -604,7 +609,22 @@ impl std::str::FromStr for MinusOne {
     }
 }
 
-pub(crate) fn rustix_hostname() -> String {
+/// The host fm places this process on (`FM_HOST`, a Slurm node's name,
+/// or the machine's), set when the library joins the job: what
+/// `MPI_Get_processor_name` answers, and the host `MPI_COMM_TYPE_SHARED`
+/// splits by (a job's virtual hosts on one machine are hosts apart).
+pub(crate) static PROCESSOR_NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// This process's host: [`PROCESSOR_NAME`], or before the library joins
+/// the job the machine's name.
+pub(crate) fn processor_name() -> String {
+    match PROCESSOR_NAME.get() {
+        Some(h) => h.clone(),
+        None => machine_name(),
+    }
+}
+
+fn machine_name() -> String {
     let mut b = [0u8; 256];
     // SAFETY: a buffer of its own length.
     let r = unsafe { libc::gethostname(b.as_mut_ptr().cast(), b.len()) };

@@ -60,6 +60,96 @@ fn collectives_across_virtual_hosts_and_under_loss() {
     );
 }
 
+/// Each rank's bytes sent on the ethernet device and its host, from a
+/// run of `hostaware` under `fmrun --stats=json` on 4 virtual hosts × 2.
+fn ethernet_bytes_by_rank(
+    dir: &TempDir,
+    exe: &std::path::Path,
+    env: &[(&str, &str)],
+) -> Vec<(u64, String)> {
+    let args = [
+        "-n",
+        "8",
+        "--hosts",
+        "a,b,c,d",
+        "--rsh",
+        "local",
+        "--oversubscribe",
+        "--stats=json",
+    ];
+    let o = run(dir, &args, exe, &["allreduce"], env);
+    let t = text(&o);
+    assert!(
+        o.status.success() && t.contains("host-aware collectives passed on 8 ranks"),
+        "{t}"
+    );
+    let mut by_rank = vec![(u64::MAX, String::new()); 8];
+    for line in t.lines() {
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
+            let r = v["rank"].as_u64().expect("a rank") as usize;
+            by_rank[r].0 = v["devices"]["ethernet"]["bytes_sent"]
+                .as_u64()
+                .expect("ethernet's bytes");
+        } else if let Some((r, host)) = line
+            .split_once("] rank ")
+            .and_then(|(_, rest)| rest.split_once(" on "))
+        {
+            by_rank[r.parse::<usize>().expect("a rank")].1 = host.to_string();
+        }
+    }
+    assert!(
+        by_rank.iter().all(|(b, h)| *b != u64::MAX && !h.is_empty()),
+        "{t}"
+    );
+    by_rank
+}
+
+/// Host-aware collectives, seen in the device counters: in barriers and
+/// allreduces over 4 hosts × 2 ranks, only one rank per host (its lowest)
+/// sends on the network; the other combines with it over shared memory.
+/// With `FM_COLL_HOSTS=off` every rank sends on the network, so the
+/// counters tell the two apart. The rooted collectives (whose root leads
+/// its host) run checked in the same program on 2 and 4 hosts, and under
+/// MPICH, whose checker fails on one wrong sum.
+#[test]
+fn only_one_rank_per_host_sends_on_the_network_in_an_allreduce() {
+    let dir = TempDir::for_segments("mpi-coll-hostaware");
+    let Some(exe) = mpich_built(&dir, "hostaware") else {
+        return;
+    };
+    let aware = ethernet_bytes_by_rank(&dir, &exe, &[]);
+    for (rank, (bytes, host)) in aware.iter().enumerate() {
+        let lowest = aware.iter().position(|(_, h)| h == host) == Some(rank);
+        assert_eq!(*bytes > 0, lowest, "rank {rank} on {host}: {aware:?}");
+    }
+    let flat = ethernet_bytes_by_rank(&dir, &exe, &[("FM_COLL_HOSTS", "off")]);
+    assert!(flat.iter().all(|(b, _)| *b > 0), "{flat:?}");
+    let local = ["--rsh", "local", "--oversubscribe"];
+    for hosts in [
+        &["-n", "4", "--hosts", "a,b"][..],
+        &["-n", "7", "--hosts", "a,b,c"],
+    ] {
+        let o = run(&dir, &[hosts, &local].concat(), &exe, &[], &[]);
+        let t = text(&o);
+        assert!(
+            o.status.success() && t.contains("host-aware collectives passed"),
+            "{t}"
+        );
+    }
+    for (args, ok) in [(&[][..], true), (&["sabotage"][..], false)] {
+        let Some(o) = under_mpich(&exe, 3, args) else {
+            return;
+        };
+        let t = text(&o);
+        assert_eq!(o.status.success(), ok, "mpiexec.mpich {args:?}:\n{t}");
+        assert_eq!(
+            t.contains("host-aware collectives passed on 3 ranks"),
+            ok,
+            "{t}"
+        );
+    }
+}
+
 #[test]
 fn the_collective_checker_fails_on_a_wrong_value() {
     let dir = TempDir::for_segments("mpi-coll-sabotage");

@@ -97,8 +97,7 @@ fn PMPI_Abort(_comm: Handle, errorcode: c_int) -> c_int {
 
 #[mpi]
 fn PMPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let host = rustix_hostname();
-    put_string(&host, name, MPI_MAX_PROCESSOR_NAME, resultlen);
+    put_string(&processor_name(), name, MPI_MAX_PROCESSOR_NAME, resultlen);
     MPI_SUCCESS
 }
 

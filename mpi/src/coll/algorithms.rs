@@ -56,6 +56,23 @@ pub fn bcast_binomial(p: &mut Plan, root: usize, data: Span) {
     p.fence();
 }
 
+/// Binomial fan-in to `root` (`nothing`: a span of no bytes): a member
+/// hears from all its children, then tells its parent; the mirror of
+/// [`bcast_binomial`].
+pub fn fan_in(p: &mut Plan, root: usize, nothing: Span) {
+    let n = p.n;
+    let rel = (p.me + n - root) % n;
+    let (parent, children) = binomial(n, rel);
+    for d in children {
+        p.recv((rel + d + root) % n, nothing);
+    }
+    p.fence();
+    if let Some(d) = parent {
+        p.send((rel - d + root) % n, nothing);
+        p.fence();
+    }
+}
+
 /// The pieces `data` is cut into for `n` members: `n` spans of whole
 /// elements of `unit` bytes, as even as can be (the first ones longer).
 pub fn pieces(data: Span, n: usize, unit: usize) -> Vec<Span> {

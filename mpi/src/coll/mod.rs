@@ -8,41 +8,25 @@
 //! into the caller's buffers by the schedule's last steps.
 
 pub mod algorithms;
+pub mod hosts;
 pub mod inter;
 pub mod op;
 pub mod schedule;
+pub mod tuning;
+
+#[cfg(test)]
+mod model;
 
 use crate::abi::*;
 use crate::datatype::Layout;
 use crate::engine::{err, Comm, MpiResult};
 use crate::topo::Neighbors;
+use hosts::Hosts;
 use op::Reduction;
 pub use schedule::{Plan, Schedule, Span, Target};
 use std::os::raw::c_int;
 use std::sync::Arc;
-
-/// Where the choice between algorithms falls (bytes of the whole vector
-/// or message): MPICH's rules of thumb, measured again on fm
-/// (docs/PERFORMANCE.md).
-#[derive(Clone, Copy, Debug)]
-pub struct Choice {
-    /// Broadcasts this long and longer, on 4 or more members, scatter and
-    /// allgather instead of a binomial tree.
-    pub bcast_long: usize,
-    /// Allreduces this long and longer (commutative operations, at least
-    /// an element per member) reduce-scatter and allgather (Rabenseifner)
-    /// instead of recursive doubling.
-    pub allreduce_long: usize,
-    /// Allgathers whose result is shorter than this, on a power-of-two
-    /// number of members, go by recursive doubling instead of a ring.
-    pub allgather_short: usize,
-}
-
-pub const CHOICE: Choice = Choice {
-    bcast_long: 128 * 1024,
-    allreduce_long: 8 * 1024,
-    allgather_short: 512 * 1024,
-};
+pub use tuning::{Choice, Tuning, CHOICE};
 
 /// `count` elements of a datatype at `buf` (the caller's).
 #[derive(Clone, Debug)]
@@ -216,10 +200,39 @@ fn plan(comm: &Comm) -> Plan {
     Plan::new(comm.ranks.len(), comm.rank as usize)
 }
 
+/// The communicator's hosts, where the collectives go in two levels
+/// (`FM_COLL_HOSTS`, [`hosts`]).
+fn two_levels(comm: &Comm, t: &Tuning) -> Option<Hosts> {
+    if !(t.host_aware && t.several_hosts) {
+        return None;
+    }
+    let h = Hosts::of(&comm.ranks, &t.job_hosts);
+    h.worth_it().then_some(h)
+}
+
 pub fn barrier(comm: &Comm) -> Plan {
     let mut p = plan(comm);
-    algorithms::barrier(&mut p);
+    match two_levels(comm, &tuning::current()) {
+        Some(h) => hosts::barrier(&mut p, &h),
+        None => algorithms::barrier(&mut p),
+    }
     p
+}
+
+/// The broadcast among the plan's members that the settings and the
+/// message's size choose.
+fn bcast_flat(p: &mut Plan, t: &Tuning, root: usize, data: Span, unit: usize) {
+    use tuning::Bcast::*;
+    let long = match t.bcast {
+        Auto => data.len >= t.choice.bcast_long,
+        Binomial => false,
+        ScatterAllgather => true,
+    };
+    if p.n >= 4 && long {
+        algorithms::bcast_scatter_allgather(p, root, data, unit);
+    } else {
+        algorithms::bcast_binomial(p, root, data);
+    }
 }
 
 /// # Safety
@@ -227,16 +240,18 @@ pub fn barrier(comm: &Comm) -> Plan {
 pub unsafe fn bcast(comm: &Comm, data: &Elements, root: usize) -> Plan {
     let mut p = plan(comm);
     let me = p.me;
-    let bytes = data.bytes();
     let span = if me == root {
         input(&mut p, data)
     } else {
         output(&mut p, data)
     };
-    if p.n >= 4 && bytes >= CHOICE.bcast_long {
-        algorithms::bcast_scatter_allgather(&mut p, root, span, data.layout.size.max(1));
-    } else {
-        algorithms::bcast_binomial(&mut p, root, span);
+    let t = tuning::current();
+    let unit = data.layout.size.max(1);
+    match two_levels(comm, &t) {
+        Some(h) => hosts::bcast(&mut p, &h, root, span, |p, root, span| {
+            bcast_flat(p, &t, root, span, unit);
+        }),
+        None => bcast_flat(&mut p, &t, root, span, unit),
     }
     if me != root {
         deliver(&mut p, span, data);
@@ -272,7 +287,10 @@ pub unsafe fn reduce(
     let acc = operand(&mut p, send, recv);
     let commutative = reduction.commutative();
     p.reducing(reduction);
-    algorithms::reduce_binomial(&mut p, root, acc, commutative);
+    match two_levels(comm, &tuning::current()).filter(|_| commutative) {
+        Some(h) => hosts::reduce(&mut p, &h, root, acc),
+        None => algorithms::reduce_binomial(&mut p, root, acc, commutative),
+    }
     if p.me == root {
         p.unpack(acc, recv.target());
     }
@@ -301,14 +319,27 @@ pub unsafe fn allreduce(
         (None, _) => operand(&mut p, send, recv),
     };
     let unit = recv.layout.size.max(1);
-    let long = reduction.commutative()
-        && acc.len >= CHOICE.allreduce_long
-        && recv.count >= 1 << p.n.ilog2();
+    let commutative = reduction.commutative();
     p.reducing(reduction);
-    if long {
-        algorithms::allreduce_rabenseifner(&mut p, acc, unit);
-    } else {
-        algorithms::allreduce_recursive_doubling(&mut p, acc);
+    let t = tuning::current();
+    let flat = |p: &mut Plan, acc: Span| {
+        use tuning::Allreduce::*;
+        let long = match t.allreduce {
+            Auto => acc.len >= t.choice.allreduce_long,
+            RecursiveDoubling => false,
+            Rabenseifner => true,
+        };
+        // Rabenseifner's pieces need an element for each of the members
+        // that exchange, and may combine out of rank order.
+        if long && commutative && recv.count >= 1 << p.n.ilog2() {
+            algorithms::allreduce_rabenseifner(p, acc, unit);
+        } else {
+            algorithms::allreduce_recursive_doubling(p, acc);
+        }
+    };
+    match two_levels(comm, &t).filter(|_| commutative) {
+        Some(h) => hosts::allreduce(&mut p, &h, acc, flat),
+        None => flat(&mut p, acc),
     }
     deliver(&mut p, acc, recv);
     p
@@ -422,7 +453,13 @@ pub unsafe fn allgather(comm: &Comm, send: Option<&Elements>, recv: &[Elements])
         }
     }
     let total: usize = lens.iter().sum();
-    if p.n.is_power_of_two() && total < CHOICE.allgather_short {
+    let t = tuning::current();
+    let doubling = match t.allgather {
+        tuning::Allgather::Auto => total < t.choice.allgather_short,
+        tuning::Allgather::RecursiveDoubling => true,
+        tuning::Allgather::Ring => false,
+    };
+    if p.n.is_power_of_two() && doubling {
         algorithms::allgather_recursive_doubling(&mut p, &b);
     } else {
         algorithms::allgather_ring(&mut p, &b);

@@ -134,9 +134,19 @@ pub struct Schedule {
 unsafe impl Send for Schedule {}
 
 /// A schedule being written by an algorithm.
+///
+/// An algorithm numbers the members it runs on `0..n` and is `me` among
+/// them: the whole communicator, or a group of its members that
+/// [`Plan::within`] names (the members of one host, or the hosts'
+/// leaders), whose numbers its sends and receives translate.
 pub struct Plan {
     pub n: usize,
     pub me: usize,
+    /// This member's rank in the communicator.
+    pub rank: usize,
+    /// The communicator ranks of the group the algorithm runs on, by its
+    /// numbers (`None`: the whole communicator).
+    group: Option<Vec<usize>>,
     bufs: Vec<Buf>,
     steps: Vec<Step>,
     reduction: Option<Reduction>,
@@ -147,6 +157,8 @@ impl Plan {
         Plan {
             n,
             me,
+            rank: me,
+            group: None,
             bufs: Vec::new(),
             steps: Vec::new(),
             reduction: None,
@@ -190,11 +202,32 @@ impl Plan {
         self.buffer(vec![0; len])
     }
 
+    /// Write the part of `f`, an algorithm, that this member takes in
+    /// it when run on `members` only (communicator ranks, numbered
+    /// `0..members.len()` in this order); nothing if this member is not
+    /// one of them.
+    pub fn within(&mut self, members: &[usize], f: impl FnOnce(&mut Plan)) {
+        let Some(me) = members.iter().position(|&r| r == self.rank) else {
+            return;
+        };
+        let whole = (self.n, self.me, self.group.take());
+        (self.n, self.me, self.group) = (members.len(), me, Some(members.to_vec()));
+        f(self);
+        (self.n, self.me, self.group) = whole;
+    }
+
+    /// The communicator rank of member `i` of the group under way.
+    fn member(&self, i: usize) -> usize {
+        self.group.as_ref().map_or(i, |g| g[i])
+    }
+
     pub fn send(&mut self, to: usize, data: Span) {
+        let to = self.member(to);
         self.steps.push(Step::Send { to, data });
     }
 
     pub fn recv(&mut self, from: usize, into: Span) {
+        let from = self.member(from);
         self.steps.push(Step::Recv { from, into });
     }
 
@@ -230,7 +263,7 @@ impl Plan {
         Schedule {
             context: context | COLLECTIVE_OPERATIONS,
             tag: tag & TAG_UB,
-            me: self.me as c_int,
+            me: self.rank as c_int,
             ranks,
             bufs: self.bufs,
             steps: self.steps,
@@ -238,6 +271,21 @@ impl Plan {
             open: Vec::new(),
             reduction: self.reduction,
         }
+    }
+}
+
+#[cfg(test)]
+impl Plan {
+    /// Its steps, the bytes of its buffers (all its own) and its
+    /// operation: what the model of a collective runs (`model.rs`).
+    pub(super) fn parts(self) -> (Vec<Step>, Vec<Vec<u8>>, Option<Reduction>) {
+        let bufs = (self.bufs.into_iter())
+            .map(|b| match b {
+                Buf::Own(v) => v,
+                Buf::Program { .. } => panic!("the model runs plans over their own buffers"),
+            })
+            .collect();
+        (self.steps, bufs, self.reduction)
     }
 }
 
@@ -267,20 +315,21 @@ impl Schedule {
                 };
                 self.open.pop();
                 if let Some(want) = want {
-                    if s.error != MPI_SUCCESS || s.bytes() != want as u64 {
-                        return err(
-                            if s.error != MPI_SUCCESS {
-                                s.error
-                            } else {
-                                MPI_ERR_TRUNCATE
-                            },
-                            format!(
-                                "member {} sent {} bytes where {want} were expected: do all members pass matching counts and types (and the same root)?",
-                                s.source,
-                                s.bytes()
-                            ),
-                        );
-                    }
+                    let got = s.bytes();
+                    let (class, what) = match s.error {
+                        MPI_SUCCESS if got == want as u64 => continue,
+                        MPI_SUCCESS => (MPI_ERR_TRUNCATE, format!("{got} bytes")),
+                        // The receive got what fits; more was sent.
+                        MPI_ERR_TRUNCATE => (MPI_ERR_TRUNCATE, "more bytes".to_string()),
+                        e => return err(e, format!("a receive from member {} failed", s.source)),
+                    };
+                    return err(
+                        class,
+                        format!(
+                            "member {} sent {what} where {want} were expected: do all members pass matching counts and types (and the same root)?",
+                            s.source
+                        ),
+                    );
                 }
             }
             if self.next == self.steps.len() {
