@@ -38,7 +38,9 @@ use handlers::*;
 use matching::*;
 pub use matching::{Kept, Unpack};
 use wire::*;
-pub use wire::{DEFAULT_EAGER_LIMIT, DEFAULT_SET_ASIDE_LIMIT, MAX_MESSAGE, SHORT};
+pub use wire::{
+    COLL_EAGER_LIMIT, DEFAULT_EAGER_LIMIT, DEFAULT_SET_ASIDE_LIMIT, MAX_MESSAGE, SHORT,
+};
 
 /// Where a point-to-point call goes: the communicator's context, this
 /// process's rank in it, and the destination's FM rank (`None`:
@@ -81,6 +83,8 @@ pub struct Engine {
     pub fm: Fm,
     shared: Arc<Shared>,
     pub eager_limit: usize,
+    /// The same for collectives' messages (`FM_COLL_EAGER_LIMIT`).
+    pub coll_eager_limit: usize,
     /// Where a small eager message is gathered before it is sent.
     scratch: Vec<u8>,
     /// Non-blocking collectives under way, by their request.
@@ -127,12 +131,23 @@ impl Engine {
             fm::settings::env_only::<usize>(setting).map(|v| v.unwrap_or(default))
         };
         let eager_limit = bytes(&fm::settings::MPI_EAGER_LIMIT, DEFAULT_EAGER_LIMIT)?;
+        // With a CPU per rank, a root running ahead of its members is
+        // better served by rendezvous than by eager messages set aside
+        // and copied; sharing CPUs, the rendezvous's round trip costs
+        // more than the copy (docs/PERFORMANCE.md, "Collectives' eager
+        // limit").
+        let coll_default = match fm.config().oversubscribed() {
+            false => COLL_EAGER_LIMIT.min(eager_limit),
+            true => eager_limit,
+        };
+        let coll_eager_limit = bytes(&fm::settings::COLL_EAGER_LIMIT, coll_default)?;
         shared.0.borrow_mut().set_aside_room =
             bytes(&fm::settings::MPI_SET_ASIDE_LIMIT, DEFAULT_SET_ASIDE_LIMIT)?;
         Ok(Engine {
             fm,
             shared,
             eager_limit,
+            coll_eager_limit,
             scratch: Vec::with_capacity(4096),
             collectives: Vec::new(),
             pairs: Vec::new(),
@@ -264,7 +279,22 @@ impl Engine {
         len: usize,
         sync: bool,
     ) -> MpiResult<u32> {
-        self.isend_kept(route, tag, data, len, sync, None)
+        self.isend_kept(route, tag, data, len, sync, None, self.eager_limit)
+    }
+
+    /// [`Engine::isend`] of a collective's message, eager up to the
+    /// collectives' limit.
+    ///
+    /// # Safety
+    /// As [`Engine::isend`].
+    pub unsafe fn isend_collective(
+        &mut self,
+        route: Route,
+        tag: c_int,
+        data: *const u8,
+        len: usize,
+    ) -> MpiResult<u32> {
+        self.isend_kept(route, tag, data, len, false, None, self.coll_eager_limit)
     }
 
     /// A send of `data`, which the request keeps until it is gone.
@@ -285,6 +315,7 @@ impl Engine {
                 len,
                 sync,
                 Some(Kept { data, unpack: None }),
+                self.eager_limit,
             )
         }
     }
@@ -299,6 +330,7 @@ impl Engine {
         len: usize,
         sync: bool,
         kept: Option<Kept>,
+        eager_limit: usize,
     ) -> MpiResult<u32> {
         let Some(to) = route.to else {
             return Ok(self.null_request());
@@ -314,7 +346,7 @@ impl Engine {
             flags: if sync { SYNC } else { 0 },
             sender_req: req,
         };
-        if len <= self.eager_limit {
+        if len <= eager_limit {
             let (handler, head_len) = eager_head(&env);
             let mut head = [0u8; SYNC_ENVELOPE];
             env.write(&mut head[..head_len]);

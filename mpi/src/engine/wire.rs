@@ -26,6 +26,10 @@ pub(crate) const SYNC: u32 = 1;
 /// Messages up to this many bytes are sent eagerly (`fm::settings::MPI_EAGER_LIMIT`).
 pub const DEFAULT_EAGER_LIMIT: usize = 64 << 10;
 
+/// Collectives' messages up to this many bytes are sent eagerly where
+/// each rank has a CPU of its own (`fm::settings::COLL_EAGER_LIMIT`).
+pub const COLL_EAGER_LIMIT: usize = 16 << 10;
+
 /// Data bytes an MPI message may have: it travels as one FM message, whose
 /// length is 32 bits, with at most a 16-byte envelope before it.
 pub const MAX_MESSAGE: usize = u32::MAX as usize - SYNC_ENVELOPE;
