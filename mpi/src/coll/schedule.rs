@@ -354,7 +354,7 @@ impl Schedule {
                 // lives until the send completes (a schedule ends only
                 // when its stage's requests have; one dropped on an error
                 // leaks its buffers, `Drop`).
-                let id = unsafe { e.isend_collective(route, self.tag, p, data.len)? };
+                let id = unsafe { e.isend(route, self.tag, p, data.len, false)? };
                 self.open.push((id, None));
             }
             Step::Recv { from, into } => {

@@ -15,6 +15,7 @@
 //! protocol moving.
 
 use crate::abi::*;
+use crate::coll::schedule::COLLECTIVE_OPERATIONS;
 use crate::coll::Schedule;
 use crate::datatype::Layout;
 use fm::{Fm, Incoming, Rank};
@@ -279,22 +280,7 @@ impl Engine {
         len: usize,
         sync: bool,
     ) -> MpiResult<u32> {
-        self.isend_kept(route, tag, data, len, sync, None, self.eager_limit)
-    }
-
-    /// [`Engine::isend`] of a collective's message, eager up to the
-    /// collectives' limit.
-    ///
-    /// # Safety
-    /// As [`Engine::isend`].
-    pub unsafe fn isend_collective(
-        &mut self,
-        route: Route,
-        tag: c_int,
-        data: *const u8,
-        len: usize,
-    ) -> MpiResult<u32> {
-        self.isend_kept(route, tag, data, len, false, None, self.coll_eager_limit)
+        self.isend_kept(route, tag, data, len, sync, None)
     }
 
     /// A send of `data`, which the request keeps until it is gone.
@@ -315,7 +301,6 @@ impl Engine {
                 len,
                 sync,
                 Some(Kept { data, unpack: None }),
-                self.eager_limit,
             )
         }
     }
@@ -330,7 +315,6 @@ impl Engine {
         len: usize,
         sync: bool,
         kept: Option<Kept>,
-        eager_limit: usize,
     ) -> MpiResult<u32> {
         let Some(to) = route.to else {
             return Ok(self.null_request());
@@ -345,6 +329,11 @@ impl Engine {
             tag,
             flags: if sync { SYNC } else { 0 },
             sender_req: req,
+        };
+        // A collective's message has a limit of its own.
+        let eager_limit = match route.context & COLLECTIVE_OPERATIONS {
+            0 => self.eager_limit,
+            _ => self.coll_eager_limit,
         };
         if len <= eager_limit {
             let (handler, head_len) = eager_head(&env);
