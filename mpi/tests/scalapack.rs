@@ -65,7 +65,8 @@ fn lu_rows(text: &str) -> Vec<String> {
 /// gives the same table on fm as under `mpiexec.mpich` (2 ranks, grids
 /// 1 × 2 and 2 × 1: 120 problems), every one passing its residual checks; on 4
 /// ranks of 2 virtual hosts (grids 2 × 2, 1 × 4, 4 × 1) and under packet
-/// loss every one passes too. With a threshold no residual can meet,
+/// loss every one passes too, as do the 240 of ScaLAPACK's own input on 4
+/// ranks (docs/MPI.md's example). With a threshold no residual can meet,
 /// every problem fails: the check reads ScaLAPACK's own verdict.
 #[test]
 fn scalapacks_lu_test_runs_as_under_mpich() {
@@ -101,6 +102,14 @@ fn scalapacks_lu_test_runs_as_under_mpich() {
             "{env:?}:\n{t}"
         );
     }
+    // docs/MPI.md's example: ScaLAPACK's file as it is, on 4 ranks.
+    let ours = Path::new(TESTS).join("LU.dat");
+    std::fs::copy(ours, dir.0.join("LU.dat")).expect("LU.dat");
+    let t = text(&run(&dir, &["-n", "4", "--oversubscribe"], &xdlu, &[], &[]));
+    assert!(
+        t.contains("240 tests completed and passed residual checks"),
+        "{t}"
+    );
     lu_input(&dir, &[(1, 2)], "1e-30");
     let t = text(&run(&dir, &["-n", "2"], &xdlu, &[], &[]));
     assert!(
