@@ -63,38 +63,20 @@ fn collectives_across_virtual_hosts_and_under_loss() {
     );
 }
 
-/// Each rank's bytes sent on the ethernet device and its host, from a
-/// run of `hostaware` under `fmrun --stats=json` on 4 virtual hosts × 2.
-fn ethernet_bytes_by_rank(
-    dir: &TempDir,
-    exe: &std::path::Path,
-    env: &[(&str, &str)],
-) -> Vec<(u64, String)> {
-    let args = [
-        "-n",
-        "8",
-        "--hosts",
-        "a,b,c,d",
-        "--rsh",
-        "local",
-        "--oversubscribe",
-        "--stats=json",
-    ];
-    let o = run(dir, &args, exe, &["allreduce"], env);
-    let t = text(&o);
-    assert!(
-        o.status.success() && t.contains("host-aware collectives passed on 8 ranks"),
-        "{t}"
-    );
+/// Each rank's bytes sent on the ethernet device, and its host, from a
+/// run of `hostaware allreduce` on 8 ranks under `fmrun --stats=json`.
+fn ethernet_bytes_by_rank(o: &std::process::Output) -> Vec<(u64, String)> {
+    let t = text(o);
+    let passed = "host-aware collectives passed on 8 ranks";
+    assert!(o.status.success() && t.contains(passed), "{t}");
     let mut by_rank = vec![(u64::MAX, String::new()); 8];
     for line in t.lines() {
         if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
             let r = v["rank"].as_u64().expect("a rank") as usize;
-            by_rank[r].0 = v["devices"]["ethernet"]["bytes_sent"]
-                .as_u64()
-                .expect("ethernet's bytes");
+            by_rank[r].0 =
+                (v["devices"]["ethernet"]["bytes_sent"].as_u64()).expect("ethernet's bytes");
         } else if let Some((r, host)) = line
-            .split_once("] rank ")
+            .split_once("rank ")
             .and_then(|(_, rest)| rest.split_once(" on "))
         {
             by_rank[r.parse::<usize>().expect("a rank")].1 = host.to_string();
@@ -105,6 +87,14 @@ fn ethernet_bytes_by_rank(
         "{t}"
     );
     by_rank
+}
+
+/// Of each host, only its lowest rank sent on the network.
+fn only_the_lowest_rank_of_each_host_sent(by_rank: &[(u64, String)]) {
+    for (rank, (bytes, host)) in by_rank.iter().enumerate() {
+        let lowest = by_rank.iter().position(|(_, h)| h == host) == Some(rank);
+        assert_eq!(*bytes > 0, lowest, "rank {rank} on {host}: {by_rank:?}");
+    }
 }
 
 /// Host-aware collectives, seen in the device counters: in barriers and
@@ -120,12 +110,26 @@ fn only_one_rank_per_host_sends_on_the_network_in_an_allreduce() {
     let Some(exe) = mpich_built(&dir, "hostaware") else {
         return;
     };
-    let aware = ethernet_bytes_by_rank(&dir, &exe, &[]);
-    for (rank, (bytes, host)) in aware.iter().enumerate() {
-        let lowest = aware.iter().position(|(_, h)| h == host) == Some(rank);
-        assert_eq!(*bytes > 0, lowest, "rank {rank} on {host}: {aware:?}");
-    }
-    let flat = ethernet_bytes_by_rank(&dir, &exe, &[("FM_COLL_HOSTS", "off")]);
+    let four = [
+        "-n",
+        "8",
+        "--hosts",
+        "a,b,c,d",
+        "--rsh",
+        "local",
+        "--oversubscribe",
+        "--stats=json",
+    ];
+    let aware = run(&dir, &four, &exe, &["allreduce"], &[]);
+    only_the_lowest_rank_of_each_host_sent(&ethernet_bytes_by_rank(&aware));
+    let flat = run(
+        &dir,
+        &four,
+        &exe,
+        &["allreduce"],
+        &[("FM_COLL_HOSTS", "off")],
+    );
+    let flat = ethernet_bytes_by_rank(&flat);
     assert!(flat.iter().all(|(b, _)| *b > 0), "{flat:?}");
     let local = ["--rsh", "local", "--oversubscribe"];
     for hosts in [
@@ -231,4 +235,26 @@ fn the_intercommunicator_checks_hold_under_mpich_and_fail_on_a_wrong_value() {
     };
     let passed = "all intercommunicator collectives passed on 5 ranks";
     passes_fails_and_agrees_with_mpich(&dir, &exe, 5, passed);
+}
+
+/// The same on real hosts: 4 network namespaces × 2 ranks, whose hosts
+/// talk over the ethernet device; only the lowest rank of each sends on
+/// it. Needs root (SKIPPED otherwise).
+#[test]
+fn only_one_rank_per_namespace_host_sends_on_the_ethernet() {
+    let test = "only_one_rank_per_namespace_host_sends_on_the_ethernet";
+    let Some(c) = fm_tests::netns::Cluster::new(test, 4) else {
+        return;
+    };
+    let dir = TempDir::for_segments("mpi-coll-netns");
+    let Some(exe) = mpich_built(&dir, "hostaware") else {
+        return;
+    };
+    let mut args = c.fmrun_args(&c.hosts_spec(2), fm_tests::netns::NET_ETHERNET);
+    args.push("--stats=json".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = fm_tests::fmrun(&own_bin(), &dir, &args, &exe, &["allreduce"])
+        .output()
+        .expect("fmrun");
+    only_the_lowest_rank_of_each_host_sent(&ethernet_bytes_by_rank(&o));
 }

@@ -147,6 +147,14 @@ impl Cluster {
         program: &std::path::Path,
         args: &[&str],
     ) -> Command {
+        let fmrun_args = self.fmrun_args(hosts, net);
+        let fmrun_args: Vec<&str> = fmrun_args.iter().map(String::as_str).collect();
+        crate::fmrun(own_bin, dir, &fmrun_args, program, args)
+    }
+
+    /// The arguments of [`Cluster::fmrun`]'s fmrun, for a test that adds
+    /// its own.
+    pub fn fmrun_args(&self, hosts: &str, net: &str) -> Vec<String> {
         let n: usize = hosts
             .split(',')
             .map(|h| {
@@ -154,10 +162,9 @@ impl Cluster {
                     .map_or(1, |(_, k)| k.parse().unwrap_or(1))
             })
             .sum();
-        let (n, grm) = (n.to_string(), format!("{}:0", self.gateway()));
-        let fmrun_args = [
+        let args = [
             "-n",
-            &n,
+            &n.to_string(),
             "--hosts",
             hosts,
             "--net",
@@ -165,11 +172,12 @@ impl Cluster {
             "--rsh",
             "ip netns exec {host}",
             "--grm-listen",
-            &grm,
+            &format!("{}:0", self.gateway()),
             "--timeout",
             "240",
-        ];
-        crate::fmrun(own_bin, dir, &fmrun_args, program, args)
+        ]
+        .map(String::from);
+        args.to_vec()
     }
 }
 

@@ -37,6 +37,14 @@ pub fn mpich_built(dir: &TempDir, name: &str) -> Option<PathBuf> {
     Some(exe)
 }
 
+/// Where this build's binaries are, for [`fm_tests::fmrun`]: fmrun is in
+/// target/PROFILE, above this test's deps/.
+pub fn own_bin() -> String {
+    let exe = std::env::current_exe().expect("the test's path");
+    let profile = exe.parent().and_then(Path::parent).expect("target/PROFILE");
+    profile.join("test").to_string_lossy().into_owned()
+}
+
 /// `fmrun --timeout 120s FMRUN_ARGS PROGRAM ARGS` with `env`: the fmrun of
 /// this build (target/PROFILE, beside this test's deps/).
 pub fn run(
@@ -46,13 +54,9 @@ pub fn run(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Output {
-    // fmrun is in target/PROFILE, above this test's deps/.
-    let exe = std::env::current_exe().expect("the test's path");
-    let profile = exe.parent().and_then(Path::parent).expect("target/PROFILE");
-    let beside = profile.join("test");
     let mut all = vec!["--timeout", "120s"];
     all.extend_from_slice(fmrun_args);
-    let mut c = fmrun(&beside.to_string_lossy(), dir, &all, program, args);
+    let mut c = fmrun(&own_bin(), dir, &all, program, args);
     // NetPIPE writes np.out where it runs.
     c.current_dir(&dir.0);
     for (k, v) in env {
