@@ -11,6 +11,7 @@ pub mod algorithms;
 pub mod hosts;
 pub mod inter;
 pub mod op;
+pub mod pool;
 pub mod schedule;
 pub mod tuning;
 
@@ -51,7 +52,7 @@ impl Elements {
     /// # Safety
     /// `buf` holds `count` elements of the layout.
     pub unsafe fn pack(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(self.bytes());
+        let mut v = pool::take(self.bytes());
         self.layout.pack(self.buf, self.count, &mut v);
         v
     }

@@ -245,6 +245,17 @@ trait Number: Copy {
     fn lt(self, o: Self) -> bool;
     fn is_true(self) -> bool;
     fn truth(t: bool) -> Self;
+
+    /// Packed bytes as elements, where they lie aligned for the type
+    /// (a plain loop over them then vectorizes); `None` otherwise, and
+    /// for types other than Rust's primitives.
+    fn view(_b: &[u8]) -> Option<&[Self]> {
+        None
+    }
+
+    fn view_mut(_b: &mut [u8]) -> Option<&mut [Self]> {
+        None
+    }
 }
 
 trait Bits: Number {
@@ -285,6 +296,16 @@ macro_rules! number {
             fn truth(t: bool) -> Self {
                 if t { $one } else { $zero }
             }
+            fn view(b: &[u8]) -> Option<&[Self]> {
+                // SAFETY: every bit pattern is a valid $t.
+                let (pre, mid, post) = unsafe { b.align_to::<$t>() };
+                (pre.is_empty() && post.is_empty()).then_some(mid)
+            }
+            fn view_mut(b: &mut [u8]) -> Option<&mut [Self]> {
+                // SAFETY: as for `view`; writes of any $t are bytes.
+                let (pre, mid, post) = unsafe { b.align_to_mut::<$t>() };
+                (pre.is_empty() && post.is_empty()).then_some(mid)
+            }
         }
     )*};
 }
@@ -315,6 +336,12 @@ bits!(i8, i16, i32, i64, u8, u16, u32, u64);
 
 /// Each element pair of `inp` and `inout` through `f`, the result into `inout`.
 fn each<T: Number>(inp: &[u8], inout: &mut [u8], f: impl Fn(T, T) -> T) {
+    if let (Some(a), Some(b)) = (T::view(inp), T::view_mut(inout)) {
+        for (x, y) in a.iter().zip(b.iter_mut()) {
+            *y = f(*x, *y);
+        }
+        return;
+    }
     for (a, b) in inp
         .chunks_exact(T::SIZE)
         .zip(inout.chunks_exact_mut(T::SIZE))

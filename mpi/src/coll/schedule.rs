@@ -199,7 +199,7 @@ impl Plan {
 
     /// A buffer of `len` bytes to receive into.
     pub fn scratch(&mut self, len: usize) -> Span {
-        self.buffer(vec![0; len])
+        self.buffer(super::pool::zeroed(len))
     }
 
     /// Write the part of `f`, an algorithm, that this member takes in
@@ -419,6 +419,11 @@ impl Drop for Schedule {
     fn drop(&mut self) {
         if !self.open.is_empty() {
             std::mem::forget(std::mem::take(&mut self.bufs));
+        }
+        for b in self.bufs.drain(..) {
+            if let Buf::Own(v) = b {
+                super::pool::give(v);
+            }
         }
     }
 }
