@@ -2,7 +2,7 @@
 //! it sends to and receives from whom, in which stage, and what it
 //! combines. They are the classic ones MPICH and Open MPI choose from
 //! (Thakur, Rabenseifner and Gropp, "Optimization of Collective
-//! Communication Operations in MPICH", 2005); [`super::Choice`] says
+//! Communication Operations in MPICH", 2005); [`super::tuning`] says
 //! which runs when.
 //!
 //! Ranks here are ranks in the communicator; `rel` is a rank relative to

@@ -2,7 +2,8 @@
 //!
 //! Each call is checked, its input packed into buffers of its own, and
 //! written as a [`Plan`] by one of the algorithms ([`algorithms`]) chosen
-//! by size and shape ([`Choice`]); the plan becomes a [`Schedule`] that
+//! by size and shape ([`tuning`]), in two levels where the communicator
+//! spans hosts ([`hosts`]); the plan becomes a [`Schedule`] that
 //! the blocking call advances until done and the non-blocking one leaves
 //! to the engine's progress, completing its request. Results are unpacked
 //! into the caller's buffers by the schedule's last steps.
@@ -27,7 +28,7 @@ use op::Reduction;
 pub use schedule::{Plan, Schedule, Span, Target};
 use std::os::raw::c_int;
 use std::sync::Arc;
-pub use tuning::{Choice, Tuning, CHOICE};
+pub use tuning::Tuning;
 
 /// `count` elements of a datatype at `buf` (the caller's).
 #[derive(Clone, Debug)]

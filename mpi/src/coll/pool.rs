@@ -5,7 +5,7 @@
 //! collective of 1 MiB that packed its input and received into scratch
 //! faulted in every page of both, every call: 2 ranks' `MPI_Reduce` of
 //! 1 MiB took 800 µs where the data's transfer takes 30
-//! (docs/PERFORMANCE.md, "Host-aware collectives and their eager limit").
+//! (docs/PERFORMANCE.md, "Collectives: eager limit, buffers and hosts").
 //! Buffers of [`POOLED`] bytes and more go back here when their schedule
 //! ends and serve the next one. Smaller ones are left to malloc, which
 //! keeps them in its own free lists.

@@ -135,8 +135,8 @@ impl Engine {
         // With a CPU per rank, a root running ahead of its members is
         // better served by rendezvous than by eager messages set aside
         // and copied; sharing CPUs, the rendezvous's round trip costs
-        // more than the copy (docs/PERFORMANCE.md, "Collectives' eager
-        // limit").
+        // more than the copy (docs/PERFORMANCE.md, "Collectives: eager
+        // limit, buffers and hosts").
         let coll_default = match fm.config().oversubscribed() {
             false => COLL_EAGER_LIMIT.min(eager_limit),
             true => eager_limit,
