@@ -62,56 +62,45 @@ fn named<T: Copy>(s: &str, names: &[(&str, T)]) -> Result<T, String> {
     }
 }
 
-impl FromStr for Bcast {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        use Bcast::*;
-        let names = [
-            ("auto", Auto),
-            ("binomial", Binomial),
-            ("scatter-allgather", ScatterAllgather),
-        ];
-        named(s, &names)
-    }
+/// `FromStr` for a setting's type: its values by name.
+macro_rules! by_name {
+    ($t:ty { $($name:literal => $v:expr),* $(,)? }) => {
+        impl FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                named(s, &[$(($name, $v)),*])
+            }
+        }
+    };
 }
 
-impl FromStr for Allreduce {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        use Allreduce::*;
-        let names = [
-            ("auto", Auto),
-            ("recursive-doubling", RecursiveDoubling),
-            ("rabenseifner", Rabenseifner),
-        ];
-        named(s, &names)
-    }
-}
+by_name!(Bcast {
+    "auto" => Bcast::Auto,
+    "binomial" => Bcast::Binomial,
+    "scatter-allgather" => Bcast::ScatterAllgather,
+});
 
-impl FromStr for Allgather {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        use Allgather::*;
-        let names = [
-            ("auto", Auto),
-            ("recursive-doubling", RecursiveDoubling),
-            ("ring", Ring),
-        ];
-        named(s, &names)
-    }
-}
+by_name!(Allreduce {
+    "auto" => Allreduce::Auto,
+    "recursive-doubling" => Allreduce::RecursiveDoubling,
+    "rabenseifner" => Allreduce::Rabenseifner,
+});
+
+by_name!(Allgather {
+    "auto" => Allgather::Auto,
+    "recursive-doubling" => Allgather::RecursiveDoubling,
+    "ring" => Allgather::Ring,
+});
 
 /// `FM_COLL_HOSTS`: whether collectives go in two levels on communicators
 /// spread over hosts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostAware(pub bool);
 
-impl FromStr for HostAware {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        named(s, &[("auto", HostAware(true)), ("off", HostAware(false))])
-    }
-}
+by_name!(HostAware {
+    "auto" => HostAware(true),
+    "off" => HostAware(false),
+});
 
 /// Everything the collectives choose by.
 #[derive(Clone, Debug)]
