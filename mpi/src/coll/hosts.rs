@@ -16,6 +16,14 @@ use super::algorithms;
 use super::schedule::{Plan, Span};
 use fm::Rank;
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+/// The hosts of the communicators that ran collectives last, by their
+/// ranks (every copy of a communicator shares its `Arc<[Rank]>`, and a
+/// `Weak` keeps the address from being reused): without it each
+/// collective would sort its n members by host anew.
+static RECENT: Mutex<Vec<(Weak<[Rank]>, Arc<Hosts>)>> = Mutex::new(Vec::new());
+const RECENT_KEPT: usize = 8;
 
 /// Which members of a communicator share a host.
 #[derive(Clone, Debug)]
@@ -50,6 +58,22 @@ impl Hosts {
             })
             .collect();
         Hosts { groups, host }
+    }
+
+    /// [`Hosts::of`] a communicator whose job ranks are `ranks`, kept
+    /// for its next collectives.
+    pub fn of_comm(ranks: &Arc<[Rank]>, job_hosts: &[u32]) -> Arc<Hosts> {
+        let mut recent = RECENT.lock().unwrap_or_else(|e| e.into_inner());
+        let known = (recent.iter()).position(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(ranks)));
+        let entry = match known {
+            Some(i) => recent.remove(i),
+            None => (Arc::downgrade(ranks), Arc::new(Hosts::of(ranks, job_hosts))),
+        };
+        let hosts = entry.1.clone();
+        recent.insert(0, entry);
+        recent.retain(|(w, _)| w.strong_count() > 0);
+        recent.truncate(RECENT_KEPT);
+        hosts
     }
 
     /// Whether two levels save anything: more than one host, and more
@@ -252,6 +276,22 @@ mod tests {
             prop_assert!(v.iter().all(|b| *b == want), "{:?}", host);
             only_leaders_left_their_host(&host, None, &r);
         }
+    }
+
+    /// A communicator's hosts are worked out once and kept while it
+    /// lives: its copies (which share its ranks) get the same answer,
+    /// another communicator its own.
+    #[test]
+    fn a_communicators_hosts_are_kept_for_its_next_collectives() {
+        let a: Arc<[Rank]> = Arc::from(vec![0, 1, 2, 3]);
+        let b: Arc<[Rank]> = Arc::from(vec![3, 2, 1, 0]);
+        let job = [0, 0, 1, 1];
+        let first = Hosts::of_comm(&a, &job);
+        assert!(Arc::ptr_eq(&first, &Hosts::of_comm(&a.clone(), &job)));
+        let other = Hosts::of_comm(&b, &job);
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert_eq!(other.groups, vec![vec![0, 1], vec![2, 3]]);
+        assert_eq!(other.host, vec![0, 0, 1, 1]);
     }
 
     /// The model's checks can fail: a receive nobody sends to is a

@@ -204,11 +204,11 @@ fn plan(comm: &Comm) -> Plan {
 
 /// The communicator's hosts, where the collectives go in two levels
 /// (`FM_COLL_HOSTS`, [`hosts`]).
-fn two_levels(comm: &Comm, t: &Tuning) -> Option<Hosts> {
+fn two_levels(comm: &Comm, t: &Tuning) -> Option<Arc<Hosts>> {
     if !(t.host_aware && t.several_hosts) {
         return None;
     }
-    let h = Hosts::of(&comm.ranks, &t.job_hosts);
+    let h = Hosts::of_comm(&comm.ranks, &t.job_hosts);
     h.worth_it().then_some(h)
 }
 
