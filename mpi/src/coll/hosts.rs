@@ -22,7 +22,8 @@ use std::sync::{Arc, Mutex, Weak};
 /// ranks (every copy of a communicator shares its `Arc<[Rank]>`, and a
 /// `Weak` keeps the address from being reused): without it each
 /// collective would sort its n members by host anew.
-static RECENT: Mutex<Vec<(Weak<[Rank]>, Arc<Hosts>)>> = Mutex::new(Vec::new());
+static RECENT: Mutex<Vec<Known>> = Mutex::new(Vec::new());
+type Known = (Weak<[Rank]>, Arc<Hosts>);
 const RECENT_KEPT: usize = 8;
 
 /// Which members of a communicator share a host.
