@@ -230,6 +230,9 @@ const MAN_PAGE: fm_clidocs::Page = fm_clidocs::Page {
 /// After SIGTERM, ranks get this long before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_millis(700);
 const TICK: Duration = Duration::from_millis(10);
+/// How long a rank's failing exit waits for the resource manager to name
+/// another rank as the one that ended the job ([`Job::reap`]).
+const BLAME_GRACE: Duration = Duration::from_millis(500);
 
 fn main() -> ExitCode {
     // The embedded GRM's own account of a death repeats fmrun's.
@@ -554,12 +557,16 @@ fn run(cli: Cli) -> Result<u8, String> {
         job.progress();
         job.escalate();
     }
-    // What a rank reports through the GRM (its table, its counters) may
-    // still be on its way when the rank has exited (a short program ends
-    // before the GRM has passed its table on).
+    // What a rank reports through the GRM (its table, its counters, which
+    // rank ended the job) may still be on its way when the rank has
+    // exited (a short program ends before the GRM has passed its table on).
     let awaits = |job: &Job| {
         (cli.stats.is_some() && job.stats.iter().any(Option::is_none))
             || (job.show_table.is_some() && job.tables.iter().any(Option::is_none))
+            || (job.failure.is_none()
+                && job
+                    .pending
+                    .is_some_and(|(_, _, t)| t.elapsed() < BLAME_GRACE))
     };
     let until = Instant::now() + Duration::from_secs(1);
     while awaits(&job) && Instant::now() < until {
@@ -915,6 +922,11 @@ struct Job {
     size: u32,
     /// First failure: its message and the exit status it gives the job.
     failure: Option<(String, u8)>,
+    /// A rank that exited with a failing status (no signal), not yet
+    /// blamed: it may only have seen the job end under it, and the
+    /// resource manager's word on the rank that ended it may still be on
+    /// its way ([`Job::settle`]).
+    pending: Option<(usize, ExitStatus, Instant)>,
     /// The first failure was a rank's own exit, and the resource manager
     /// has not said what it found yet (a rank that sent no heartbeat).
     verdict_owed: bool,
@@ -939,6 +951,7 @@ impl Job {
             out,
             size,
             failure: None,
+            pending: None,
             verdict_owed: false,
             stopping: None,
             killed: false,
@@ -977,7 +990,12 @@ impl Job {
 
     /// Collect exit statuses; the first failing rank fails the job. Of ranks
     /// found dead in the same pass, one killed by a signal is the cause and
-    /// the others (which saw the job end under them) are not.
+    /// the others (which saw the job end under them) are not. A rank that
+    /// exited with a failing status is blamed only after [`BLAME_GRACE`]:
+    /// one that saw the job end exits as soon as the resource manager
+    /// tells it, which under load can be before fmrun hears which rank
+    /// ended it (an `MPI_Abort(7)` in rank 1 then ended the job with rank
+    /// 3's status 1).
     fn reap(&mut self) {
         let mut blame: Option<(usize, ExitStatus)> = None;
         for i in 0..self.procs.len() {
@@ -995,8 +1013,27 @@ impl Job {
                 }
             }
         }
-        if let Some((i, s)) = blame {
-            self.blame(i, s, None);
+        match blame {
+            Some((i, s)) if s.signal().is_some() => self.blame(i, s, None),
+            Some((i, s)) if self.pending.is_none() => {
+                self.pending = Some((i, s, Instant::now()));
+            }
+            _ => {}
+        }
+        self.settle(false);
+    }
+
+    /// Blame the pending rank once the resource manager has had
+    /// [`BLAME_GRACE`] to name another (or at once with `now`), unless a
+    /// failure is already recorded.
+    fn settle(&mut self, now: bool) {
+        match self.pending {
+            Some(_) if self.failure.is_some() || self.stopping.is_some() => self.pending = None,
+            Some((i, s, t)) if now || t.elapsed() >= BLAME_GRACE => {
+                self.pending = None;
+                self.blame(i, s, None);
+            }
+            _ => {}
         }
     }
 
@@ -1179,6 +1216,7 @@ impl Job {
             self.escalate();
             std::thread::sleep(TICK);
         }
+        self.settle(true);
         self.out.finish(Duration::from_millis(500));
         let removed = fm_devices::shmem::segment::remove_job_segments(shm_dir, link.job_key);
         if removed > 0 {
