@@ -1246,3 +1246,55 @@ fn describe_status(s: ExitStatus) -> (String, u8) {
         (format!("ended with {s}"), 1)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proc(label: &str, script: &str) -> Proc {
+        let child = Command::new("sh").args(["-c", script]).spawn().expect("sh");
+        Proc {
+            label: label.into(),
+            child,
+            rank_pid: None,
+            status: None,
+        }
+    }
+
+    /// Rank 0 exits with 1 on seeing the job end, and is reaped before
+    /// the resource manager's word that rank 1 (which exits with 7, later)
+    /// ended the job: the job's status is rank 1's. (Before, fmrun blamed
+    /// the first rank it reaped.)
+    #[test]
+    fn the_rank_the_resource_manager_names_is_blamed_not_one_that_saw_the_job_end() {
+        let dir = std::env::temp_dir().join(format!("fmrun-blame-{}", std::process::id()));
+        let go = dir.join("go");
+        std::fs::create_dir_all(&dir).expect("a folder");
+        let later = format!(
+            "while [ ! -e {} ]; do sleep 0.01; done; exit 7",
+            go.display()
+        );
+        let procs = vec![proc("rank 0", "exit 1"), proc("rank 1", &later)];
+        let out = output::Forwarder::new(2, true, None, None);
+        let mut job = Job::new(procs, out, 2, None);
+        while job.procs[0].status.is_none() {
+            job.reap();
+            std::thread::sleep(TICK);
+        }
+        assert!(job.failure.is_none(), "{:?}", job.failure);
+        std::fs::write(&go, b"").expect("go");
+        while job.procs[1].child.try_wait().ok().flatten().is_none() {
+            std::thread::sleep(TICK);
+        }
+        job.on_grm(Event::PeerDied {
+            rank: 1,
+            host: "h".into(),
+            pid: job.procs[1].child.id(),
+            reason: "closed its connection to the GRM without leaving the job".into(),
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        let (what, code) = job.failure.clone().expect("a failure");
+        assert_eq!(code, 7, "{what}");
+        assert!(what.starts_with("rank 1 "), "{what}");
+    }
+}
