@@ -213,8 +213,8 @@ pub struct Endpoint {
     /// The handler table, by ID; a handler is taken out while it runs.
     pub(crate) handlers: Vec<Option<crate::Handler>>,
     /// fm's own barrier: messages counted as they arrive.
-    pub(crate) barrier_arrived: u64,
-    pub(crate) barrier_released: u64,
+    /// Collectives' messages waiting for their receives.
+    pub(crate) coll_mailbox: crate::coll::Mailbox,
     /// An error of a handler that a stalled sender ran, for the next extract.
     pub(crate) deferred_error: Option<crate::FmError>,
     /// How long fm's internal waits may take (`None`: for ever).
@@ -281,8 +281,7 @@ impl Endpoint {
             out: None,
             in_handler: false,
             handlers,
-            barrier_arrived: 0,
-            barrier_released: 0,
+            coll_mailbox: Default::default(),
             deferred_error: None,
             wait_limit: c.wait_timeout,
             wait: WaitPolicy {

@@ -57,6 +57,12 @@ pub enum ErrorKind {
     #[error("resource manager: {0}")]
     Grm(fm_grm::GrmError),
 
+    #[error("group: {0}")]
+    Group(String),
+
+    #[error("rank {rank} sent {got} bytes for a collective where {want} were expected: do all members make the same calls, with the same root and lengths?")]
+    CollectiveMismatch { rank: Rank, got: usize, want: usize },
+
     #[error("the job has ended: {0}")]
     JobEnded(String),
 
@@ -104,6 +110,19 @@ impl FmError {
     /// An error of a handler's own making.
     pub fn handler(msg: impl Into<String>) -> FmError {
         ErrorKind::Handler(msg.into()).into()
+    }
+
+    /// Whether this is about one message its handler ran for (the
+    /// handler's own error, or a message its sender gave up or cut
+    /// short), not about fm or the job: a wait can go on after it.
+    pub fn is_handlers(&self) -> bool {
+        matches!(
+            *self.0,
+            ErrorKind::Handler(_)
+                | ErrorKind::HandlerLeftMessageOpen { .. }
+                | ErrorKind::Aborted { .. }
+                | ErrorKind::CutShort { .. }
+        )
     }
 }
 

@@ -13,8 +13,6 @@ use std::time::Duration;
 
 /// Handler IDs from this one up are fm's own (barrier).
 pub const RESERVED_HANDLERS: u16 = 0xFF00;
-pub(crate) const BARRIER_ARRIVE: u16 = 0xFF00;
-pub(crate) const BARRIER_RELEASE: u16 = 0xFF01;
 
 /// What running one message gave: its length, and its handler's result.
 type Handled = Option<(usize, Result<()>)>;
@@ -141,6 +139,7 @@ impl Endpoint {
                 ep.handlers[id as usize] = Some(f);
                 r
             }
+            None if id == crate::coll::COLLECTIVE => crate::coll::intake(&mut m),
             None => {
                 m.ep_mut().fm_handler(src, id, len);
                 Ok(())
@@ -156,23 +155,17 @@ impl Endpoint {
         Ok(Some((len, result)))
     }
 
-    /// A message for a reserved handler ID (fm's barrier), or for one
-    /// nobody registered.
+    /// A message for a handler ID nobody registered (or a reserved one
+    /// fm does not use): dropped and counted.
     #[cold]
     fn fm_handler(&mut self, src: Rank, id: u16, len: usize) {
-        match id {
-            BARRIER_ARRIVE => self.barrier_arrived += 1,
-            BARRIER_RELEASE => self.barrier_released += 1,
-            _ => {
-                self.stats.dropped_unknown_handler += 1;
-                tracing::warn!(
-                    src,
-                    handler = id,
-                    len,
-                    "fm: dropped a message for a handler ID nobody registered"
-                );
-            }
-        }
+        self.stats.dropped_unknown_handler += 1;
+        tracing::warn!(
+            src,
+            handler = id,
+            len,
+            "fm: dropped a message for a handler ID nobody registered"
+        );
     }
 
     /// Handler `id` returned with its message to `dest` open: abort it, and

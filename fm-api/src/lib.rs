@@ -44,6 +44,7 @@
 
 mod accounts;
 mod bootstrap;
+pub mod coll;
 pub mod config;
 pub mod config_file;
 mod endpoint;
@@ -69,7 +70,6 @@ pub use fm_devices::{JobKey, Rank};
 pub use incoming::Incoming;
 pub use sender::{FmSender, OUTBOX_BYTES};
 
-use extract::{BARRIER_ARRIVE, BARRIER_RELEASE};
 use fm_devices::DeviceKind;
 use fm_grm::Membership;
 use std::ops::{Deref, DerefMut};
@@ -148,10 +148,16 @@ impl FmBuilder {
             "fm: endpoint open\n{}",
             dev.table()
         );
+        let ep = Endpoint::new(dev, &config, table);
+        let mut groups = coll::Groups::new(&ep)?;
+        let all: Vec<Rank> = (0..ep.size() as Rank).collect();
+        // The first group every rank makes: the same on all.
+        let everyone = groups.group(ep.rank(), ep.size(), &all)?;
         Ok(Fm {
-            ep: Endpoint::new(dev, &config, table),
+            ep,
             names,
-            barrier: BarrierState::default(),
+            groups,
+            everyone,
             config,
             eth_endpoint,
             _grm: grm,
@@ -189,7 +195,9 @@ pub fn init_logging_or(default: &str) {
 pub struct Fm {
     ep: Endpoint,
     names: Vec<(u16, String)>,
-    barrier: BarrierState,
+    /// The groups this process made, and the whole job's for `barrier`.
+    groups: coll::Groups,
+    everyone: coll::Group,
     config: Config,
     /// Where this process's ethernet device listens, if it has one.
     eth_endpoint: Option<fm_devices::ethernet::EthernetEndpoint>,
@@ -288,51 +296,26 @@ impl Fm {
         bootstrap::fingerprint(&self.names)
     }
 
-    /// Wait until every rank has entered the barrier (rank 0 gathers and
-    /// releases). A handler's error during the wait is returned with the
-    /// barrier left as it was: calling `barrier` again completes the same
-    /// barrier (a message sent for it is not sent twice).
+    /// Wait until every rank has entered the barrier (a dissemination
+    /// barrier, in two levels across hosts: [`coll`]). Handlers run
+    /// meanwhile; a handler's error does not stop the barrier: it is
+    /// returned once every rank has entered.
     pub fn barrier(&mut self) -> Result<()> {
-        let size = self.ep.size() as u64;
-        if size == 1 {
-            return Ok(());
-        }
-        let epoch = self.barrier.done + 1;
-        if self.ep.rank() == 0 {
-            while self.ep.barrier_arrived < epoch * (size - 1) {
-                self.ep.extract_wait(1)?;
-            }
-            if self.barrier.sent < epoch {
-                self.barrier.released_to = 1;
-                self.barrier.sent = epoch;
-            }
-            while (self.barrier.released_to as u64) < size {
-                self.ep
-                    .send(self.barrier.released_to, BARRIER_RELEASE, &[])?;
-                self.barrier.released_to += 1;
-            }
-        } else {
-            if self.barrier.sent < epoch {
-                self.ep.send(0, BARRIER_ARRIVE, &[])?;
-                self.barrier.sent = epoch;
-            }
-            while self.ep.barrier_released < epoch {
-                self.ep.extract_wait(1)?;
-            }
-        }
-        self.barrier.done = epoch;
-        Ok(())
+        self.everyone.barrier(&mut self.ep)
     }
-}
 
-/// Where this rank is in the barriers, so a barrier interrupted by an error
-/// resumes where it stopped.
-#[derive(Default)]
-struct BarrierState {
-    /// Barriers completed.
-    done: u64,
-    /// The barrier whose message(s) this rank began to send.
-    sent: u64,
-    /// Rank 0: the next rank to release in barrier `sent`.
-    released_to: Rank,
+    /// A new group of every rank of the job, to run collectives on
+    /// ([`coll`]). Every rank makes its groups in the same order.
+    pub fn world(&mut self) -> Result<coll::Group> {
+        let all: Vec<Rank> = (0..self.ep.size() as Rank).collect();
+        self.group(&all)
+    }
+
+    /// A new group of `members` (job ranks, numbered in this order within
+    /// the group), which must include this rank; each of them makes it
+    /// too, all making their groups in the same order.
+    pub fn group(&mut self, members: &[Rank]) -> Result<coll::Group> {
+        let (me, size) = (self.ep.rank(), self.ep.size());
+        self.groups.group(me, size, members)
+    }
 }

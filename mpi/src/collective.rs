@@ -2,6 +2,7 @@
 //! collective run (blocking) or started (non-blocking) on a communicator.
 
 use crate::coll::op::{Reduction, UserOp};
+use crate::coll::schedule::schedule;
 use crate::coll::{Elements, Plan};
 use crate::*;
 
@@ -102,13 +103,13 @@ impl Mpi {
                 Ok(())
             }
             (_, Some(out)) => {
-                let s = plan.schedule(context, number as c_int, ranks);
+                let s = schedule(plan, context, number as c_int, ranks);
                 *out = request_handle(self.engine.start_collective(s)?);
                 Ok(())
             }
             (_, None) => self
                 .engine
-                .run(plan.schedule(context, number as c_int, ranks)),
+                .run(schedule(plan, context, number as c_int, ranks)),
         }
     }
 
@@ -140,7 +141,8 @@ impl Mpi {
                 message: "the persistent collective's communicator was freed".into(),
             })?;
         let plan = build(c)?;
-        let s = plan.schedule(
+        let s = schedule(
+            plan,
             persistent_context(c.context, *slot),
             *starts as c_int,
             members(c),

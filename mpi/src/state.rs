@@ -547,7 +547,14 @@ pub(crate) fn join_job(func: &str) -> Box<Mpi> {
         Err(e) => fatal(None, func, &e.message),
     };
     let _ = PROCESSOR_NAME.set(engine.fm.config().host.clone());
-    match crate::coll::Tuning::from_env(&engine.fm.config().hosts) {
+    let hosts: Vec<&str> = engine
+        .fm
+        .config()
+        .hosts
+        .iter()
+        .map(String::as_str)
+        .collect();
+    match crate::coll::Tuning::from_env(&hosts) {
         Ok(t) => crate::coll::tuning::set(t),
         Err(e) => fatal(None, func, &e.to_string()),
     }

@@ -119,7 +119,7 @@ pub unsafe fn bcast(c: &Comm, data: &Elements, root: Root) -> Plan {
             let into = p.scratch(data.bytes());
             p.recv(s.remote(r), into);
             p.fence();
-            p.unpack(into, data.target());
+            p.output(into, data.target().output());
         }
         Root::Idle => {}
     }
@@ -143,7 +143,7 @@ pub unsafe fn gather(c: &Comm, send: &Elements, recv: &[Elements], root: Root) -
             }
             p.fence();
             for (b, e) in blocks.into_iter().zip(recv) {
-                p.unpack(b, e.target());
+                p.output(b, e.target().output());
             }
         }
         Root::There(r) => {
@@ -172,7 +172,7 @@ pub unsafe fn scatter(c: &Comm, send: &[Elements], recv: &Elements, root: Root) 
             let into = p.scratch(recv.bytes());
             p.recv(s.remote(r), into);
             p.fence();
-            p.unpack(into, recv.target());
+            p.output(into, recv.target().output());
         }
         Root::Idle => {}
     }
@@ -197,7 +197,7 @@ pub unsafe fn alltoall(c: &Comm, send: &[Elements], recv: &[Elements]) -> Plan {
     }
     p.fence();
     for (b, e) in blocks.into_iter().zip(recv) {
-        p.unpack(b, e.target());
+        p.output(b, e.target().output());
     }
     p
 }
@@ -220,7 +220,7 @@ pub unsafe fn reduce(
     match root {
         Root::Here => {
             let acc = gather_reduced(&mut p, recv.bytes(), s.remotes, |i| s.remote(i));
-            p.unpack(acc, recv.target());
+            p.output(acc, recv.target().output());
         }
         Root::There(r) => {
             let mine = p.buffer(send.pack());
@@ -298,7 +298,7 @@ pub unsafe fn allreduce(c: &Comm, send: &Elements, recv: &Elements, reduction: R
         }
     };
     p.fence();
-    p.unpack(result, recv.target());
+    p.output(result, recv.target().output());
     p
 }
 
@@ -336,6 +336,6 @@ pub unsafe fn reduce_scatter(
         }
     };
     p.fence();
-    p.unpack(piece, recv.target());
+    p.output(piece, recv.target().output());
     p
 }

@@ -8,16 +8,11 @@
 //! to the engine's progress, completing its request. Results are unpacked
 //! into the caller's buffers by the schedule's last steps.
 
-pub mod algorithms;
-pub mod hosts;
+pub use fm_coll::{algorithms, hosts, pool};
 pub mod inter;
 pub mod op;
-pub mod pool;
 pub mod schedule;
 pub mod tuning;
-
-#[cfg(test)]
-mod model;
 
 use crate::abi::*;
 use crate::datatype::Layout;
@@ -149,7 +144,7 @@ unsafe fn output(p: &mut Plan, e: &Elements) -> Span {
 /// [`output`] gave the program's own buffer.
 fn deliver(p: &mut Plan, span: Span, e: &Elements) {
     if e.contiguous().is_none() {
-        p.unpack(span, e.target());
+        p.output(span, e.target().output());
     }
 }
 
@@ -221,22 +216,6 @@ pub fn barrier(comm: &Comm) -> Plan {
     p
 }
 
-/// The broadcast among the plan's members that the settings and the
-/// message's size choose.
-fn bcast_flat(p: &mut Plan, t: &Tuning, root: usize, data: Span, unit: usize) {
-    use tuning::Bcast::*;
-    let long = match t.bcast {
-        Auto => data.len >= t.choice.bcast_long,
-        Binomial => false,
-        ScatterAllgather => true,
-    };
-    if p.n >= 4 && long {
-        algorithms::bcast_scatter_allgather(p, root, data, unit);
-    } else {
-        algorithms::bcast_binomial(p, root, data);
-    }
-}
-
 /// # Safety
 /// `data` is the caller's buffer of its elements.
 pub unsafe fn bcast(comm: &Comm, data: &Elements, root: usize) -> Plan {
@@ -251,9 +230,9 @@ pub unsafe fn bcast(comm: &Comm, data: &Elements, root: usize) -> Plan {
     let unit = data.layout.size.max(1);
     match two_levels(comm, &t) {
         Some(h) => hosts::bcast(&mut p, &h, root, span, |p, root, span| {
-            bcast_flat(p, &t, root, span, unit);
+            t.rules.bcast(p, root, span, unit);
         }),
-        None => bcast_flat(&mut p, &t, root, span, unit),
+        None => t.rules.bcast(&mut p, root, span, unit),
     }
     if me != root {
         deliver(&mut p, span, data);
@@ -294,7 +273,7 @@ pub unsafe fn reduce(
         None => algorithms::reduce_binomial(&mut p, root, acc, commutative),
     }
     if p.me == root {
-        p.unpack(acc, recv.target());
+        p.output(acc, recv.target().output());
     }
     p
 }
@@ -324,21 +303,7 @@ pub unsafe fn allreduce(
     let commutative = reduction.commutative();
     p.reducing(reduction);
     let t = tuning::current();
-    let flat = |p: &mut Plan, acc: Span| {
-        use tuning::Allreduce::*;
-        let long = match t.allreduce {
-            Auto => acc.len >= t.choice.allreduce_long,
-            RecursiveDoubling => false,
-            Rabenseifner => true,
-        };
-        // Rabenseifner's pieces need an element for each of the members
-        // that exchange, and may combine out of rank order.
-        if long && commutative && recv.count >= 1 << p.n.ilog2() {
-            algorithms::allreduce_rabenseifner(p, acc, unit);
-        } else {
-            algorithms::allreduce_recursive_doubling(p, acc);
-        }
-    };
+    let flat = |p: &mut Plan, acc: Span| t.rules.allreduce(p, acc, unit, commutative);
     match two_levels(comm, &t).filter(|_| commutative) {
         Some(h) => hosts::allreduce(&mut p, &h, acc, flat),
         None => flat(&mut p, acc),
@@ -397,7 +362,7 @@ pub unsafe fn gather(comm: &Comm, send: Option<&Elements>, recv: &[Elements], ro
         algorithms::gather_linear(&mut p, root, mine, &b);
         for (i, (span, to)) in b.iter().zip(recv).enumerate() {
             if i != root || mine.is_some() {
-                p.unpack(*span, to.target());
+                p.output(*span, to.target().output());
             }
         }
     } else {
@@ -426,7 +391,7 @@ pub unsafe fn scatter(
     };
     algorithms::scatter_linear(&mut p, root, &b, mine);
     if let (Some(span), Some(r)) = (mine, recv) {
-        p.unpack(span, r.target());
+        p.output(span, r.target().output());
     }
     p
 }
@@ -439,7 +404,6 @@ pub unsafe fn scatter(
 pub unsafe fn allgather(comm: &Comm, send: Option<&Elements>, recv: &[Elements]) -> Plan {
     let mut p = plan(comm);
     let me = p.me;
-    let lens: Vec<usize> = recv.iter().map(Elements::bytes).collect();
     let b = outputs(&mut p, recv);
     let in_program = delivered(recv);
     match send {
@@ -454,22 +418,11 @@ pub unsafe fn allgather(comm: &Comm, send: Option<&Elements>, recv: &[Elements])
             p.copy(mine, b[me]);
         }
     }
-    let total: usize = lens.iter().sum();
-    let t = tuning::current();
-    let doubling = match t.allgather {
-        tuning::Allgather::Auto => total < t.choice.allgather_short,
-        tuning::Allgather::RecursiveDoubling => true,
-        tuning::Allgather::Ring => false,
-    };
-    if p.n.is_power_of_two() && doubling {
-        algorithms::allgather_recursive_doubling(&mut p, &b);
-    } else {
-        algorithms::allgather_ring(&mut p, &b);
-    }
+    tuning::current().rules.allgather(&mut p, &b);
     if !in_program {
         for (i, (span, to)) in b.iter().zip(recv).enumerate() {
             if i != me || send.is_some() {
-                p.unpack(*span, to.target());
+                p.output(*span, to.target().output());
             }
         }
     }
@@ -497,7 +450,7 @@ pub unsafe fn alltoall(comm: &Comm, send: &[Elements], recv: &[Elements]) -> Pla
     algorithms::alltoall_pairwise(&mut p, &s, &r);
     if !delivered(recv) {
         for (span, to) in r.iter().zip(recv) {
-            p.unpack(*span, to.target());
+            p.output(*span, to.target().output());
         }
     }
     p
@@ -535,7 +488,7 @@ pub unsafe fn reduce_scatter(
         .collect();
     let mine = p.scratch(counts[me] * size);
     algorithms::scatter_linear(&mut p, 0, &pieces, Some(mine));
-    p.unpack(mine, recv.target());
+    p.output(mine, recv.target().output());
     p
 }
 
@@ -558,7 +511,7 @@ pub unsafe fn scan(
     }
     p.reducing(reduction);
     if algorithms::scan_recursive_doubling(&mut p, partial, result, exclusive) {
-        p.unpack(result, recv.target());
+        p.output(result, recv.target().output());
     }
     p
 }
@@ -592,7 +545,7 @@ pub unsafe fn neighbors(comm: &Comm, n: &Neighbors, send: &[Elements], recv: &[E
     }
     p.fence();
     for k in (0..n.ins.len()).filter(|&k| real(k)) {
-        p.unpack(r[k], recv[k].target());
+        p.output(r[k], recv[k].target().output());
     }
     p
 }

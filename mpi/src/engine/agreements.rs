@@ -29,6 +29,7 @@
 use super::*;
 use crate::coll::algorithms::allreduce_recursive_doubling;
 use crate::coll::op::{Elem, Predefined, Reduction};
+use crate::coll::schedule::schedule;
 use crate::coll::{Plan, Span};
 use crate::context::{COLLECTIVE_CONTEXT, CONTEXT_IDS};
 
@@ -197,7 +198,7 @@ impl Engine {
         // three bits tell rounds apart; the child number, agreements.
         let tag = (a.epoch << 3 | (a.round & 7)) as c_int;
         Round {
-            schedule: plan.schedule(a.context, tag, a.ranks.clone()),
+            schedule: schedule(plan, a.context, tag, a.ranks.clone()),
             offer: span,
             holds,
         }

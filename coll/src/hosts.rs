@@ -12,9 +12,11 @@
 //! since a stage's pairs are all on one host or all leaders of different
 //! hosts, and one pair's messages keep their order.
 
-use super::algorithms;
-use super::schedule::{Plan, Span};
-use fm::Rank;
+use crate::algorithms;
+use crate::plan::{Plan, Span};
+
+/// A member's rank in its job.
+pub type Rank = u32;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -105,7 +107,7 @@ impl Hosts {
 
 /// Barrier: each host's members report to its leader, the leaders run
 /// the dissemination barrier, and each leader releases its members.
-pub fn barrier(p: &mut Plan, h: &Hosts) {
+pub fn barrier<R>(p: &mut Plan<R>, h: &Hosts) {
     let leaders = h.leaders(None);
     let (local, lead) = h.local(p.rank, &leaders);
     let nothing = p.scratch(0);
@@ -117,12 +119,12 @@ pub fn barrier(p: &mut Plan, h: &Hosts) {
 /// Broadcast of `data` from `root`: among the leaders (`root` leading its
 /// host) by `between(plan, root among them, data)`, then from each
 /// leader down a binomial tree of its host.
-pub fn bcast(
-    p: &mut Plan,
+pub fn bcast<R>(
+    p: &mut Plan<R>,
     h: &Hosts,
     root: usize,
     data: Span,
-    between: impl FnOnce(&mut Plan, usize, Span),
+    between: impl FnOnce(&mut Plan<R>, usize, Span),
 ) {
     let leaders = h.leaders(Some(root));
     let (local, lead) = h.local(p.rank, &leaders);
@@ -133,7 +135,7 @@ pub fn bcast(
 /// Reduction to `root` of a commutative operation: each host's members
 /// reduce to its leader (`root` leading its host), then the leaders to
 /// `root`.
-pub fn reduce(p: &mut Plan, h: &Hosts, root: usize, acc: Span) {
+pub fn reduce<R>(p: &mut Plan<R>, h: &Hosts, root: usize, acc: Span) {
     let leaders = h.leaders(Some(root));
     let (local, lead) = h.local(p.rank, &leaders);
     p.within(local, |p| algorithms::reduce_binomial(p, lead, acc, true));
@@ -145,7 +147,12 @@ pub fn reduce(p: &mut Plan, h: &Hosts, root: usize, acc: Span) {
 /// Allreduce of a commutative operation: each host reduces to its
 /// leader, the leaders allreduce by `between`, and each leader
 /// broadcasts the result to its host.
-pub fn allreduce(p: &mut Plan, h: &Hosts, acc: Span, between: impl FnOnce(&mut Plan, Span)) {
+pub fn allreduce<R>(
+    p: &mut Plan<R>,
+    h: &Hosts,
+    acc: Span,
+    between: impl FnOnce(&mut Plan<R>, Span),
+) {
     let leaders = h.leaders(None);
     let (local, lead) = h.local(p.rank, &leaders);
     p.within(local, |p| algorithms::reduce_binomial(p, lead, acc, true));
@@ -156,9 +163,13 @@ pub fn allreduce(p: &mut Plan, h: &Hosts, acc: Span, between: impl FnOnce(&mut P
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::coll::model;
-    use crate::coll::op::{Elem, Predefined, Reduction};
+    use crate::model;
+    use crate::op::{Checked, Op};
     use proptest::prelude::*;
+
+    fn sum() -> Checked<i32> {
+        Op::Sum.checked().expect("defined on i32")
+    }
 
     /// Member `i`'s vector of `len` ints.
     fn vector(i: usize, len: usize) -> Vec<i32> {
@@ -187,7 +198,7 @@ mod tests {
     fn run(
         host: &[usize],
         len: usize,
-        write: impl Fn(&mut Plan, &Hosts, Span),
+        write: impl Fn(&mut Plan<Checked<i32>>, &Hosts, Span),
     ) -> (model::Run, Vec<Vec<u8>>) {
         let n = host.len();
         let ranks: Vec<Rank> = (0..n as Rank).collect();
@@ -196,7 +207,7 @@ mod tests {
         let plans = (0..n)
             .map(|i| {
                 let mut p = Plan::new(n, i);
-                p.reducing(Reduction::Predefined(Predefined::Sum, Elem::I32));
+                p.reducing(sum());
                 let data = p.buffer(bytes(&vector(i, len)));
                 write(&mut p, &h, data);
                 p
@@ -300,16 +311,17 @@ mod tests {
     /// forgets its host's members leaves them without the data.
     #[test]
     fn the_model_sees_deadlocks_wrong_lengths_and_wrong_data() {
-        let one = |n: usize, f: &dyn Fn(&mut Plan, Span)| -> Vec<Plan> {
-            (0..n)
-                .map(|i| {
-                    let mut p = Plan::new(n, i);
-                    let s = p.buffer(vec![i as u8; 4]);
-                    f(&mut p, s);
-                    p
-                })
-                .collect()
-        };
+        let one =
+            |n: usize, f: &dyn Fn(&mut Plan<Checked<i32>>, Span)| -> Vec<Plan<Checked<i32>>> {
+                (0..n)
+                    .map(|i| {
+                        let mut p = Plan::new(n, i);
+                        let s = p.buffer(vec![i as u8; 4]);
+                        f(&mut p, s);
+                        p
+                    })
+                    .collect()
+            };
         let e = model::run(
             one(2, &|p, s| {
                 if p.me == 1 {

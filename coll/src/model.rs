@@ -2,7 +2,7 @@
 //! in one process, so that the algorithms can be checked on any number of
 //! members, hosts and roots in a property test.
 //!
-//! Each member runs its steps as [`super::Schedule`] does: a stage's
+//! Each member runs its steps as [`crate::Schedule`] does: a stage's
 //! sends and receives are posted together, its local steps run when
 //! reached, and a fence waits for the stage's sends and receives. A
 //! receive takes the oldest message from its source, as FM's order per
@@ -12,8 +12,10 @@
 //! (eager or rendezvous), and one that needs buffering to finish is
 //! reported as a deadlock.
 
-use super::schedule::{Plan, Span, Step};
+use crate::plan::{Plan, Span, Step};
+use crate::schedule::Combine;
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt::Debug;
 
 /// Messages sent and not yet received, by (sender, receiver), oldest
 /// first, each with its send's number.
@@ -24,10 +26,10 @@ type Queues = HashMap<(usize, usize), VecDeque<Message>>;
 type Message = (u64, u128, Vec<u8>);
 
 /// One member running its plan.
-struct Member {
+struct Member<R> {
     steps: Vec<Step>,
     bufs: Vec<Vec<u8>>,
-    reduction: Option<super::op::Reduction>,
+    reduction: Option<R>,
     next: usize,
     /// Receives of the stage under way not yet matched, in posting order.
     recvs: Vec<(usize, Span)>,
@@ -38,7 +40,10 @@ struct Member {
     heard: u128,
 }
 
-impl Member {
+impl<R: Combine> Member<R>
+where
+    R::Error: Debug,
+{
     fn bytes(&self, s: Span) -> &[u8] {
         &self.bufs[s.buf][s.at..s.at + s.len]
     }
@@ -56,11 +61,9 @@ impl Member {
                 into_lower,
             } => {
                 let a = self.bytes(lower).to_vec();
-                let r = self
-                    .reduction
-                    .clone()
-                    .expect("a reduction step's operation");
+                let r = self.reduction.take().expect("a reduction step's operation");
                 r.combine(&a, self.bytes_mut(higher)).expect("combine");
+                self.reduction = Some(r);
                 if into_lower {
                     let b = self.bytes(higher).to_vec();
                     self.bytes_mut(lower).copy_from_slice(&b);
@@ -75,7 +78,10 @@ impl Member {
     }
 }
 
-impl Member {
+impl<R: Combine> Member<R>
+where
+    R::Error: Debug,
+{
     /// Its receives matched with what has arrived, the oldest message
     /// from a source to the first receive from it; whether any was.
     fn take_arrivals(
@@ -127,9 +133,12 @@ pub struct Run {
 /// `host[i]` is member i's host. An error names what went wrong: a
 /// deadlock (every member waiting), or a message whose length is not the
 /// one its receive expects.
-pub fn run(plans: Vec<Plan>, host: &[usize]) -> Result<Run, String> {
+pub fn run<R: Combine>(plans: Vec<Plan<R>>, host: &[usize]) -> Result<Run, String>
+where
+    R::Error: Debug,
+{
     assert!(plans.len() <= 128, "the model runs up to 128 members");
-    let mut members: Vec<Member> = plans
+    let mut members: Vec<Member<R>> = plans
         .into_iter()
         .enumerate()
         .map(|(i, p)| {
@@ -191,7 +200,15 @@ pub fn run(plans: Vec<Plan>, host: &[usize]) -> Result<Run, String> {
 
 /// The stage at `m.next`: its sends and receives posted and its local
 /// steps run, up to its fence (left for the caller to pass).
-fn post_stage(m: &mut Member, me: usize, host: &[usize], queues: &mut Queues, off: &mut [usize]) {
+fn post_stage<R: Combine>(
+    m: &mut Member<R>,
+    me: usize,
+    host: &[usize],
+    queues: &mut Queues,
+    off: &mut [usize],
+) where
+    R::Error: Debug,
+{
     while let Some(step) = m.steps.get(m.next).cloned() {
         match step {
             Step::Fence => return,

@@ -8,12 +8,12 @@
 //! Ranks here are ranks in the communicator; `rel` is a rank relative to
 //! the root of a rooted collective.
 
-use super::schedule::{Plan, Span};
+use crate::plan::{Plan, Span};
 
 /// Dissemination barrier: in round k each member tells the one 2^k after
 /// it and hears from the one 2^k before it; after ⌈log2 n⌉ rounds each
 /// has heard, through some chain, from every member.
-pub fn barrier(p: &mut Plan) {
+pub fn barrier<R>(p: &mut Plan<R>) {
     let (n, me) = (p.n, p.me);
     let nothing = p.scratch(0);
     let mut step = 1;
@@ -42,7 +42,7 @@ fn binomial(n: usize, rel: usize) -> (Option<usize>, Vec<usize>) {
 /// Binomial-tree broadcast of `data` (filled at `root`): ⌈log2 n⌉ rounds;
 /// a member receives once from its parent, then sends to its children,
 /// the farthest subtree first.
-pub fn bcast_binomial(p: &mut Plan, root: usize, data: Span) {
+pub fn bcast_binomial<R>(p: &mut Plan<R>, root: usize, data: Span) {
     let n = p.n;
     let rel = (p.me + n - root) % n;
     let (parent, children) = binomial(n, rel);
@@ -59,7 +59,7 @@ pub fn bcast_binomial(p: &mut Plan, root: usize, data: Span) {
 /// Binomial fan-in to `root` (`nothing`: a span of no bytes): a member
 /// hears from all its children, then tells its parent; the mirror of
 /// [`bcast_binomial`].
-pub fn fan_in(p: &mut Plan, root: usize, nothing: Span) {
+pub fn fan_in<R>(p: &mut Plan<R>, root: usize, nothing: Span) {
     let n = p.n;
     let rel = (p.me + n - root) % n;
     let (parent, children) = binomial(n, rel);
@@ -92,7 +92,7 @@ pub fn pieces(data: Span, n: usize, unit: usize) -> Vec<Span> {
 /// Large broadcast (van de Geijn): the root scatters a piece to each
 /// member along a binomial tree, then a ring allgather gives every
 /// member all the pieces: about 2 × the data's time instead of log2 n ×.
-pub fn bcast_scatter_allgather(p: &mut Plan, root: usize, data: Span, unit: usize) {
+pub fn bcast_scatter_allgather<R>(p: &mut Plan<R>, root: usize, data: Span, unit: usize) {
     let n = p.n;
     let parts = pieces(data, n, unit);
     // Binomial scatter over relative ranks: the member at `rel` gets the
@@ -145,7 +145,7 @@ fn spans_of(
 /// scratch afterwards except at the root). Operands are combined lower
 /// ranks first; a non-commutative operation's tree is rooted at rank 0,
 /// whose result then goes to the root, so that the order is rank order.
-pub fn reduce_binomial(p: &mut Plan, root: usize, acc: Span, commutative: bool) {
+pub fn reduce_binomial<R>(p: &mut Plan<R>, root: usize, acc: Span, commutative: bool) {
     let n = p.n;
     let base = if commutative { root } else { 0 };
     let rel = (p.me + n - base) % n;
@@ -175,7 +175,7 @@ pub fn reduce_binomial(p: &mut Plan, root: usize, acc: Span, commutative: bool) 
 /// sum), the p left exchange with partner `r ^ 2^k` for each k, and the
 /// folded ones get the result back. log2 p rounds of the whole vector:
 /// the choice for short vectors.
-pub fn allreduce_recursive_doubling(p: &mut Plan, acc: Span) {
+pub fn allreduce_recursive_doubling<R>(p: &mut Plan<R>, acc: Span) {
     let (n, me) = (p.n, p.me);
     let pow = 1 << n.ilog2();
     let rem = n - pow;
@@ -202,7 +202,7 @@ pub fn allreduce_recursive_doubling(p: &mut Plan, acc: Span) {
 /// The fold of the first `2 rem` members into `rem`: an even one hands
 /// its vector to the odd one after it and sits out (`None`); the others'
 /// new ranks, 0..p.
-fn fold_in(p: &mut Plan, acc: Span, tmp: Span, rem: usize) -> Option<usize> {
+fn fold_in<R>(p: &mut Plan<R>, acc: Span, tmp: Span, rem: usize) -> Option<usize> {
     let me = p.me;
     if me < 2 * rem {
         if me.is_multiple_of(2) {
@@ -230,7 +230,7 @@ fn unfolded(new: usize, rem: usize) -> usize {
 }
 
 /// The result back to the members that sat out of the fold.
-fn fold_out(p: &mut Plan, acc: Span, rem: usize) {
+fn fold_out<R>(p: &mut Plan<R>, acc: Span, rem: usize) {
     let me = p.me;
     if me < 2 * rem {
         if me % 2 == 1 {
@@ -246,7 +246,7 @@ fn fold_out(p: &mut Plan, acc: Span, rem: usize) {
 /// a reduce-scatter by recursive halving (each of the p members ends with
 /// the reduced piece it owns), then an allgather by recursive doubling;
 /// each member sends about 2 × the vector instead of log2 p ×.
-pub fn allreduce_rabenseifner(p: &mut Plan, acc: Span, unit: usize) {
+pub fn allreduce_rabenseifner<R>(p: &mut Plan<R>, acc: Span, unit: usize) {
     let (n, me) = (p.n, p.me);
     let pow = 1 << n.ilog2();
     let rem = n - pow;
@@ -304,7 +304,7 @@ pub fn allreduce_rabenseifner(p: &mut Plan, acc: Span, unit: usize) {
 
 /// Linear gather: every member sends its span to the root, which
 /// receives each into its block (its own copied).
-pub fn gather_linear(p: &mut Plan, root: usize, mine: Option<Span>, blocks: &[Span]) {
+pub fn gather_linear<R>(p: &mut Plan<R>, root: usize, mine: Option<Span>, blocks: &[Span]) {
     if p.me == root {
         for (i, &b) in blocks.iter().enumerate() {
             if i != root {
@@ -321,7 +321,7 @@ pub fn gather_linear(p: &mut Plan, root: usize, mine: Option<Span>, blocks: &[Sp
 }
 
 /// Linear scatter: the root sends each member its block.
-pub fn scatter_linear(p: &mut Plan, root: usize, blocks: &[Span], mine: Option<Span>) {
+pub fn scatter_linear<R>(p: &mut Plan<R>, root: usize, blocks: &[Span], mine: Option<Span>) {
     if p.me == root {
         for (i, &b) in blocks.iter().enumerate() {
             if i != root {
@@ -340,7 +340,7 @@ pub fn scatter_linear(p: &mut Plan, root: usize, blocks: &[Span], mine: Option<S
 /// Ring allgather: in step k each member passes the block it got in the
 /// step before to the next member; n − 1 steps, each block crosses each
 /// link once. `blocks[me]` is filled beforehand.
-pub fn allgather_ring(p: &mut Plan, blocks: &[Span]) {
+pub fn allgather_ring<R>(p: &mut Plan<R>, blocks: &[Span]) {
     let (n, me) = (p.n, p.me);
     let (right, left) = ((me + 1) % n, (me + n - 1) % n);
     for k in 0..n.saturating_sub(1) {
@@ -353,7 +353,7 @@ pub fn allgather_ring(p: &mut Plan, blocks: &[Span]) {
 /// Recursive-doubling allgather for a power-of-two n: in round k each
 /// member exchanges the 2^k blocks it has with partner `me ^ 2^k`;
 /// log2 n rounds. Blocks must be one after another in one buffer.
-pub fn allgather_recursive_doubling(p: &mut Plan, blocks: &[Span]) {
+pub fn allgather_recursive_doubling<R>(p: &mut Plan<R>, blocks: &[Span]) {
     let (n, me) = (p.n, p.me);
     let run = |first: usize, k: usize| -> Span {
         let (a, b) = (blocks[first], blocks[first + k - 1]);
@@ -378,7 +378,7 @@ pub fn allgather_recursive_doubling(p: &mut Plan, blocks: &[Span]) {
 /// All-to-all with every send and receive posted at once, each member
 /// starting with the one after it so that no member is everyone's first
 /// (`send[me]` is copied to `recv[me]`).
-pub fn alltoall_pairwise(p: &mut Plan, send: &[Span], recv: &[Span]) {
+pub fn alltoall_pairwise<R>(p: &mut Plan<R>, send: &[Span], recv: &[Span]) {
     let (n, me) = (p.n, p.me);
     for i in 1..n {
         let (to, from) = ((me + i) % n, (me + n - i) % n);
@@ -394,7 +394,12 @@ pub fn alltoall_pairwise(p: &mut Plan, send: &[Span], recv: &[Span]) {
 /// `result` over those up to itself. With `exclusive` (`MPI_Exscan`),
 /// `result` starts empty and gets only lower members' data; `Some(false)`
 /// is returned when it never got any (rank 0), else whether it did.
-pub fn scan_recursive_doubling(p: &mut Plan, partial: Span, result: Span, exclusive: bool) -> bool {
+pub fn scan_recursive_doubling<R>(
+    p: &mut Plan<R>,
+    partial: Span,
+    result: Span,
+    exclusive: bool,
+) -> bool {
     let (n, me) = (p.n, p.me);
     let tmp = p.scratch(partial.len);
     let mut has_result = !exclusive;

@@ -1,0 +1,235 @@
+//! Typed reductions for FM programs: sum, product, minimum, maximum and
+//! the bitwise operations over plain numbers, or the program's own
+//! function, combining packed elements as a [`Combine`] step needs.
+
+use crate::schedule::Combine;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+/// A plain number a collective can combine: the integer and floating
+/// point types. Its bytes travel as they lie in memory (all members run
+/// on machines of one byte order).
+pub trait Element: Copy + Send + Sync + 'static {
+    fn sum(self, o: Self) -> Self;
+    fn product(self, o: Self) -> Self;
+    fn min_of(self, o: Self) -> Self;
+    fn max_of(self, o: Self) -> Self;
+    /// `self op o` for a bitwise operation; `None` for a type without
+    /// bits to combine (floating point).
+    fn bits(self, op: Bitwise, o: Self) -> Option<Self>;
+}
+
+/// The bitwise operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bitwise {
+    And,
+    Or,
+    Xor,
+}
+
+macro_rules! integer {
+    ($($t:ty),*) => {$(
+        impl Element for $t {
+            fn sum(self, o: Self) -> Self { self.wrapping_add(o) }
+            fn product(self, o: Self) -> Self { self.wrapping_mul(o) }
+            fn min_of(self, o: Self) -> Self { self.min(o) }
+            fn max_of(self, o: Self) -> Self { self.max(o) }
+            fn bits(self, op: Bitwise, o: Self) -> Option<Self> {
+                Some(match op {
+                    Bitwise::And => self & o,
+                    Bitwise::Or => self | o,
+                    Bitwise::Xor => self ^ o,
+                })
+            }
+        }
+    )*};
+}
+integer!(i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize);
+
+macro_rules! float {
+    ($($t:ty),*) => {$(
+        impl Element for $t {
+            fn sum(self, o: Self) -> Self { self + o }
+            fn product(self, o: Self) -> Self { self * o }
+            fn min_of(self, o: Self) -> Self { if o < self { o } else { self } }
+            fn max_of(self, o: Self) -> Self { if o > self { o } else { self } }
+            fn bits(self, _: Bitwise, _: Self) -> Option<Self> { None }
+        }
+    )*};
+}
+float!(f32, f64);
+
+/// How a reduction combines two elements.
+#[derive(Clone)]
+pub enum Op<T> {
+    Sum,
+    Product,
+    Min,
+    Max,
+    /// Bitwise and, or, exclusive or: integers only.
+    Bits(Bitwise),
+    /// The program's function of (lower members' value, higher members'
+    /// value); members' order is kept unless it says it commutes.
+    User {
+        f: Arc<dyn Fn(T, T) -> T + Send + Sync>,
+        commutative: bool,
+    },
+}
+
+impl<T> std::fmt::Debug for Op<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Op::Sum => write!(f, "Sum"),
+            Op::Product => write!(f, "Product"),
+            Op::Min => write!(f, "Min"),
+            Op::Max => write!(f, "Max"),
+            Op::Bits(b) => write!(f, "{b:?}"),
+            Op::User { commutative, .. } => write!(f, "User {{ commutative: {commutative} }}"),
+        }
+    }
+}
+
+/// An operation not defined on an element type: a bitwise one on
+/// floating point numbers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Undefined {
+    pub op: String,
+    pub element: &'static str,
+}
+
+impl std::fmt::Display for Undefined {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} is not defined on {}", self.op, self.element)
+    }
+}
+
+impl std::error::Error for Undefined {}
+
+impl<T: Element> Op<T> {
+    /// The program's function `f(lower, higher)`; `commutative` lets the
+    /// algorithms combine in any order.
+    pub fn user(f: impl Fn(T, T) -> T + Send + Sync + 'static, commutative: bool) -> Op<T> {
+        Op::User {
+            f: Arc::new(f),
+            commutative,
+        }
+    }
+
+    pub fn commutative(&self) -> bool {
+        match self {
+            Op::User { commutative, .. } => *commutative,
+            _ => true,
+        }
+    }
+
+    /// The operation checked against its element type.
+    pub fn checked(self) -> Result<Checked<T>, Undefined> {
+        if let Op::Bits(b) = &self {
+            let zero: T = zero();
+            if zero.bits(*b, zero).is_none() {
+                return Err(Undefined {
+                    op: format!("{b:?}"),
+                    element: std::any::type_name::<T>(),
+                });
+            }
+        }
+        Ok(Checked(self))
+    }
+
+    /// `lower op higher`.
+    fn apply(&self, lower: T, higher: T) -> T {
+        match self {
+            Op::Sum => lower.sum(higher),
+            Op::Product => lower.product(higher),
+            Op::Min => lower.min_of(higher),
+            Op::Max => lower.max_of(higher),
+            // `checked` refused the types without bits.
+            Op::Bits(b) => lower.bits(*b, higher).unwrap_or(higher),
+            Op::User { f, .. } => f(lower, higher),
+        }
+    }
+}
+
+/// A zero of any element type: its all-zero bytes, which every
+/// [`Element`] type (plain integers and floats) has as a value.
+fn zero<T: Element>() -> T {
+    let bytes = vec![0u8; std::mem::size_of::<T>()];
+    // SAFETY: `T` is a plain number, valid for every bit pattern.
+    unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
+}
+
+/// An operation known to be defined on its element type.
+#[derive(Clone, Debug)]
+pub struct Checked<T>(Op<T>);
+
+impl<T: Element> Checked<T> {
+    pub fn commutative(&self) -> bool {
+        self.0.commutative()
+    }
+}
+
+impl<T: Element> Combine for Checked<T> {
+    type Error = Infallible;
+
+    fn combine(&self, lower: &[u8], higher: &mut [u8]) -> Result<(), Infallible> {
+        let size = std::mem::size_of::<T>();
+        debug_assert_eq!(lower.len(), higher.len());
+        for (a, b) in lower.chunks_exact(size).zip(higher.chunks_exact_mut(size)) {
+            // SAFETY: each chunk holds one element's bytes; `T` is a plain
+            // number, valid for every bit pattern; reads and writes are
+            // unaligned, as a span of packed bytes may be.
+            unsafe {
+                let x = std::ptr::read_unaligned(a.as_ptr().cast::<T>());
+                let y = std::ptr::read_unaligned(b.as_ptr().cast::<T>());
+                std::ptr::write_unaligned(b.as_mut_ptr().cast::<T>(), self.0.apply(x, y));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bytes of `v`, as they lie in memory.
+pub fn bytes_of<T: Element>(v: &[T]) -> &[u8] {
+    // SAFETY: plain numbers have no padding; the slice is `v`'s memory.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+/// The bytes of `v`, to write through.
+pub fn bytes_of_mut<T: Element>(v: &mut [T]) -> &mut [u8] {
+    // SAFETY: as `bytes_of`; any bytes written are a valid `T`.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn combined<T: Element>(op: Op<T>, lower: &[T], higher: &[T]) -> Vec<T> {
+        let mut out = higher.to_vec();
+        let c = op.checked().expect("defined");
+        c.combine(bytes_of(lower), bytes_of_mut(&mut out))
+            .expect("infallible");
+        out
+    }
+
+    #[test]
+    fn each_operation_combines_elementwise_keeping_the_lower_members_value_first() {
+        assert_eq!(combined(Op::Sum, &[1i32, -2], &[10, 20]), [11, 18]);
+        assert_eq!(combined(Op::Product, &[3u8, 200], &[2, 2]), [6, 144]);
+        assert_eq!(combined(Op::Min, &[1.5f64, -3.0], &[0.5, 2.0]), [0.5, -3.0]);
+        assert_eq!(combined(Op::Max, &[7i64], &[9]), [9]);
+        assert_eq!(
+            combined(Op::Bits(Bitwise::Xor), &[0b1100u16], &[0b1010]),
+            [0b0110]
+        );
+        let minus = Op::user(|a: i32, b: i32| a - b, false);
+        assert!(!minus.commutative());
+        assert_eq!(combined(minus, &[10, 1], &[3, 5]), [7, -4]);
+    }
+
+    #[test]
+    fn a_bitwise_operation_on_floats_is_refused_naming_both() {
+        let e = Op::<f32>::Bits(Bitwise::And).checked().unwrap_err();
+        assert_eq!(e.to_string(), "And is not defined on f32");
+    }
+}

@@ -1,0 +1,306 @@
+//! fm-coll: every FM collective checked against a reference computed
+//! locally, on the whole job and on sub-groups (the job's ranks reversed,
+//! and the even ones), with sizes from 0 to past 4 MiB, every root, every
+//! operation and a user operation that does not commute, and non-blocking
+//! collectives overlapped with each other and with point-to-point
+//! messages.
+//!
+//! fm-coll ROUNDS SEED [sabotage]
+//!     rank 0 prints "collectives ok: N checks on S ranks". With
+//!     `sabotage`, each member's expected data is off by one: the checks
+//!     must fail (the test of the checker).
+//! fm-coll allreduce
+//!     only barriers and checked allreduces on the whole job; each rank
+//!     prints "rank R on HOST", rank 0 "allreduces ok on S ranks" (to see
+//!     in the device counters who sent on the network).
+
+use fm::coll::{Bitwise, Element, Group, Op};
+use fm::{Fm, FmError, Rank};
+use fm_tests::{exit_with, Rng};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+const DATA: u16 = 1;
+
+type Res = Result<(), String>;
+
+fn err(e: FmError) -> String {
+    e.to_string()
+}
+
+/// Member `m`'s element `i` in check `k` (`off`: the sabotage).
+fn value(k: u64, m: usize, i: usize, off: u64) -> u64 {
+    let x = (k << 40) ^ ((m as u64) << 20) ^ i as u64;
+    x.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17) ^ off
+}
+
+fn vector(k: u64, m: usize, len: usize, off: u64) -> Vec<u64> {
+    (0..len).map(|i| value(k, m, i, off)).collect()
+}
+
+/// The affine map x ↦ a·x + b (mod 2^32), `a` in the high half: composing
+/// them is associative but does not commute, so a reduction by it shows
+/// whether members' order was kept.
+fn compose(f: u64, g: u64) -> u64 {
+    let (a1, b1) = ((f >> 32) as u32, f as u32);
+    let (a2, b2) = ((g >> 32) as u32, g as u32);
+    (u64::from(a1.wrapping_mul(a2)) << 32) | u64::from(a1.wrapping_mul(b2).wrapping_add(b1))
+}
+
+/// An operation checked: its name, itself, its reference fold.
+type Checked = (&'static str, Op<u64>, fn(u64, u64) -> u64);
+
+fn ops() -> Vec<Checked> {
+    vec![
+        ("sum", Op::Sum, u64::wrapping_add),
+        ("max", Op::Max, u64::max),
+        ("xor", Op::Bits(Bitwise::Xor), |a, b| a ^ b),
+        ("compose", Op::user(compose, false), compose),
+    ]
+}
+
+struct Checker {
+    k: u64,
+    off: u64,
+    checks: u64,
+}
+
+impl Checker {
+    fn same<T: Element + PartialEq + std::fmt::Debug>(
+        &mut self,
+        what: &str,
+        got: &[T],
+        want: &[T],
+    ) -> Res {
+        self.checks += 1;
+        if got.len() != want.len() {
+            return Err(format!(
+                "{what}: {} elements where {} were expected",
+                got.len(),
+                want.len()
+            ));
+        }
+        match got.iter().zip(want).position(|(a, b)| a != b) {
+            None => Ok(()),
+            Some(i) => Err(format!(
+                "{what}: element {i} is {:?} where {:?} was expected",
+                got[i], want[i]
+            )),
+        }
+    }
+
+    fn next(&mut self) -> u64 {
+        self.k += 1;
+        self.k
+    }
+}
+
+/// Every collective once on group `g`, vectors of `len` elements, root
+/// `root`.
+fn round(fm: &mut Fm, g: &mut Group, c: &mut Checker, len: usize, root: usize) -> Res {
+    let (n, me) = (g.size(), g.me());
+    let name = format!("{n} members, {len} elements, root {root}");
+    g.barrier(fm).map_err(err)?;
+
+    let k = c.next();
+    let mut v = if me == root {
+        vector(k, root, len, 0)
+    } else {
+        vec![0; len]
+    };
+    g.broadcast(fm, root, &mut v).map_err(err)?;
+    c.same(
+        &format!("broadcast of {name}"),
+        &v,
+        &vector(k, root, len, c.off),
+    )?;
+
+    for (op_name, op, fold) in ops() {
+        let k = c.next();
+        let want: Vec<u64> = (0..len)
+            .map(|i| (1..n).fold(value(k, 0, i, c.off), |a, m| fold(a, value(k, m, i, c.off))))
+            .collect();
+        let mut v = vector(k, me, len, 0);
+        g.reduce(fm, root, &mut v, op.clone()).map_err(err)?;
+        let mine = if me == root {
+            &want
+        } else {
+            &vector(k, me, len, c.off)
+        };
+        c.same(&format!("reduce ({op_name}) of {name}"), &v, mine)?;
+        let mut v = vector(k, me, len, 0);
+        g.allreduce(fm, &mut v, op).map_err(err)?;
+        c.same(&format!("allreduce ({op_name}) of {name}"), &v, &want)?;
+    }
+
+    let k = c.next();
+    let everyone: Vec<u64> = (0..n).flat_map(|m| vector(k, m, len, c.off)).collect();
+    let mine = vector(k, me, len, 0);
+    let mut all = vec![0; if me == root { n * len } else { 0 }];
+    g.gather(fm, root, &mine, &mut all).map_err(err)?;
+    if me == root {
+        c.same(&format!("gather of {name}"), &all, &everyone)?;
+    }
+    let mut all = vec![0; n * len];
+    g.allgather(fm, &mine, &mut all).map_err(err)?;
+    c.same(&format!("allgather of {name}"), &all, &everyone)?;
+
+    let k = c.next();
+    let source: Vec<u64> = if me == root {
+        (0..n).flat_map(|m| vector(k, m, len, 0)).collect()
+    } else {
+        Vec::new()
+    };
+    let mut mine = vec![0; len];
+    g.scatter(fm, root, &source, &mut mine).map_err(err)?;
+    c.same(
+        &format!("scatter of {name}"),
+        &mine,
+        &vector(k, me, len, c.off),
+    )?;
+
+    // Block j of member i: vector (k, i·n + j).
+    let k = c.next();
+    let send: Vec<u64> = (0..n).flat_map(|j| vector(k, me * n + j, len, 0)).collect();
+    let want: Vec<u64> = (0..n)
+        .flat_map(|i| vector(k, i * n + me, len, c.off))
+        .collect();
+    let mut recv = vec![0; n * len];
+    g.alltoall(fm, &send, &mut recv).map_err(err)?;
+    c.same(&format!("alltoall of {name}"), &recv, &want)
+}
+
+/// Two non-blocking collectives on two groups at once, with messages to
+/// every rank sent while they are under way.
+fn overlapped(
+    fm: &mut Fm,
+    world: &mut Group,
+    other: &mut Group,
+    c: &mut Checker,
+    seen: &AtomicU64,
+) -> Res {
+    let (k1, k2) = (c.next(), c.next());
+    let len = 5000;
+    let mut sum = vector(k1, world.me(), len, 0);
+    let mut data = if other.me() == 0 {
+        vector(k2, 0, len, 0)
+    } else {
+        vec![0; len]
+    };
+    let mut a = world.iallreduce(fm, &mut sum, Op::Sum).map_err(err)?;
+    let mut b = other.ibroadcast(fm, 0, &mut data).map_err(err)?;
+    for r in 0..fm.size() as Rank {
+        fm.send(r, DATA, &[7; 100]).map_err(err)?;
+    }
+    while !(a.test(fm).map_err(err)? & b.test(fm).map_err(err)?) {}
+    b.wait(fm).map_err(err)?;
+    a.wait(fm).map_err(err)?;
+    let n = world.size();
+    let want: Vec<u64> = (0..len)
+        .map(|i| (0..n).fold(0u64, |s, m| s.wrapping_add(value(k1, m, i, c.off))))
+        .collect();
+    c.same("overlapped allreduce", &sum, &want)?;
+    c.same("overlapped broadcast", &data, &vector(k2, 0, len, c.off))?;
+    // Each rank's message to this one, handled by any of the waits.
+    while seen.load(Ordering::Relaxed) < fm.size() as u64 {
+        fm.extract_wait(usize::MAX).map_err(err)?;
+    }
+    Ok(())
+}
+
+fn run(rounds: u64, seed: u64, sabotage: bool) -> Res {
+    let seen = Arc::new(AtomicU64::new(0));
+    let s = seen.clone();
+    let mut fm = Fm::builder()
+        .handler(DATA, "data", move |m| {
+            m.receive_vec()?;
+            s.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })
+        .from_env()
+        .map_err(err)?
+        .build()
+        .map_err(err)?;
+    let size = fm.size();
+    let mut world = fm.world().map_err(err)?;
+    let reversed: Vec<Rank> = (0..size as Rank).rev().collect();
+    let mut backwards = fm.group(&reversed).map_err(err)?;
+    let evens: Vec<Rank> = (0..size as Rank).step_by(2).collect();
+    let mut even = match fm.rank() % 2 {
+        0 => Some(fm.group(&evens).map_err(err)?),
+        _ => None,
+    };
+    let mut c = Checker {
+        k: 0,
+        off: u64::from(sabotage),
+        checks: 0,
+    };
+    let mut rng = Rng::new(seed);
+    // Past 4 MiB (u64 elements) once, then boundary and random sizes.
+    let mut lens: Vec<usize> = vec![0, 1, (4 << 20) / 8 + 3, 1023, 1024, 2049, 8193];
+    lens.extend((0..rounds).map(|_| rng.size(70_000) as usize));
+    // Each group's checks are numbered apart: ranks outside a group
+    // skip its rounds.
+    for (i, &len) in lens.iter().enumerate() {
+        let root = i % size;
+        c.k = (i as u64) << 8;
+        round(&mut fm, &mut world, &mut c, len, root)?;
+        c.k = 1 << 32 | (i as u64) << 8;
+        round(
+            &mut fm,
+            &mut backwards,
+            &mut c,
+            len.min(3000),
+            (root + 1) % size,
+        )?;
+        if let Some(g) = even.as_mut() {
+            c.k = 2 << 32 | (i as u64) << 8;
+            round(&mut fm, g, &mut c, len.min(3000), root % g.size())?;
+        }
+    }
+    c.k = 3 << 32;
+    overlapped(&mut fm, &mut world, &mut backwards, &mut c, &seen)?;
+    world.barrier(&mut fm).map_err(err)?;
+    if fm.rank() == 0 {
+        println!("collectives ok: {} checks on {size} ranks", c.checks);
+    }
+    Ok(())
+}
+
+fn allreduces() -> Res {
+    let mut fm = Fm::init().map_err(err)?;
+    let mut world = fm.world().map_err(err)?;
+    let n = fm.size();
+    let mut c = Checker {
+        k: 0,
+        off: 0,
+        checks: 0,
+    };
+    for len in [1, 1000, 20_000] {
+        world.barrier(&mut fm).map_err(err)?;
+        let k = c.next();
+        let mut v = vector(k, world.me(), len, 0);
+        world.allreduce(&mut fm, &mut v, Op::Sum).map_err(err)?;
+        let want: Vec<u64> = (0..len)
+            .map(|i| (0..n).fold(0u64, |s, m| s.wrapping_add(value(k, m, i, 0))))
+            .collect();
+        c.same(&format!("allreduce of {len}"), &v, &want)?;
+    }
+    println!("rank {} on {}", fm.rank(), fm.config().host);
+    world.barrier(&mut fm).map_err(err)?;
+    if fm.rank() == 0 {
+        println!("allreduces ok on {n} ranks");
+    }
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    fm_tests::init_tracing();
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).is_some_and(|a| a == "allreduce") {
+        return exit_with("fm-coll", allreduces());
+    }
+    let arg = |i: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(4);
+    let sabotage = args.get(3).is_some_and(|a| a == "sabotage");
+    exit_with("fm-coll", run(arg(1), arg(2), sabotage))
+}
