@@ -128,7 +128,7 @@ pub const COLL_HOSTS: Setting = Setting {
     var: "FM_COLL_HOSTS",
     scope: Scope::Environment,
     default: r#"`auto`"#,
-    doc: r#"fm's MPI collectives (docs/MPI.md, "Collectives"): `auto`: on a communicator with members on several hosts and more than one on some, barrier, broadcast, reduce and allreduce (commutative operations) combine each host's members over shared memory first, and only one leader per host takes part in the stage between hosts. `off`: every member in one algorithm over the whole communicator. Read by `MPI_Init`; not in the settings file."#,
+    doc: r#"fm's collectives, in MPI and in FM programs (docs/MPI.md, "Collectives"): `auto`: on a communicator with members on several hosts and more than one on some, barrier, broadcast, reduce and allreduce (commutative operations) combine each host's members over shared memory first, and only one leader per host takes part in the stage between hosts. `off`: every member in one algorithm over the whole communicator. Read by `MPI_Init` and by FM programs' `Fm::build` (their `fm::coll`); not in the settings file."#,
 };
 
 pub const COLL_EAGER_LIMIT: Setting = Setting {
@@ -142,42 +142,42 @@ pub const COLL_BCAST: Setting = Setting {
     var: "FM_COLL_BCAST",
     scope: Scope::Environment,
     default: r#"`auto`"#,
-    doc: r#"fm's MPI broadcast algorithm: `binomial` (a tree, ⌈log2 n⌉ rounds of the whole message), `scatter-allgather` (van de Geijn: about twice the message's time whatever n; needs 4 or more members), or `auto`: scatter-allgather from `FM_COLL_BCAST_LONG` bytes on. Read by `MPI_Init`; not in the settings file."#,
+    doc: r#"the collectives' broadcast algorithm (MPI and FM programs): `binomial` (a tree, ⌈log2 n⌉ rounds of the whole message), `scatter-allgather` (van de Geijn: about twice the message's time whatever n; needs 4 or more members), or `auto`: scatter-allgather from `FM_COLL_BCAST_LONG` bytes on. Read by `MPI_Init` and by FM programs' `Fm::build` (their `fm::coll`); not in the settings file."#,
 };
 
 pub const COLL_BCAST_LONG: Setting = Setting {
     var: "FM_COLL_BCAST_LONG",
     scope: Scope::Environment,
     default: r#"`131072` (128 KiB)"#,
-    doc: r#"bytes from which `FM_COLL_BCAST=auto` broadcasts by scatter and allgather. Read by `MPI_Init`; not in the settings file."#,
+    doc: r#"bytes from which `FM_COLL_BCAST=auto` broadcasts by scatter and allgather. Read by `MPI_Init` and by FM programs' `Fm::build` (their `fm::coll`); not in the settings file."#,
 };
 
 pub const COLL_ALLREDUCE: Setting = Setting {
     var: "FM_COLL_ALLREDUCE",
     scope: Scope::Environment,
     default: r#"`auto`"#,
-    doc: r#"fm's MPI allreduce algorithm: `recursive-doubling` (log2 n exchanges of the whole vector), `rabenseifner` (a reduce-scatter by recursive halving, then an allgather: about twice the vector whatever n; commutative operations on at least an element per member, else recursive doubling), or `auto`: Rabenseifner from `FM_COLL_ALLREDUCE_LONG` bytes on. Read by `MPI_Init`; not in the settings file."#,
+    doc: r#"the collectives' allreduce algorithm (MPI and FM programs): `recursive-doubling` (log2 n exchanges of the whole vector), `rabenseifner` (a reduce-scatter by recursive halving, then an allgather: about twice the vector whatever n; commutative operations on at least an element per member, else recursive doubling), or `auto`: Rabenseifner from `FM_COLL_ALLREDUCE_LONG` bytes on. Read by `MPI_Init` and by FM programs' `Fm::build` (their `fm::coll`); not in the settings file."#,
 };
 
 pub const COLL_ALLREDUCE_LONG: Setting = Setting {
     var: "FM_COLL_ALLREDUCE_LONG",
     scope: Scope::Environment,
     default: r#"`8192` (8 KiB)"#,
-    doc: r#"bytes from which `FM_COLL_ALLREDUCE=auto` uses Rabenseifner's algorithm. Read by `MPI_Init`; not in the settings file."#,
+    doc: r#"bytes from which `FM_COLL_ALLREDUCE=auto` uses Rabenseifner's algorithm. Read by `MPI_Init` and by FM programs' `Fm::build` (their `fm::coll`); not in the settings file."#,
 };
 
 pub const COLL_ALLGATHER: Setting = Setting {
     var: "FM_COLL_ALLGATHER",
     scope: Scope::Environment,
     default: r#"`auto`"#,
-    doc: r#"fm's MPI allgather algorithm: `ring` (n − 1 steps, each block crossing each link once), `recursive-doubling` (log2 n rounds; a power-of-two number of members, else the ring), or `auto`: recursive doubling below `FM_COLL_ALLGATHER_SHORT` bytes of result. Read by `MPI_Init`; not in the settings file."#,
+    doc: r#"the collectives' allgather algorithm (MPI and FM programs): `ring` (n − 1 steps, each block crossing each link once), `recursive-doubling` (log2 n rounds; a power-of-two number of members, else the ring), or `auto`: recursive doubling below `FM_COLL_ALLGATHER_SHORT` bytes of result. Read by `MPI_Init` and by FM programs' `Fm::build` (their `fm::coll`); not in the settings file."#,
 };
 
 pub const COLL_ALLGATHER_SHORT: Setting = Setting {
     var: "FM_COLL_ALLGATHER_SHORT",
     scope: Scope::Environment,
     default: r#"`524288` (512 KiB)"#,
-    doc: r#"bytes of result below which `FM_COLL_ALLGATHER=auto` uses recursive doubling. Read by `MPI_Init`; not in the settings file."#,
+    doc: r#"bytes of result below which `FM_COLL_ALLGATHER=auto` uses recursive doubling. Read by `MPI_Init` and by FM programs' `Fm::build` (their `fm::coll`); not in the settings file."#,
 };
 
 pub const WAIT_TIMEOUT: Setting = Setting {

@@ -5,6 +5,7 @@
 //! under a launcher it runs as the rank it is given (ranks 0 and 1 measure,
 //! the others wait). Rank 0 prints the results.
 
+mod coll;
 mod stats;
 
 use fm_platform::setting::{Scope, Setting};
@@ -49,6 +50,10 @@ const MAN_PAGE: fm_clidocs::Page = fm_clidocs::Page {
         (
             "fmrun -n 2 -H a,b --no-prefix fm-bench pingpong --device ethernet --json",
             "between two hosts, one JSON object per line",
+        ),
+        (
+            "fm-bench coll --ranks 4 --ops allreduce,bcast --sizes 8:1m",
+            "collectives over four processes on this host",
         ),
         (
             "fm-bench overhead",
@@ -104,6 +109,10 @@ enum Bench {
     Pollcost(Opts),
     /// One-way latency through the composite vs calling the shmem device directly.
     Overhead(Opts),
+    /// Collectives (fm::coll) by size on every rank of the job: the
+    /// median, minimum and maximum over ranks of each one's average time
+    /// per call.
+    Coll(coll::CollOpts),
     /// Every rank waits in `extract_wait` with nothing arriving, then
     /// exits: for measuring what an idle rank costs (`FM_WAIT`).
     Idle(IdleOpts),
@@ -262,6 +271,7 @@ fn main() -> ExitCode {
         | Bench::Pollcost(o)
         | Bench::Overhead(o) => o.clone(),
         Bench::Idle(o) => return idle(o),
+        Bench::Coll(o) => return collectives(o),
     };
     if let Some(w) = opts.wait {
         w.apply();
@@ -315,8 +325,42 @@ fn idle(o: &IdleOpts) -> ExitCode {
     }
 }
 
+/// `fm-bench coll`: standalone, its ranks started here; under a
+/// launcher, this rank's part.
+fn collectives(o: &coll::CollOpts) -> ExitCode {
+    if !fm::settings::RANK.is_set() {
+        return launch(o.ranks.max(1), !o.no_pin, false);
+    }
+    let run = || -> Res<()> {
+        let mut fm = Fm::init().map_err(e)?;
+        let cpus = fm.config().job_cpus();
+        let mut meta = run_metadata(&fm, !o.no_pin, cpus);
+        meta.retain(|(k, _)| *k != "timing");
+        meta.push((
+            "timing",
+            "each rank's average time per call over --iters calls after a \
+             barrier; median, min, p99 and max over the ranks"
+                .into(),
+        ));
+        coll::run(&mut fm, o, meta)
+    };
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("fm-bench: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Start ranks 0 and 1 as child processes, pinned to different CPUs.
 fn launch_pair(opts: &Opts) -> ExitCode {
+    launch(2, !opts.no_pin, opts.device == DeviceArg::Ethernet)
+}
+
+/// Start `ranks` rank processes of this command, pinned to CPUs of their
+/// own if `pin`; with `ethernet`, each as a host of its own.
+fn launch(ranks: usize, pin: bool, ethernet: bool) -> ExitCode {
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => {
@@ -335,15 +379,15 @@ fn launch_pair(opts: &Opts) -> ExitCode {
         if let Some(us) = &probe {
             c.env(PLACEMENT.var, us);
         }
-        if opts.device == DeviceArg::Ethernet {
-            // Two hosts as far as fm knows: the composite routes through ethernet.
+        if ethernet {
+            // Hosts of their own as far as fm knows: the composite routes through ethernet.
             c.env(fm::settings::HOST.var, format!("fm-bench-host{r}"));
         }
         c
     };
-    let spawned = match opts.device {
-        DeviceArg::Ethernet => LocalJob::spawn_with_grm(2, !opts.no_pin, make),
-        _ => LocalJob::spawn(2, !opts.no_pin, make),
+    let spawned = match ethernet {
+        true => LocalJob::spawn_with_grm(ranks, pin, make),
+        false => LocalJob::spawn(ranks, pin, make),
     };
     let job = match spawned {
         Ok(j) => j,
@@ -495,7 +539,7 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
             (_, true) => Format::Csv,
             _ => Format::Table,
         };
-        let meta = run_metadata(&fm, opts, cpus);
+        let meta = run_metadata(&fm, !opts.no_pin, cpus);
         let mut ctx = Ctx {
             epoch: 0,
             oversubscribed,
@@ -514,7 +558,9 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
             Bench::Rate(_) => ctx.stream(true)?,
             Bench::Pollcost(_) => ctx.pollcost()?,
             Bench::Overhead(_) => ctx.overhead()?,
-            Bench::Idle(_) => unreachable!("idle runs on its own (main)"),
+            Bench::Idle(_) | Bench::Coll(_) => {
+                unreachable!("idle and coll run on their own (main)")
+            }
         }
         ctx.printer.finish()?;
     }
@@ -560,7 +606,7 @@ fn peer_of(fm: &Fm, opts: &Opts) -> Res<Rank> {
 }
 
 /// What a run was, printed once before its rows.
-fn run_metadata(fm: &Fm, opts: &Opts, cpus: usize) -> Vec<(&'static str, serde_json::Value)> {
+fn run_metadata(fm: &Fm, pin: bool, cpus: usize) -> Vec<(&'static str, serde_json::Value)> {
     let devices = fm.composite().member_names().join("+");
     vec![
         ("fm_bench", env!("CARGO_PKG_VERSION").into()),
@@ -580,10 +626,7 @@ fn run_metadata(fm: &Fm, opts: &Opts, cpus: usize) -> Vec<(&'static str, serde_j
         ),
         ("ranks", fm.size().into()),
         ("cpus", cpus.into()),
-        (
-            "pinned",
-            (!opts.no_pin && fm.config().cpus.is_some()).into(),
-        ),
+        ("pinned", (pin && fm.config().cpus.is_some()).into()),
         ("devices", devices.into()),
         ("pacer", fm.config().pacer.to_string().into()),
         (

@@ -110,6 +110,20 @@ impl Sample {
         }
     }
 
+    /// A collective of `ranks` members: the summary over the ranks of
+    /// each one's average µs per call.
+    pub fn collective(
+        bench: &'static str,
+        device: &str,
+        ranks: usize,
+        size: usize,
+        iters: u64,
+        s: &Summary,
+    ) -> Sample {
+        let device = format!("{device}, {ranks} ranks");
+        Sample::row(bench, &device, "fm", size, iters, *s, "us")
+    }
+
     /// A cost in ns.
     pub fn nanos(
         bench: &'static str,
@@ -280,7 +294,7 @@ impl Printer {
         use std::io::Write;
         if let Some((_, points, title, y)) = &mut self.plot {
             if points.is_empty() {
-                *title = format!("fm-bench {}", r.bench);
+                *title = r.plot_title();
                 *y = r.y_label();
             }
             points.push(r.point());
@@ -343,8 +357,12 @@ impl Sample {
     /// The point this row adds to a plot of `what` (the first row's
     /// measure: latency, or bandwidth for streams).
     pub fn point(&self) -> Point {
+        let collective = crate::coll::Collective::named(self.bench);
         Point {
-            line: format!("{} ({})", self.device, self.layer),
+            line: match collective {
+                true => self.bench.to_string(),
+                false => format!("{} ({})", self.device, self.layer),
+            },
             size: self.size,
             value: match (self.bench, self.mb_s) {
                 ("bw" | "rate", Some(mb_s)) => mb_s,
@@ -353,10 +371,21 @@ impl Sample {
         }
     }
 
+    /// The plot's title, from its first row.
+    pub fn plot_title(&self) -> String {
+        match crate::coll::Collective::named(self.bench) {
+            true => format!("fm-bench coll — {}", self.device),
+            false => format!("fm-bench {}", self.bench),
+        }
+    }
+
     /// What the plot's y axis shows for this kind of row.
     pub fn y_label(&self) -> String {
         match self.bench {
             "bw" | "rate" => "bandwidth, MB/s".into(),
+            b if crate::coll::Collective::named(b) => {
+                format!("time per call, {} (median over ranks)", self.unit)
+            }
             _ => format!("median one-way time, {}", self.unit),
         }
     }

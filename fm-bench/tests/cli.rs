@@ -183,3 +183,77 @@ fn plot_writes_an_svg_with_labelled_axes() {
     }
     assert_eq!(text.matches("<circle").count(), 3, "a point per size");
 }
+
+/// `coll`: a row per collective and size on every rank of the job,
+/// standalone (its own ranks) and under fmrun with 5 ranks; `--plot`
+/// draws them.
+#[test]
+fn collectives_report_a_row_per_collective_and_size() {
+    let plot = fm_tests::TempDir::new("bench-coll-plot");
+    let svg = plot.0.join("coll.svg");
+    let args = [
+        "coll",
+        "--ops",
+        "barrier,allreduce,alltoall",
+        "--sizes",
+        "8,4k",
+        "--iters",
+        "20",
+        "--json",
+    ];
+    let mut standalone = Command::new(BENCH);
+    standalone
+        .args(args)
+        .args(["--ranks", "3", "--plot"])
+        .arg(&svg)
+        .env_remove("FM_RANK");
+    let mut under_fmrun = Command::new(fm_tests::workspace_bin(BENCH, "fmrun"));
+    under_fmrun
+        .args(["-n", "5", "--oversubscribe", BENCH])
+        .args(args);
+    for (mut cmd, ranks) in [(standalone, 3), (under_fmrun, 5)] {
+        let out = cmd.output().expect("fm-bench coll");
+        succeeded(&out);
+        let rows = json_rows(&out.stdout);
+        let seen: Vec<(String, u64)> = (rows.iter())
+            .map(|r| {
+                (
+                    r["bench"].as_str().unwrap_or("").to_string(),
+                    r["size"].as_u64().unwrap_or(1),
+                )
+            })
+            .collect();
+        let want: Vec<(String, u64)> = [
+            ("barrier", 0),
+            ("allreduce", 8),
+            ("allreduce", 4096),
+            ("alltoall", 8),
+            ("alltoall", 4096),
+        ]
+        .iter()
+        .map(|(b, s)| (b.to_string(), *s))
+        .collect();
+        assert_eq!(seen, want, "{rows:?}");
+        for r in &rows {
+            assert!(
+                r["device"]
+                    .as_str()
+                    .is_some_and(|d| d.ends_with(&format!("{ranks} ranks"))),
+                "{r}"
+            );
+            let (min, median, max) = (
+                r["min_us"].as_f64(),
+                r["median_us"].as_f64(),
+                r["max_us"].as_f64(),
+            );
+            assert!(
+                matches!((min, median, max), (Some(a), Some(m), Some(b)) if 0.0 < a && a <= m && m <= b),
+                "{r}"
+            );
+        }
+    }
+    let svg = std::fs::read_to_string(&svg).expect("the plot");
+    for text in ["time per call", "allreduce", "alltoall", "3 ranks"] {
+        assert!(svg.contains(text), "no {text:?} in the plot");
+    }
+}

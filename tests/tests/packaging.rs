@@ -53,6 +53,7 @@ fn every_published_crate_packages() {
         "fm-bench",
         "fm-capi",
         "fm-clidocs",
+        "fm-coll",
     ] {
         let want = format!("{name}-{}.crate", env!("CARGO_PKG_VERSION"));
         assert!(crates.contains(&want), "{want} not packaged: {crates:?}");
