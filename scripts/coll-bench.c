@@ -6,8 +6,10 @@
  * mpicc.mpich (run by fm's fmrun and by MPICH's mpiexec, the same binary)
  * and with mpicc.openmpi (run by Open MPI's mpirun).
  *
- *   coll-bench [SIZES]   SIZES: bytes per rank, comma-separated
- *                        (default 8,1024,65536,1048576)
+ *   coll-bench [SIZES [DIVIDE]]   SIZES: bytes per rank, comma-separated
+ *                        (default 8,1024,65536,1048576); DIVIDE: run
+ *                        1/DIVIDE of the usual calls (default 1), for
+ *                        many ranks that poll on few CPUs
  * Prints one line per collective and size:
  *   coll OP BYTES RANKS MEAN_US MAX_US */
 #include <mpi.h>
@@ -50,6 +52,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     char *list = strdup(argc > 1 ? argv[1] : "8,1024,65536,1048576");
+    int divide = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 1;
     for (char *s = strtok(list, ","); s && nsizes < 16; s = strtok(NULL, ","))
         sizes[nsizes++] = atoi(s);
     int largest = 0;
@@ -63,7 +66,8 @@ int main(int argc, char **argv)
             if (op == BARRIER && i > 0)
                 break;
             /* About the same total time per size: fewer calls when large. */
-            int iters = bytes <= 1024 ? 2000 : bytes <= 65536 ? 200 : 20;
+            int iters = (bytes <= 1024 ? 2000 : bytes <= 65536 ? 200 : 20) / divide;
+            iters = iters > 0 ? iters : 1;
             for (int w = 0; w < iters / 10 + 1; w++)
                 once(op, a, b, bytes);
             MPI_Barrier(MPI_COMM_WORLD);

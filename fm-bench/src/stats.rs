@@ -120,7 +120,7 @@ impl Sample {
         iters: u64,
         s: &Summary,
     ) -> Sample {
-        let device = format!("{device}, {ranks} ranks");
+        let device = format!("{ranks} ranks over {device}");
         Sample::row(bench, &device, "fm", size, iters, *s, "us")
     }
 

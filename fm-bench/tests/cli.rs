@@ -238,7 +238,7 @@ fn collectives_report_a_row_per_collective_and_size() {
             assert!(
                 r["device"]
                     .as_str()
-                    .is_some_and(|d| d.ends_with(&format!("{ranks} ranks"))),
+                    .is_some_and(|d| d.starts_with(&format!("{ranks} ranks over "))),
                 "{r}"
             );
             let (min, median, max) = (
