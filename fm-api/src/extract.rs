@@ -11,7 +11,7 @@ use crate::Incoming;
 use fm_devices::Rank;
 use std::time::Duration;
 
-/// Handler IDs from this one up are fm's own (barrier).
+/// Handler IDs from this one up are fm's own (its collectives, `coll`).
 pub const RESERVED_HANDLERS: u16 = 0xFF00;
 
 /// What running one message gave: its length, and its handler's result.

@@ -50,6 +50,10 @@ pub struct Incoming<'a> {
     cut_short: Option<usize>,
 }
 
+/// What [`Incoming::receive_vec`] allocates first, whatever the sender
+/// claims; it doubles from there as bytes arrive.
+const FIRST_CHUNK: usize = 64 << 10;
+
 impl<'a> Incoming<'a> {
     /// A message from `src` described by its first packet's header `h`;
     /// [`Incoming::take_segment`] then hands it that packet.
@@ -230,11 +234,19 @@ impl<'a> Incoming<'a> {
     /// sender's claim, and a packet claiming 4 GiB must cost what really
     /// comes, not an allocation that aborts the process.
     pub fn receive_vec(&mut self) -> Result<Vec<u8>> {
-        const FIRST_CHUNK: usize = 64 << 10;
         let mut v = Vec::with_capacity(self.remaining().min(FIRST_CHUNK));
+        self.receive_append(&mut v)?;
+        Ok(v)
+    }
+
+    /// The rest of the message after `v`'s bytes, `v` growing as
+    /// [`Incoming::receive_vec`]'s vector does (a buffer with room already
+    /// is filled without allocating).
+    pub(crate) fn receive_append(&mut self, v: &mut Vec<u8>) -> Result<()> {
         while self.remaining() > 0 {
             let at = v.len();
-            let chunk = self.remaining().min(at.max(FIRST_CHUNK));
+            let room = v.capacity() - at;
+            let chunk = self.remaining().min(room.max(at).max(FIRST_CHUNK));
             v.resize(at + chunk, 0);
             let n = self.receive(&mut v[at..])?;
             v.truncate(at + n);
@@ -242,7 +254,7 @@ impl<'a> Incoming<'a> {
                 break;
             }
         }
-        Ok(v)
+        Ok(())
     }
 
     /// Skip the rest of the message (what happens anyway when the handler returns).

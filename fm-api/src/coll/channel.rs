@@ -78,12 +78,14 @@ impl fm_coll::Channel for FmChannel {
             return Some(Ok(0));
         };
         let m = ep.coll_mailbox.take((self.group, self.seq, from), ticket)?;
-        if m.len() <= room {
+        let len = m.len();
+        if len <= room {
             // SAFETY: the receive's span holds `room` bytes until it
             // completes, which is now.
-            unsafe { std::ptr::copy_nonoverlapping(m.as_ptr(), into, m.len()) };
+            unsafe { std::ptr::copy_nonoverlapping(m.as_ptr(), into, len) };
         }
-        Some(Ok(m.len()))
+        fm_coll::pool::give(m);
+        Some(Ok(len))
     }
 
     fn mismatch(&self, from: usize, got: usize, want: usize) -> FmError {

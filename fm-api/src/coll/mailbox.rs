@@ -21,6 +21,10 @@ pub(crate) const COLLECTIVE: u16 = crate::RESERVED_HANDLERS;
 /// number in it, little-endian.
 pub(crate) const HEADER: usize = 12;
 
+/// The most bytes a collective message's buffer is made room for before
+/// its bytes arrive.
+const POOLED_CLAIM: usize = 16 << 20;
+
 /// A collective (group ID, number) and a source.
 pub(crate) type Key = (u64, u32, Rank);
 
@@ -109,7 +113,12 @@ pub(crate) fn intake(m: &mut Incoming<'_>) -> Result<()> {
         return Ok(());
     }
     let (group, seq) = parse(&h);
-    let data = m.receive_vec()?;
+    // From the pool the schedules' buffers come from: a fresh vector of a
+    // megabyte or more would be fresh pages, faulted in on every message.
+    // Room for at most `POOLED_CLAIM` up front: the length is the sender's
+    // claim, and beyond it the vector grows with what really comes.
+    let mut data = fm_coll::pool::take(m.remaining().min(POOLED_CLAIM));
+    m.receive_append(&mut data)?;
     let src = m.src();
     m.endpoint().coll_mailbox.arrived((group, seq, src), data);
     Ok(())

@@ -17,8 +17,11 @@
 //! collective advances when the program calls [`Pending::test`] or
 //! [`Pending::wait`] (or another collective's), and holds on to its
 //! buffers until then. A blocking collective runs the program's handlers
-//! while it waits; a handler's error does not stop it: the collective
-//! completes, then the first such error is returned.
+//! while it waits. A handler's error does not stop a collective that
+//! moves data: it completes, then the first such error is returned. A
+//! barrier returns a handler's error at once, left as it was: calling
+//! [`Group::barrier`] again completes the same barrier (what
+//! `Fm::barrier` has always done).
 //!
 //! ```
 //! use fm::coll::Op;
@@ -121,6 +124,7 @@ impl Groups {
             next: 0,
             hosts,
             rules: t.rules,
+            unfinished_barrier: None,
         })
     }
 }
@@ -146,6 +150,8 @@ pub struct Group {
     /// The members' hosts, where collectives go in two levels.
     hosts: Option<Arc<Hosts>>,
     rules: Rules,
+    /// A barrier a handler's error interrupted, for the next `barrier`.
+    unfinished_barrier: Option<Pending<'static>>,
 }
 
 /// A non-blocking collective under way, holding its buffers (`'a`).
@@ -275,9 +281,19 @@ impl Group {
         self.start(ep, p)
     }
 
-    /// Wait until every member has entered the barrier.
+    /// Wait until every member has entered the barrier. A handler's error
+    /// during the wait is returned with the barrier left as it was:
+    /// calling `barrier` again completes the same barrier.
     pub fn barrier(&mut self, ep: &mut Endpoint) -> Result<()> {
-        self.ibarrier(ep)?.finish(ep)
+        let mut p = match self.unfinished_barrier.take() {
+            Some(p) => p,
+            None => self.ibarrier(ep)?,
+        };
+        let r = p.wait(ep);
+        if r.is_err() {
+            self.unfinished_barrier = Some(p);
+        }
+        r
     }
 
     /// Start a broadcast of `root`'s `data` into every member's `data`.

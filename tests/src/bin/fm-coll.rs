@@ -3,7 +3,8 @@
 //! and the even ones), with sizes from 0 to past 4 MiB, every root, every
 //! operation and a user operation that does not commute, and non-blocking
 //! collectives overlapped with each other and with point-to-point
-//! messages.
+//! messages, and through a handler's error (the collective completes,
+//! then the error comes out, once).
 //!
 //! fm-coll ROUNDS SEED [sabotage]
 //!     rank 0 prints "collectives ok: N checks on S ranks". With
@@ -15,12 +16,14 @@
 //!     in the device counters who sent on the network).
 
 use fm::coll::{Bitwise, Element, Group, Op};
-use fm::{Fm, FmError, Rank};
+use fm::{ErrorKind, Fm, FmError, Rank};
 use fm_tests::{exit_with, Rng};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const DATA: u16 = 1;
+/// A handler that fails, once per message.
+const FAIL: u16 = 2;
 
 type Res = Result<(), String>;
 
@@ -208,14 +211,69 @@ fn overlapped(
     Ok(())
 }
 
+/// A handler's error while an allreduce and a barrier run: the allreduce
+/// completes with the right sum, and the error comes out once, from the
+/// allreduce, the barrier (called again: it completes the same barrier)
+/// or the extracts that wait for the failing handler to have run (and
+/// for the error of one that a stalled send ran).
+fn through_a_handlers_error(
+    fm: &mut Fm,
+    world: &mut Group,
+    c: &mut Checker,
+    failed: &AtomicU64,
+) -> Res {
+    let mut errors = 0;
+    let mut counted = |r: fm::Result<()>| -> Result<bool, String> {
+        match r {
+            Ok(()) => Ok(true),
+            Err(e) if matches!(e.kind(), ErrorKind::Handler(_)) => {
+                errors += 1;
+                Ok(false)
+            }
+            Err(e) => Err(err(e)),
+        }
+    };
+    // Every rank past the checks before (a rank the barrier released
+    // first may fail its neighbour's barrier: every call from here on
+    // counts the error).
+    while !counted(world.barrier(fm))? {}
+    let next = (fm.rank() + 1) % fm.size() as Rank;
+    fm.send(next, FAIL, &[]).map_err(err)?;
+    let (k, len, n) = (c.next(), 100, world.size());
+    let mut v = vector(k, world.me(), len, 0);
+    counted(world.allreduce(fm, &mut v, Op::Sum))?;
+    let want: Vec<u64> = (0..len)
+        .map(|i| (0..n).fold(0u64, |s, m| s.wrapping_add(value(k, m, i, c.off))))
+        .collect();
+    c.same("an allreduce through a handler's error", &v, &want)?;
+    while !counted(world.barrier(fm))? {}
+    while failed.load(Ordering::Relaxed) < 1 {
+        counted(fm.extract_wait(usize::MAX).map(drop))?;
+    }
+    // A handler a stalled send ran has its error come out of the next
+    // extract.
+    while !counted(fm.extract(usize::MAX).map(drop))? {}
+    match errors {
+        1 => Ok(()),
+        e => Err(format!(
+            "the failing handler's error came out {e} times, not once"
+        )),
+    }
+}
+
 fn run(rounds: u64, seed: u64, sabotage: bool) -> Res {
     let seen = Arc::new(AtomicU64::new(0));
-    let s = seen.clone();
+    let failed = Arc::new(AtomicU64::new(0));
+    let (s, f) = (seen.clone(), failed.clone());
     let mut fm = Fm::builder()
         .handler(DATA, "data", move |m| {
             m.receive_vec()?;
             s.fetch_add(1, Ordering::Relaxed);
             Ok(())
+        })
+        .handler(FAIL, "fail", move |_| {
+            f.fetch_add(1, Ordering::Relaxed);
+            Err(FmError::handler("this handler fails on purpose"))
         })
         .from_env()
         .map_err(err)?
@@ -260,7 +318,12 @@ fn run(rounds: u64, seed: u64, sabotage: bool) -> Res {
     }
     c.k = 3 << 32;
     overlapped(&mut fm, &mut world, &mut backwards, &mut c, &seen)?;
-    world.barrier(&mut fm).map_err(err)?;
+    c.k = 4 << 32;
+    through_a_handlers_error(&mut fm, &mut world, &mut c, &failed)
+        .map_err(|e| format!("through a handler's error: {e}"))?;
+    world
+        .barrier(&mut fm)
+        .map_err(|e| format!("the last barrier: {e}"))?;
     if fm.rank() == 0 {
         println!("collectives ok: {} checks on {size} ranks", c.checks);
     }
