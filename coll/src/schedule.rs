@@ -150,17 +150,27 @@ where
                 self.next += 1;
                 self.run(net, step)?;
             }
-            while let Some(&(r, recv)) = self.open.last() {
-                let got = match self.channel.test(net, r) {
-                    None => return Ok(false),
-                    Some(got) => got?,
+            // Every request is tested on every advance, not only up to the
+            // first still under way: a transport may act when tested (FM's
+            // rendezvous clears a message then), and two members each
+            // waiting on a different request must not wait on each other.
+            let mut i = 0;
+            while i < self.open.len() {
+                let (r, recv) = self.open[i];
+                let Some(got) = self.channel.test(net, r) else {
+                    i += 1;
+                    continue;
                 };
-                self.open.pop();
+                self.open.swap_remove(i);
+                let got = got?;
                 if let Some((from, want)) = recv {
                     if got != want {
                         return Err(self.channel.mismatch(from, got, want));
                     }
                 }
+            }
+            if !self.open.is_empty() {
+                return Ok(false);
             }
             if self.next == self.steps.len() {
                 return Ok(true);

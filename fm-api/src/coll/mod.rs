@@ -156,7 +156,8 @@ pub struct Group {
 
 /// A non-blocking collective under way, holding its buffers (`'a`).
 /// Dropped before it completes, it gives up this member's part: the
-/// other members' collective cannot complete either.
+/// other members' collective cannot complete either, and what arrives
+/// for it stays in the endpoint's mailbox.
 #[must_use = "a collective advances only when tested or waited for"]
 pub struct Pending<'a> {
     schedule: Schedule,
@@ -169,19 +170,32 @@ impl Pending<'_> {
     pub fn test(&mut self, ep: &mut Endpoint) -> Result<bool> {
         if !self.done {
             ep.extract(usize::MAX)?;
-            self.done = self.schedule.advance(ep)?;
+            self.advance(ep)?;
         }
         Ok(self.done)
+    }
+
+    /// One advance of the schedule; once complete, the mailbox forgets
+    /// the collective.
+    fn advance(&mut self, ep: &mut Endpoint) -> Result<()> {
+        self.done = self.schedule.advance(ep)?;
+        if self.done {
+            let c = self.schedule.channel();
+            ep.coll_mailbox.forget(c.group, c.seq);
+        }
+        Ok(())
     }
 
     /// Wait until it completes, running handlers meanwhile. A handler's
     /// error is returned with the collective left as it was: waiting
     /// again goes on with it.
     pub fn wait(&mut self, ep: &mut Endpoint) -> Result<()> {
-        while !self.schedule.advance(ep)? {
-            ep.extract_wait(usize::MAX)?;
+        while !self.done {
+            self.advance(ep)?;
+            if !self.done {
+                ep.extract_wait(usize::MAX)?;
+            }
         }
-        self.done = true;
         Ok(())
     }
 
@@ -261,13 +275,14 @@ impl Group {
             group: self.id,
             seq,
             members: self.members.clone(),
+            sent: Default::default(),
         });
         let mut p = Pending {
             schedule,
             done: false,
             _buffers: PhantomData,
         };
-        p.done = p.schedule.advance(ep)?;
+        p.advance(ep)?;
         Ok(p)
     }
 
