@@ -11,7 +11,7 @@
 mod common;
 
 use common::*;
-use fm_tests::TempDir;
+use fm_tests::{only_the_lowest_rank_of_each_host_sent, TempDir};
 
 fn passes(
     dir: &TempDir,
@@ -69,32 +69,7 @@ fn ethernet_bytes_by_rank(o: &std::process::Output) -> Vec<(u64, String)> {
     let t = text(o);
     let passed = "host-aware collectives passed on 8 ranks";
     assert!(o.status.success() && t.contains(passed), "{t}");
-    let mut by_rank = vec![(u64::MAX, String::new()); 8];
-    for line in t.lines() {
-        if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
-            let r = v["rank"].as_u64().expect("a rank") as usize;
-            by_rank[r].0 =
-                (v["devices"]["ethernet"]["bytes_sent"].as_u64()).expect("ethernet's bytes");
-        } else if let Some((r, host)) = line
-            .split_once("rank ")
-            .and_then(|(_, rest)| rest.split_once(" on "))
-        {
-            by_rank[r.parse::<usize>().expect("a rank")].1 = host.to_string();
-        }
-    }
-    assert!(
-        by_rank.iter().all(|(b, h)| *b != u64::MAX && !h.is_empty()),
-        "{t}"
-    );
-    by_rank
-}
-
-/// Of each host, only its lowest rank sent on the network.
-fn only_the_lowest_rank_of_each_host_sent(by_rank: &[(u64, String)]) {
-    for (rank, (bytes, host)) in by_rank.iter().enumerate() {
-        let lowest = by_rank.iter().position(|(_, h)| h == host) == Some(rank);
-        assert_eq!(*bytes > 0, lowest, "rank {rank} on {host}: {by_rank:?}");
-    }
+    fm_tests::ethernet_bytes_by_rank(&t, 8)
 }
 
 /// Host-aware collectives, seen in the device counters: in barriers and
@@ -110,16 +85,7 @@ fn only_one_rank_per_host_sends_on_the_network_in_an_allreduce() {
     let Some(exe) = mpich_built(&dir, "hostaware") else {
         return;
     };
-    let four = [
-        "-n",
-        "8",
-        "--hosts",
-        "a,b,c,d",
-        "--rsh",
-        "local",
-        "--oversubscribe",
-        "--stats=json",
-    ];
+    let four = fm_tests::FOUR_HOSTS_WITH_STATS;
     let aware = run(&dir, &four, &exe, &["allreduce"], &[]);
     only_the_lowest_rank_of_each_host_sent(&ethernet_bytes_by_rank(&aware));
     let flat = run(

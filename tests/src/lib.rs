@@ -299,3 +299,58 @@ pub fn shmem_pair(
     let d0 = ShmemDevice::open(&mk(0)).expect("open rank 0");
     (d0, peer.join().expect("rank 1"))
 }
+
+/// `fmrun` options of 8 ranks on 4 virtual hosts, with each rank's
+/// counters printed as JSON at the end (`--stats=json`).
+pub const FOUR_HOSTS_WITH_STATS: [&str; 8] = [
+    "-n",
+    "8",
+    "--hosts",
+    "a,b,c,d",
+    "--rsh",
+    "local",
+    "--oversubscribe",
+    "--stats=json",
+];
+
+/// Each rank's bytes sent on the ethernet device and its host, from the
+/// output of a job of `n` ranks under `fmrun --stats=json` whose ranks
+/// each print "rank R on HOST".
+pub fn ethernet_bytes_by_rank(out: &str, n: usize) -> Vec<(u64, String)> {
+    /// The number after `key` in `s`.
+    fn field(s: &str, key: &str) -> Option<u64> {
+        let rest = &s[s.find(key)? + key.len()..];
+        let end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        rest[..end].parse().ok()
+    }
+    let mut by_rank = vec![(u64::MAX, String::new()); n];
+    for line in out.lines() {
+        let line = line.split_once("] ").map_or(line, |(_, l)| l);
+        if line.starts_with('{') {
+            let rank = field(line, "\"rank\":").expect("a rank") as usize;
+            let eth = line
+                .split_once("\"ethernet\":")
+                .expect("ethernet's counters")
+                .1;
+            by_rank[rank].0 = field(eth, "\"bytes_sent\":").expect("bytes sent");
+        } else if let Some((r, host)) = line
+            .split_once("rank ")
+            .and_then(|(_, l)| l.split_once(" on "))
+        {
+            by_rank[r.parse::<usize>().expect("a rank")].1 = host.to_string();
+        }
+    }
+    let all = by_rank.iter().all(|(b, h)| *b != u64::MAX && !h.is_empty());
+    assert!(all, "not every rank's counters and host in:\n{out}");
+    by_rank
+}
+
+/// Of each host, only its lowest rank sent on the network.
+pub fn only_the_lowest_rank_of_each_host_sent(by_rank: &[(u64, String)]) {
+    for (rank, (bytes, host)) in by_rank.iter().enumerate() {
+        let lowest = by_rank.iter().position(|(_, h)| h == host) == Some(rank);
+        assert_eq!(*bytes > 0, lowest, "rank {rank} on {host}: {by_rank:?}");
+    }
+}

@@ -87,36 +87,7 @@ fn the_checker_fails_when_the_data_is_wrong() {
 fn ethernet_bytes_by_rank(o: &Output, n: usize) -> Vec<(u64, String)> {
     let t = text(o);
     assert!(o.status.success() && t.contains("allreduces ok on"), "{t}");
-    let mut by_rank = vec![(u64::MAX, String::new()); n];
-    for line in t.lines() {
-        let line = line.split_once("] ").map_or(line, |(_, l)| l);
-        if let Some(json) = line.strip_prefix('{').map(|_| line) {
-            let rank = field(json, "\"rank\":").expect("a rank") as usize;
-            let eth = json
-                .split_once("\"ethernet\":")
-                .expect("ethernet's counters")
-                .1;
-            by_rank[rank].0 = field(eth, "\"bytes_sent\":").expect("bytes sent");
-        } else if let Some((r, host)) =
-            (line.strip_prefix("rank ")).and_then(|l| l.split_once(" on "))
-        {
-            by_rank[r.parse::<usize>().expect("a rank")].1 = host.to_string();
-        }
-    }
-    assert!(
-        by_rank.iter().all(|(b, h)| *b != u64::MAX && !h.is_empty()),
-        "{t}"
-    );
-    by_rank
-}
-
-/// The number after `key` in `s`.
-fn field(s: &str, key: &str) -> Option<u64> {
-    let rest = &s[s.find(key)? + key.len()..];
-    let end = rest
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(rest.len());
-    rest[..end].parse().ok()
+    fm_tests::ethernet_bytes_by_rank(&t, n)
 }
 
 /// The same code as fm's MPI: in barriers and allreduces over 4 hosts ×
@@ -125,21 +96,9 @@ fn field(s: &str, key: &str) -> Option<u64> {
 #[test]
 fn only_one_rank_per_host_sends_on_the_network_in_an_allreduce() {
     let dir = TempDir::for_segments("fm-coll-leaders");
-    let four = [
-        "-n",
-        "8",
-        "--hosts",
-        "a,b,c,d",
-        "--rsh",
-        "local",
-        "--oversubscribe",
-        "--stats=json",
-    ];
+    let four = fm_tests::FOUR_HOSTS_WITH_STATS;
     let aware = ethernet_bytes_by_rank(&coll(&dir, &four, &["allreduce"], &[]), 8);
-    for (rank, (bytes, host)) in aware.iter().enumerate() {
-        let lowest = aware.iter().position(|(_, h)| h == host) == Some(rank);
-        assert_eq!(*bytes > 0, lowest, "rank {rank} on {host}: {aware:?}");
-    }
+    fm_tests::only_the_lowest_rank_of_each_host_sent(&aware);
     let flat = coll(&dir, &four, &["allreduce"], &[("FM_COLL_HOSTS", "off")]);
     let flat = ethernet_bytes_by_rank(&flat, 8);
     assert!(flat.iter().all(|(b, _)| *b > 0), "{flat:?}");

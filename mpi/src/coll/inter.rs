@@ -119,7 +119,7 @@ pub unsafe fn bcast(c: &Comm, data: &Elements, root: Root) -> Plan {
             let into = p.scratch(data.bytes());
             p.recv(s.remote(r), into);
             p.fence();
-            p.output(into, data.target().output());
+            p.output(into, data.output());
         }
         Root::Idle => {}
     }
@@ -143,7 +143,7 @@ pub unsafe fn gather(c: &Comm, send: &Elements, recv: &[Elements], root: Root) -
             }
             p.fence();
             for (b, e) in blocks.into_iter().zip(recv) {
-                p.output(b, e.target().output());
+                p.output(b, e.output());
             }
         }
         Root::There(r) => {
@@ -172,7 +172,7 @@ pub unsafe fn scatter(c: &Comm, send: &[Elements], recv: &Elements, root: Root) 
             let into = p.scratch(recv.bytes());
             p.recv(s.remote(r), into);
             p.fence();
-            p.output(into, recv.target().output());
+            p.output(into, recv.output());
         }
         Root::Idle => {}
     }
@@ -197,7 +197,7 @@ pub unsafe fn alltoall(c: &Comm, send: &[Elements], recv: &[Elements]) -> Plan {
     }
     p.fence();
     for (b, e) in blocks.into_iter().zip(recv) {
-        p.output(b, e.target().output());
+        p.output(b, e.output());
     }
     p
 }
@@ -220,7 +220,7 @@ pub unsafe fn reduce(
     match root {
         Root::Here => {
             let acc = gather_reduced(&mut p, recv.bytes(), s.remotes, |i| s.remote(i));
-            p.output(acc, recv.target().output());
+            p.output(acc, recv.output());
         }
         Root::There(r) => {
             let mine = p.buffer(send.pack());
@@ -298,7 +298,7 @@ pub unsafe fn allreduce(c: &Comm, send: &Elements, recv: &Elements, reduction: R
         }
     };
     p.fence();
-    p.output(result, recv.target().output());
+    p.output(result, recv.output());
     p
 }
 
@@ -336,6 +336,6 @@ pub unsafe fn reduce_scatter(
         }
     };
     p.fence();
-    p.output(piece, recv.target().output());
+    p.output(piece, recv.output());
     p
 }

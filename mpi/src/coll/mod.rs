@@ -20,7 +20,7 @@ use crate::engine::{err, Comm, MpiResult};
 use crate::topo::Neighbors;
 use hosts::Hosts;
 use op::Reduction;
-pub use schedule::{Plan, Schedule, Span, Target};
+pub use schedule::{Plan, Schedule, Span};
 use std::os::raw::c_int;
 use std::sync::Arc;
 pub use tuning::Tuning;
@@ -61,12 +61,17 @@ impl Elements {
             && Arc::ptr_eq(&self.layout, &other.layout)
     }
 
-    pub fn target(&self) -> Target {
-        Target {
-            buf: self.buf,
-            count: self.count,
-            layout: self.layout.clone(),
-        }
+    /// A plan's output that unpacks a result into these elements.
+    pub fn output(&self) -> fm_coll::Output {
+        let e = self.clone();
+        Box::new(move |data| e.unpack(data))
+    }
+
+    /// `data` unpacked into the elements.
+    fn unpack(&self, data: &[u8]) {
+        // SAFETY: the caller's buffer holds `count` elements of the
+        // layout until the collective completes (MPI's rule).
+        unsafe { self.layout.unpack(data, self.buf, self.count) };
     }
 
     /// Where the elements lie as one run of bytes, if they do and hold
@@ -144,7 +149,7 @@ unsafe fn output(p: &mut Plan, e: &Elements) -> Span {
 /// [`output`] gave the program's own buffer.
 fn deliver(p: &mut Plan, span: Span, e: &Elements) {
     if e.contiguous().is_none() {
-        p.output(span, e.target().output());
+        p.output(span, e.output());
     }
 }
 
@@ -273,7 +278,7 @@ pub unsafe fn reduce(
         None => algorithms::reduce_binomial(&mut p, root, acc, commutative),
     }
     if p.me == root {
-        p.output(acc, recv.target().output());
+        p.output(acc, recv.output());
     }
     p
 }
@@ -362,7 +367,7 @@ pub unsafe fn gather(comm: &Comm, send: Option<&Elements>, recv: &[Elements], ro
         algorithms::gather_linear(&mut p, root, mine, &b);
         for (i, (span, to)) in b.iter().zip(recv).enumerate() {
             if i != root || mine.is_some() {
-                p.output(*span, to.target().output());
+                p.output(*span, to.output());
             }
         }
     } else {
@@ -391,7 +396,7 @@ pub unsafe fn scatter(
     };
     algorithms::scatter_linear(&mut p, root, &b, mine);
     if let (Some(span), Some(r)) = (mine, recv) {
-        p.output(span, r.target().output());
+        p.output(span, r.output());
     }
     p
 }
@@ -422,7 +427,7 @@ pub unsafe fn allgather(comm: &Comm, send: Option<&Elements>, recv: &[Elements])
     if !in_program {
         for (i, (span, to)) in b.iter().zip(recv).enumerate() {
             if i != me || send.is_some() {
-                p.output(*span, to.target().output());
+                p.output(*span, to.output());
             }
         }
     }
@@ -450,7 +455,7 @@ pub unsafe fn alltoall(comm: &Comm, send: &[Elements], recv: &[Elements]) -> Pla
     algorithms::alltoall_pairwise(&mut p, &s, &r);
     if !delivered(recv) {
         for (span, to) in r.iter().zip(recv) {
-            p.output(*span, to.target().output());
+            p.output(*span, to.output());
         }
     }
     p
@@ -488,7 +493,7 @@ pub unsafe fn reduce_scatter(
         .collect();
     let mine = p.scratch(counts[me] * size);
     algorithms::scatter_linear(&mut p, 0, &pieces, Some(mine));
-    p.output(mine, recv.target().output());
+    p.output(mine, recv.output());
     p
 }
 
@@ -511,7 +516,7 @@ pub unsafe fn scan(
     }
     p.reducing(reduction);
     if algorithms::scan_recursive_doubling(&mut p, partial, result, exclusive) {
-        p.output(result, recv.target().output());
+        p.output(result, recv.output());
     }
     p
 }
@@ -545,7 +550,7 @@ pub unsafe fn neighbors(comm: &Comm, n: &Neighbors, send: &[Elements], recv: &[E
     }
     p.fence();
     for k in (0..n.ins.len()).filter(|&k| real(k)) {
-        p.output(r[k], recv[k].target().output());
+        p.output(r[k], recv[k].output());
     }
     p
 }

@@ -8,7 +8,6 @@
 
 use super::op::Reduction;
 use crate::abi::*;
-use crate::datatype::Layout;
 use crate::engine::{err, Engine, MpiError, MpiResult};
 use fm::Rank;
 use std::os::raw::c_int;
@@ -109,31 +108,5 @@ impl fm_coll::Channel for Collective {
                 "member {from} sent {what} where {want} were expected: do all members pass matching counts and types (and the same root)?"
             ),
         }
-    }
-}
-
-/// The caller's elements a result is unpacked into when it is ready.
-#[derive(Clone, Debug)]
-pub struct Target {
-    pub buf: *mut u8,
-    pub count: usize,
-    pub layout: Arc<Layout>,
-}
-
-// SAFETY: `buf` is the caller's, written only while the collective that
-// holds it runs, under the library's lock (MPI's rule for its buffers).
-unsafe impl Send for Target {}
-
-impl Target {
-    /// `data` unpacked into the caller's elements.
-    pub fn unpack(&self, data: &[u8]) {
-        // SAFETY: the caller's buffer holds `count` elements of the
-        // layout until the collective completes.
-        unsafe { self.layout.unpack(data, self.buf, self.count) };
-    }
-
-    /// As the output of a plan.
-    pub fn output(self) -> fm_coll::Output {
-        Box::new(move |data| self.unpack(data))
     }
 }
