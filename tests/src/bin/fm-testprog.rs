@@ -460,14 +460,17 @@ fn forge_first_packet(fm: &mut Fm, kind: fm::wire::Kind, len: u32, payload: &[u8
 
 /// `claim` (module docs).
 fn claim() -> Res {
+    let done = Arc::new(Mutex::new(false));
     let mut fm = Fm::builder()
         .handler(DATA, "data", |m| m.receive_vec().map(drop))
+        .handler(DONE, "done", done_handler(&done))
         .from_env()
         .map_err(err)?
         .build()
         .map_err(err)?;
     if fm.rank() == 0 {
         forge_first_packet(&mut fm, fm::wire::Kind::Data, u32::MAX, &[0; 100])?;
+        wait_done(&mut fm, &done)?;
     } else {
         fm.set_wait_timeout(Some(std::time::Duration::from_secs(2)));
         let e = loop {
@@ -482,8 +485,30 @@ fn claim() -> Res {
             ));
         }
         fm.set_wait_timeout(None);
+        fm.send(0, DONE, &[]).map_err(err)?;
     }
     fm.barrier().map_err(err)
+}
+
+/// A handler that marks `done`.
+fn done_handler(
+    done: &Arc<Mutex<bool>>,
+) -> impl FnMut(&mut Incoming<'_>) -> fm::Result<()> + Send + 'static {
+    let d = done.clone();
+    move |_| {
+        *d.lock().unwrap() = true;
+        Ok(())
+    }
+}
+
+/// Rank 0 of `claim` and `cutshort`: nothing more goes to rank 1 (the
+/// barrier's first message would cut the forged message short, or add to
+/// the counters it checks) until it says it is done.
+fn wait_done(fm: &mut Fm, done: &Mutex<bool>) -> Res {
+    while !*done.lock().unwrap() {
+        fm.extract_wait(usize::MAX).map_err(err)?;
+    }
+    Ok(())
 }
 
 /// `claim-remote` (module docs).
@@ -1146,12 +1171,14 @@ fn bend(args: &[String]) -> Res {
 fn cut_short() -> Res {
     let seen = Arc::new(Mutex::new(Vec::<Result<Vec<u8>, String>>::new()));
     let s2 = seen.clone();
+    let done = Arc::new(Mutex::new(false));
     let mut fm = Fm::builder()
         .handler(DATA, "data", move |m| {
             let r = m.receive_vec().map_err(|e| e.to_string());
             s2.lock().unwrap().push(r);
             Ok(())
         })
+        .handler(DONE, "done", done_handler(&done))
         .from_env()
         .map_err(err)?
         .build()
@@ -1160,6 +1187,7 @@ fn cut_short() -> Res {
     if fm.rank() == 0 {
         forge_first_packet(&mut fm, fm::wire::Kind::Data, 1000, &[7; 100])?;
         fm.send(1, DATA, whole).map_err(err)?;
+        wait_done(&mut fm, &done)?;
     } else if fm.rank() == 1 {
         while seen.lock().unwrap().len() < 2 {
             fm.extract_wait(usize::MAX).map_err(err)?;
@@ -1177,6 +1205,8 @@ fn cut_short() -> Res {
             return Err(format!("the counters disagree with what arrived: {st:?}"));
         }
         eprintln!("rank 1: cut short, counted as it came");
+        drop(s);
+        fm.send(0, DONE, &[]).map_err(err)?;
     }
     fm.barrier().map_err(err)
 }
