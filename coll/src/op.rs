@@ -9,7 +9,7 @@ use std::sync::Arc;
 /// A plain number a collective can combine: the integer and floating
 /// point types. Its bytes travel as they lie in memory (all members run
 /// on machines of one byte order).
-pub trait Element: Copy + Send + Sync + 'static {
+pub trait Element: Copy + Default + Send + Sync + 'static {
     fn sum(self, o: Self) -> Self;
     fn product(self, o: Self) -> Self;
     fn min_of(self, o: Self) -> Self;
@@ -125,7 +125,7 @@ impl<T: Element> Op<T> {
     /// The operation checked against its element type.
     pub fn checked(self) -> Result<Checked<T>, Undefined> {
         if let Op::Bits(b) = &self {
-            let zero: T = zero();
+            let zero = T::default();
             if zero.bits(*b, zero).is_none() {
                 return Err(Undefined {
                     op: format!("{b:?}"),
@@ -148,14 +148,6 @@ impl<T: Element> Op<T> {
             Op::User { f, .. } => f(lower, higher),
         }
     }
-}
-
-/// A zero of any element type: its all-zero bytes, which every
-/// [`Element`] type (plain integers and floats) has as a value.
-fn zero<T: Element>() -> T {
-    let bytes = vec![0u8; std::mem::size_of::<T>()];
-    // SAFETY: `T` is a plain number, valid for every bit pattern.
-    unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
 }
 
 /// An operation known to be defined on its element type.
