@@ -79,6 +79,45 @@ impl Endpoint {
         }
     }
 
+    /// Like [`Endpoint::extract_wait`], but returns `Ok(0)` as soon as
+    /// `go_on` returns `false` (before or without a message). Another
+    /// thread that makes it return `false` then calls [`Waker::wake`]
+    /// (from [`Endpoint::waker`]) so that a sleeping wait looks again: this
+    /// is how a thread that holds the endpoint while it waits lets another
+    /// thread have it (fm's MPI under `MPI_THREAD_MULTIPLE`).
+    ///
+    /// [`Waker::wake`]: crate::wait::Waker::wake
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// static GO_ON: AtomicBool = AtomicBool::new(true);
+    /// let mut config = fm::Config::local(0, 1, fm::JobKey(7));
+    /// config.wait = fm::wait::WaitMode::Block; // sleeps on the doorbell
+    /// let mut fm = fm::Fm::builder().config(config).build()?;
+    /// let waker = fm.waker();
+    /// let other = std::thread::spawn(move || {
+    ///     GO_ON.store(false, Ordering::SeqCst);
+    ///     waker.wake();
+    /// });
+    /// // Nothing arrives: the wait ends because the other thread said so.
+    /// assert_eq!(fm.extract_wait_while(usize::MAX, || GO_ON.load(Ordering::SeqCst))?, 0);
+    /// other.join().expect("thread");
+    /// # Ok::<(), fm::FmError>(())
+    /// ```
+    pub fn extract_wait_while(&mut self, max_bytes: usize, go_on: fn() -> bool) -> Result<usize> {
+        let mut w = self
+            .waiter("a message to arrive")
+            .sending_outbox()
+            .while_(go_on);
+        loop {
+            let n = self.extract(max_bytes)?;
+            if n > 0 || w.stopped() {
+                return Ok(n);
+            }
+            w.snooze(self)?;
+        }
+    }
+
     /// Like [`Endpoint::extract_wait`], but returns `Ok(0)` when no message
     /// arrived within `timeout`.
     ///

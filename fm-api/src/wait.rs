@@ -203,6 +203,30 @@ pub(crate) struct Waiter {
     stalled_since: Option<Instant>,
     /// When the devices are next audited, while the wait finds nothing.
     next_audit: Option<Instant>,
+    /// Whether to go on waiting ([`Endpoint::extract_wait_while`]): looked
+    /// at in the armed window too, so that a thread that changes what it
+    /// reads and then wakes the endpoint ([`Waker`]) is never missed.
+    go_on: Option<fn() -> bool>,
+}
+
+/// Wakes an endpoint's sleeping wait from another thread
+/// ([`Endpoint::waker`]); `Clone` and `Send`.
+#[derive(Clone)]
+pub struct Waker(Arc<Doorbell>);
+
+impl Waker {
+    /// Ring the endpoint's doorbell: a wait asleep on it wakes and looks
+    /// again (at its `go_on`, for [`Endpoint::extract_wait_while`]).
+    pub fn wake(&self) {
+        self.0.ring();
+    }
+}
+
+impl Endpoint {
+    /// A handle through which another thread wakes this endpoint's wait.
+    pub fn waker(&self) -> Waker {
+        Waker(self.dev.doorbell().clone())
+    }
 }
 
 impl Waiter {
@@ -220,7 +244,20 @@ impl Waiter {
             reports: false,
             stalled_since: None,
             next_audit: None,
+            go_on: None,
         }
+    }
+
+    /// A waiter that stops once `go_on` says so (`Waiter::stopped`).
+    pub(crate) fn while_(mut self, go_on: fn() -> bool) -> Self {
+        self.go_on = Some(go_on);
+        self
+    }
+
+    /// Whether the waiter's `go_on` says to stop.
+    #[inline]
+    pub(crate) fn stopped(&self) -> bool {
+        self.go_on.is_some_and(|f| !f())
     }
 
     /// A waiter that reports a wait lasting [`STALL_REPORT_AFTER`].
@@ -335,6 +372,7 @@ impl Waiter {
         if ep.dev.has_arrivals()
             || (self.sends_outbox && ep.outbox_pending())
             || JOB_ENDED.load(Ordering::SeqCst)
+            || self.stopped()
         {
             bell.disarm();
             return;

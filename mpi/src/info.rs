@@ -131,7 +131,13 @@ impl InfoTable {
                 e.push(("argv".into(), rest.join(" ")));
             }
         }
-        e.push(("thread_level".into(), "MPI_THREAD_SERIALIZED".into()));
+        let level = match crate::threads::level() {
+            MPI_THREAD_MULTIPLE => "MPI_THREAD_MULTIPLE",
+            MPI_THREAD_SERIALIZED => "MPI_THREAD_SERIALIZED",
+            MPI_THREAD_FUNNELED => "MPI_THREAD_FUNNELED",
+            _ => "MPI_THREAD_SINGLE",
+        };
+        e.push(("thread_level".into(), level.into()));
         e
     }
 }

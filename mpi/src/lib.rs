@@ -9,8 +9,9 @@
 //!
 //! Every function is exported as `PMPI_x` and as `MPI_x` (which calls
 //! `PMPI_x`), the profiling interface: a tool that defines `MPI_x` itself
-//! reaches the library through `PMPI_x`. Calls are serialized by one lock
-//! (`MPI_THREAD_SERIALIZED` is what `MPI_Init_thread` provides).
+//! reaches the library through `PMPI_x`. Calls are serialized by one lock;
+//! `MPI_Init_thread` provides `MPI_THREAD_MULTIPLE`, under which blocking
+//! calls wait without holding it ([`threads`]).
 //!
 //! Collectives ([`coll`]) run as schedules of sends, receives and local
 //! steps over the same engine, advanced by every call's progress.
@@ -47,6 +48,7 @@ mod partitioned;
 mod request;
 mod session;
 mod state;
+mod threads;
 mod types;
 
 use abi::*;
@@ -65,3 +67,4 @@ use ffi::*;
 use p2p::*;
 use request::*;
 use state::*;
+use threads::blocking;

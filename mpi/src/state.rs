@@ -102,8 +102,36 @@ pub(crate) enum World {
 
 pub(crate) static MPI: Mutex<Phase> = Mutex::new(Phase::Before);
 
-pub(crate) fn phase() -> std::sync::MutexGuard<'static, Phase> {
-    MPI.lock().unwrap_or_else(|p| p.into_inner())
+/// The library's lock, held: every use of what MPI holds goes through it.
+pub(crate) struct Held {
+    // Dropped first: the lock is given up before the thread stops
+    // counting as inside (`threads`).
+    guard: std::sync::MutexGuard<'static, Phase>,
+    _inside: crate::threads::Inside,
+}
+
+impl std::ops::Deref for Held {
+    type Target = Phase;
+    fn deref(&self) -> &Phase {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for Held {
+    fn deref_mut(&mut self) -> &mut Phase {
+        &mut self.guard
+    }
+}
+
+/// Take the library's lock. Under `MPI_THREAD_MULTIPLE` the thread counts
+/// as inside MPI from before it waits for the lock until after it gave
+/// the lock up, which ends a waiting thread's sleep in FM (`threads`).
+pub(crate) fn phase() -> Held {
+    let inside = crate::threads::enter();
+    Held {
+        guard: MPI.lock().unwrap_or_else(|p| p.into_inner()),
+        _inside: inside,
+    }
 }
 
 thread_local! {
@@ -538,6 +566,7 @@ pub(crate) fn init(func: &str) -> c_int {
 
 /// The library joins the job (`MPI_Init`, or the first `MPI_Session_init`).
 pub(crate) fn join_job(func: &str) -> Box<Mpi> {
+    crate::threads::initialising();
     let minus_one = match fm::settings::env_only::<MinusOne>(&fm::settings::MPI_SOURCE_MINUS_ONE) {
         Ok(v) => v.map_or(MPI_PROC_NULL, |v| v.0),
         Err(e) => fatal(None, func, &e.to_string()),

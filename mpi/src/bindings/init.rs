@@ -16,10 +16,16 @@ fn PMPI_Init_thread(
     provided: *mut c_int,
 ) -> c_int {
     let r = init("MPI_Init_thread");
-    if !provided.is_null() {
-        *provided = required.min(MPI_THREAD_SERIALIZED);
+    if r != MPI_SUCCESS {
+        return r;
     }
-    r
+    call("MPI_Init_thread", MPI_COMM_WORLD, |m| {
+        let level = crate::threads::provide(m, required);
+        if !provided.is_null() {
+            *provided = level;
+        }
+        Ok(())
+    })
 }
 
 #[mpi]
@@ -44,12 +50,12 @@ fn PMPI_Finalized(flag: *mut c_int) -> c_int {
 
 #[mpi]
 fn PMPI_Query_thread(provided: *mut c_int) -> c_int {
-    answer(provided, MPI_THREAD_SERIALIZED)
+    answer(provided, crate::threads::level())
 }
 
 #[mpi]
 fn PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
-    answer(flag, 1)
+    answer(flag, c_int::from(crate::threads::is_main()))
 }
 
 #[mpi]

@@ -10,7 +10,17 @@ macro_rules! collective {
     ($($pname:ident / $piname:ident / $pinit:ident => $inner:ident($($a:ident: $t:ty),*) $(+ $extra:literal)? on $comm:ident;)*) => {$(
         #[fm_mpi_macros::mpi]
         fn $pname($($a: $t),*) -> c_int {
-            call(&stringify!($pname)[1..], $comm, |m| $inner(m, $($a,)* $($extra,)? Mode::Blocking))
+            let func = &stringify!($pname)[1..];
+            if !$crate::threads::multiple() {
+                return call(func, $comm, |m| $inner(m, $($a,)* $($extra,)? Mode::Blocking));
+            }
+            // Started, then waited for without the lock (`threads`).
+            let mut request = MPI_REQUEST_NULL;
+            let rc = call(func, $comm, |m| $inner(m, $($a,)* $($extra,)? Mode::Start(&mut request)));
+            if rc != MPI_SUCCESS {
+                return rc;
+            }
+            super::request::wait(func, $comm, &mut request, STATUS_IGNORE as *mut MpiStatus)
         }
 
         #[fm_mpi_macros::mpi]

@@ -12,9 +12,11 @@ fn PMPI_Send(
     tag: c_int,
     comm: Handle,
 ) -> c_int {
-    call("MPI_Send", comm, |m| {
-        send(m, buf, count.into(), datatype, dest, tag, comm, false, None)
-    })
+    blocking_send(
+        "MPI_Send",
+        (buf, count.into(), datatype, dest, tag, comm),
+        false,
+    )
 }
 
 #[mpi]
@@ -26,9 +28,11 @@ fn PMPI_Rsend(
     tag: c_int,
     comm: Handle,
 ) -> c_int {
-    call("MPI_Rsend", comm, |m| {
-        send(m, buf, count.into(), datatype, dest, tag, comm, false, None)
-    })
+    blocking_send(
+        "MPI_Rsend",
+        (buf, count.into(), datatype, dest, tag, comm),
+        false,
+    )
 }
 
 #[mpi]
@@ -40,8 +44,42 @@ fn PMPI_Ssend(
     tag: c_int,
     comm: Handle,
 ) -> c_int {
-    call("MPI_Ssend", comm, |m| {
-        send(m, buf, count.into(), datatype, dest, tag, comm, true, None)
+    blocking_send(
+        "MPI_Ssend",
+        (buf, count.into(), datatype, dest, tag, comm),
+        true,
+    )
+}
+
+/// `MPI_Send`, `MPI_Rsend` and `MPI_Ssend` (`sync`): under one hold of
+/// the lock, as always; under `MPI_THREAD_MULTIPLE`, started and waited
+/// for without it (`threads`).
+fn blocking_send(
+    func: &str,
+    (buf, count, datatype, dest, tag, comm): (*const c_void, i64, Handle, c_int, c_int, Handle),
+    sync: bool,
+) -> c_int {
+    if !crate::threads::multiple() {
+        return call(func, comm, |m| {
+            send(m, buf, count, datatype, dest, tag, comm, sync, None)
+        });
+    }
+    let mut id = 0;
+    let rc = call(func, comm, |m| {
+        id = request_id(started_send(
+            m, buf, count, datatype, dest, tag, comm, sync,
+        )?)?;
+        Ok(())
+    });
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    // A standard send may return once its data is set aside, as alone.
+    crate::threads::until(func, comm, |m| {
+        Ok(match sync {
+            true => m.engine.test(id).is_some(),
+            false => m.engine.send_may_return(id),
+        })
     })
 }
 
@@ -130,12 +168,15 @@ fn PMPI_Recv(
     comm: Handle,
     status: *mut MpiStatus,
 ) -> c_int {
-    call("MPI_Recv", comm, |m| {
-        let id = recv(m, buf, count.into(), datatype, source, tag, comm)?;
-        let s = m.engine.wait(id)?;
-        put_status(status, s);
-        status_result(&s)
-    })
+    blocking(
+        "MPI_Recv",
+        comm,
+        |m| recv(m, buf, count.into(), datatype, source, tag, comm),
+        |_, s| {
+            put_status(status, s);
+            status_result(&s)
+        },
+    )
 }
 
 #[mpi]
@@ -215,17 +256,35 @@ fn PMPI_Sendrecv(
     comm: Handle,
     status: *mut MpiStatus,
 ) -> c_int {
-    call("MPI_Sendrecv", comm, |m| {
-        let (sreq, r) = start_sendrecv(
+    let start = |m: &mut Mpi| {
+        start_sendrecv(
             m,
             (sendbuf, sendcount.into(), sendtype, dest, sendtag),
             (recvbuf, recvcount.into(), recvtype, source, recvtag),
             comm,
-        )?;
-        m.engine.wait(request_id(sreq)?)?;
-        let s = m.engine.wait(r)?;
+        )
+    };
+    let end = |s: MpiStatus| {
         put_status(status, s);
         status_result(&s)
+    };
+    if crate::threads::multiple() {
+        // One request for both, waited for without the lock (`threads`).
+        return blocking(
+            "MPI_Sendrecv",
+            comm,
+            |m| {
+                let (sreq, r) = start(m)?;
+                let sreq = resolve(m, sreq)?;
+                m.engine.start_pair(sreq, r)
+            },
+            |_, s| end(s),
+        );
+    }
+    call("MPI_Sendrecv", comm, |m| {
+        let (sreq, r) = start(m)?;
+        m.engine.wait(request_id(sreq)?)?;
+        end(m.engine.wait(r)?)
     })
 }
 
@@ -241,6 +300,21 @@ fn PMPI_Sendrecv_replace(
     comm: Handle,
     status: *mut MpiStatus,
 ) -> c_int {
+    if crate::threads::multiple() {
+        // `MPI_Isendrecv_replace`'s way, waited for without the lock.
+        return blocking(
+            "MPI_Sendrecv_replace",
+            comm,
+            |m| {
+                let (to, from) = ((dest, sendtag), (source, recvtag));
+                start_sendrecv_replace(m, buf, count.into(), datatype, to, from, comm)
+            },
+            |_, s| {
+                put_status(status, s);
+                status_result(&s)
+            },
+        );
+    }
     call("MPI_Sendrecv_replace", comm, |m| {
         let elements = m.elements(count.into(), datatype)?;
         check_buffer(buf, elements.bytes(), datatype)?;
@@ -297,16 +371,41 @@ fn PMPI_Isendrecv_replace(
 ) -> c_int {
     call("MPI_Isendrecv_replace", comm, |m| {
         let request = arg(request, "the request")?;
-        let elements = m.elements(count.into(), datatype)?;
-        check_buffer(buf, elements.bytes(), datatype)?;
-        let to = m.p2p(comm, dest, false, sendtag)?;
-        let s = m
-            .engine
-            .isend_owned(to, sendtag, copy_of(buf, count.into(), elements), false)?;
-        let r = recv(m, buf, count.into(), datatype, source, recvtag, comm)?;
-        *request = request_handle(m.engine.start_pair(Some(s), r)?);
+        let r = start_sendrecv_replace(
+            m,
+            buf,
+            count.into(),
+            datatype,
+            (dest, sendtag),
+            (source, recvtag),
+            comm,
+        )?;
+        *request = request_handle(r);
         Ok(())
     })
+}
+
+/// `MPI_Isendrecv_replace` started: its request.
+///
+/// # Safety
+/// `buf` holds `count` elements of `datatype` (MPI's rule).
+unsafe fn start_sendrecv_replace(
+    m: &mut Mpi,
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    (dest, sendtag): (c_int, c_int),
+    (source, recvtag): (c_int, c_int),
+    comm: Handle,
+) -> MpiResult<u32> {
+    let elements = m.elements(count, datatype)?;
+    check_buffer(buf, elements.bytes(), datatype)?;
+    let to = m.p2p(comm, dest, false, sendtag)?;
+    let s = m
+        .engine
+        .isend_owned(to, sendtag, copy_of(buf, count, elements), false)?;
+    let r = recv(m, buf, count, datatype, source, recvtag, comm)?;
+    m.engine.start_pair(Some(s), r)
 }
 
 #[mpi]
@@ -319,24 +418,40 @@ fn PMPI_Improbe(
     status: *mut MpiStatus,
 ) -> c_int {
     call("MPI_Improbe", comm, |m| {
-        let (flag, message) = (arg(flag, "the flag")?, arg(message, "the message")?);
-        let (c, source) = m.recv_from(comm, source, tag)?;
-        if source == MPI_PROC_NULL {
-            *flag = 1;
-            *message = MPI_MESSAGE_NO_PROC;
-            put_status(status, MpiStatus::proc_null());
-            return Ok(());
-        }
-        match m.engine.improbe(c.context, source, tag)? {
-            Some((id, s)) => {
-                *flag = 1;
-                *message = message_handle(id);
-                put_status(status, s);
-            }
-            None => *flag = 0,
-        }
-        Ok(())
+        improbe(m, source, tag, comm, flag, message, status)
     })
+}
+
+/// `MPI_Improbe`'s work.
+///
+/// # Safety
+/// `flag`, `message` and `status` are the caller's (MPI's rule).
+unsafe fn improbe(
+    m: &mut Mpi,
+    source: c_int,
+    tag: c_int,
+    comm: Handle,
+    flag: *mut c_int,
+    message: *mut Handle,
+    status: *mut MpiStatus,
+) -> MpiResult<()> {
+    let (flag, message) = (arg(flag, "the flag")?, arg(message, "the message")?);
+    let (c, source) = m.recv_from(comm, source, tag)?;
+    if source == MPI_PROC_NULL {
+        *flag = 1;
+        *message = MPI_MESSAGE_NO_PROC;
+        put_status(status, MpiStatus::proc_null());
+        return Ok(());
+    }
+    match m.engine.improbe(c.context, source, tag)? {
+        Some((id, s)) => {
+            *flag = 1;
+            *message = message_handle(id);
+            put_status(status, s);
+        }
+        None => *flag = 0,
+    }
+    Ok(())
 }
 
 #[mpi]
@@ -347,6 +462,14 @@ fn PMPI_Mprobe(
     message: *mut Handle,
     status: *mut MpiStatus,
 ) -> c_int {
+    if crate::threads::multiple() {
+        // Matched probes, without the lock between them (`threads`).
+        return crate::threads::until("MPI_Mprobe", comm, |m| {
+            let mut flag = 0;
+            improbe(m, source, tag, comm, &mut flag, message, status)?;
+            Ok(flag != 0)
+        });
+    }
     call("MPI_Mprobe", comm, |m| {
         let message = arg(message, "the message")?;
         let (c, source) = m.recv_from(comm, source, tag)?;
@@ -387,14 +510,20 @@ fn PMPI_Mrecv(
     message: *mut Handle,
     status: *mut MpiStatus,
 ) -> c_int {
-    call("MPI_Mrecv", MPI_COMM_WORLD, |m| {
-        let message = arg(message, "the message")?;
-        let id = mrecv_start(m, buf, count.into(), datatype, *message)?;
-        *message = MPI_MESSAGE_NULL;
-        let s = m.engine.wait(id)?;
-        put_status(status, s);
-        status_result(&s)
-    })
+    blocking(
+        "MPI_Mrecv",
+        MPI_COMM_WORLD,
+        |m| {
+            let message = arg(message, "the message")?;
+            let id = mrecv_start(m, buf, count.into(), datatype, *message)?;
+            *message = MPI_MESSAGE_NULL;
+            Ok(id)
+        },
+        |_, s| {
+            put_status(status, s);
+            status_result(&s)
+        },
+    )
 }
 
 #[mpi]
@@ -638,6 +767,19 @@ fn PMPI_Iprobe(
 
 #[mpi]
 fn PMPI_Probe(source: c_int, tag: c_int, comm: Handle, status: *mut MpiStatus) -> c_int {
+    if crate::threads::multiple() {
+        // Probes, without the lock between them (`threads`).
+        return crate::threads::until("MPI_Probe", comm, |m| {
+            let (c, source) = m.recv_from(comm, source, tag)?;
+            if source == MPI_PROC_NULL {
+                put_status(status, MpiStatus::proc_null());
+                return Ok(true);
+            }
+            let s = m.engine.iprobe(c.context, source, tag)?;
+            s.inspect(|&s| put_status(status, s));
+            Ok(s.is_some())
+        });
+    }
     call("MPI_Probe", comm, |m| {
         let (c, source) = m.recv_from(comm, source, tag)?;
         let s = m.engine.probe(c.context, source, tag)?;

@@ -6,7 +6,26 @@ use fm_mpi_macros::mpi;
 
 #[mpi]
 fn PMPI_Wait(request: *mut Handle, status: *mut MpiStatus) -> c_int {
-    finish(call("MPI_Wait", MPI_COMM_WORLD, |m| {
+    wait("MPI_Wait", MPI_COMM_WORLD, request, status)
+}
+
+/// `MPI_Wait`, its error reported as `func`'s through `comm`'s handler
+/// (the blocking calls that are a request and a wait under
+/// `MPI_THREAD_MULTIPLE`).
+///
+/// # Safety
+/// `request` and `status` are the caller's (MPI's rule).
+pub(crate) unsafe fn wait(
+    func: &str,
+    comm: Handle,
+    request: *mut Handle,
+    status: *mut MpiStatus,
+) -> c_int {
+    let rc = crate::threads::ready(func, request, 1, true);
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    finish(call(func, comm, |m| {
         let request = arg(request, "the request")?;
         let Some(id) = resolve(m, *request)? else {
             put_status(status, MpiStatus::empty());
@@ -73,6 +92,10 @@ fn PMPI_Request_get_status(request: Handle, flag: *mut c_int, status: *mut MpiSt
 
 #[mpi]
 fn PMPI_Waitall(count: c_int, requests: *mut Handle, statuses: *mut MpiStatus) -> c_int {
+    let rc = crate::threads::ready("MPI_Waitall", requests, count, true);
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
     finish(call("MPI_Waitall", MPI_COMM_WORLD, |m| {
         let ids = request_ids(m, requests, count)?;
         let mut truncated = false;
@@ -104,6 +127,10 @@ fn PMPI_Waitany(
     index: *mut c_int,
     status: *mut MpiStatus,
 ) -> c_int {
+    let rc = crate::threads::ready("MPI_Waitany", requests, count, false);
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
     finish(call("MPI_Waitany", MPI_COMM_WORLD, |m| {
         let ids = request_ids(m, requests, count)?;
         let index = arg(index, "the index")?;
@@ -195,6 +222,10 @@ fn PMPI_Waitsome(
     indices: *mut c_int,
     statuses: *mut MpiStatus,
 ) -> c_int {
+    let rc = crate::threads::ready("MPI_Waitsome", requests, incount, false);
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
     finish(call("MPI_Waitsome", MPI_COMM_WORLD, |m| {
         some(m, true, incount, requests, outcount, indices, statuses)
     }))

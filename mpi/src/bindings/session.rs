@@ -11,7 +11,7 @@ use crate::errors::HandlerFn;
 
 /// `MPI_Session_init`: a new session; the first one (or `MPI_Init`)
 /// joins the job. The `thread_level` info key asks for a thread level;
-/// the session provides it up to `MPI_THREAD_SERIALIZED`.
+/// the session provides it (up to `MPI_THREAD_MULTIPLE`, `threads`).
 #[mpi]
 fn PMPI_Session_init(info: Handle, errhandler: Handle, session: *mut Handle) -> c_int {
     let requested = match requested_level(info) {
@@ -40,7 +40,7 @@ fn PMPI_Session_init(info: Handle, errhandler: Handle, session: *mut Handle) -> 
     call("MPI_Session_init", MPI_COMM_SELF, |m| {
         let out = arg(session, "the session")?;
         let errhandler = m.errors.settable(errhandler)?;
-        let thread_level = requested.min(MPI_THREAD_SERIALIZED);
+        let thread_level = crate::threads::provide(m, requested);
         *out = m.add_session(Session {
             errhandler,
             thread_level,

@@ -46,7 +46,7 @@ both! {
         T_INITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // SAFETY: the caller's int.
         if let Some(p) = unsafe { provided.as_mut() } {
-            *p = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_SERIALIZED);
+            *p = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_MULTIPLE);
         }
         MPI_SUCCESS
     }

@@ -248,6 +248,17 @@ impl Engine {
         self.act()
     }
 
+    /// [`Engine::wait_for_arrival`] that also ends once `go_on` says so:
+    /// how a thread waiting under `MPI_THREAD_MULTIPLE` lets another have
+    /// the library (`state::Idle`).
+    pub fn wait_for_arrival_while(&mut self, go_on: fn() -> bool) -> MpiResult<()> {
+        if let Some(&to) = self.deferred.keys().next() {
+            return self.send_deferred(Some(to), Some(1));
+        }
+        self.fm.extract_wait_while(usize::MAX, go_on)?;
+        self.act()
+    }
+
     /// Make progress until `found` finds something, and return it: polling
     /// first (a reply is often a fraction of a microsecond away, and FM's
     /// waiting reads the clock each round), then FM's own wait, which
@@ -398,10 +409,7 @@ impl Engine {
             // into the receive's buffer) unless the wait could be a cycle of
             // blocked senders, which setting the data aside breaks.
             let id = self.isend(route, tag, data, len, false)?;
-            return self.progress_until(|e| {
-                let done = e.test(id).is_some() || e.matching().set_aside(id);
-                done.then_some(())
-            });
+            return self.progress_until(|e| e.send_may_return(id).then_some(()));
         }
         // (`isend` checks the rendezvous case.)
         fits_one_message(len)?;
@@ -633,6 +641,13 @@ impl Engine {
         let status = r.status;
         sh.remove(id);
         Some(status)
+    }
+
+    /// Whether blocking standard send `id` may return: it completed (and
+    /// is gone), or its data was set aside (`Matching::set_aside`: the
+    /// request then ends by itself).
+    pub fn send_may_return(&mut self, id: u32) -> bool {
+        self.test(id).is_some() || self.matching().set_aside(id)
     }
 
     /// Wait for request `id` to complete; its status.

@@ -1,0 +1,288 @@
+/* MPI_THREAD_MULTIPLE: four threads per rank send to and receive from
+ * every other rank at once, each in its own way — ordered blocking
+ * sends and receives, non-blocking ones with MPI_Waitall, MPI_Sendrecv
+ * around a ring, and receives from MPI_ANY_SOURCE completed by
+ * MPI_Waitsome — two threads on MPI_COMM_WORLD and two sharing one
+ * duplicated communicator, each on a tag of its own. Every message must
+ * arrive once, intact, and in the order its thread sent it; sizes range
+ * from 4 bytes to past the eager limit.
+ *
+ * Then: a thread blocked in MPI_Recv, MPI_Probe, MPI_Wait, MPI_Sendrecv
+ * or MPI_Barrier must not stop another thread of its process from
+ * sending the message that lets the wait end (with one lock held across
+ * a blocking call, each of these hangs, and so do the four threads
+ * above; an alarm turns a hang into a failure).
+ *
+ * Arguments: none, or "sabotage" (one expected byte is wrong: the
+ * checker must fail). Prints "all thread checks passed on N ranks". */
+#include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int rank, size, sabotage;
+#include "check.h"
+
+#define THREADS 4
+#define MESSAGES 24
+static MPI_Comm shared;
+
+/* Message SEQ from SRC's thread T to DST: its length and its bytes (the
+ * first four are SEQ). */
+static const int lens[] = {4, 8, 100, 1000, 4096, 16384, 65539, 150000};
+static int length(int src, int t, int seq, int dst) {
+    unsigned h = (unsigned)(src * 7919 + t * 104729 + seq * 31 + dst * 131);
+    return lens[(h ^ (h >> 7)) % (sizeof lens / sizeof lens[0])];
+}
+static unsigned char byte(int src, int t, int seq, int j) {
+    return (unsigned char)(src * 131 + t * 31 + seq * 7 + j);
+}
+static unsigned char *message(int src, int t, int seq, int dst, int *len) {
+    *len = length(src, t, seq, dst);
+    unsigned char *b = malloc(*len);
+    memcpy(b, &seq, 4);
+    for (int j = 4; j < *len; j++)
+        b[j] = byte(src, t, seq, j);
+    return b;
+}
+/* Check message SEQ of SRC's thread T, which arrived with COUNT bytes. */
+static void check(const unsigned char *b, int count, int src, int t, int seq) {
+    int want = length(src, t, seq, rank), got_seq;
+    CHECK(count == want, "thread %d: message %d from %d: %d bytes, not %d", t, seq, src, count, want);
+    memcpy(&got_seq, b, 4);
+    CHECK(got_seq == seq, "thread %d: from %d, message %d where %d was next", t, src, got_seq, seq);
+    for (int j = 4; j < count; j++) {
+        unsigned char e = byte(src, t, seq, j);
+        if (sabotage && t == 1 && seq == 5 && j == 4)
+            e ^= 1;
+        CHECK(b[j] == e, "thread %d: message %d from %d: byte %d is %d, not %d", t, seq, src, j, b[j], e);
+    }
+}
+
+/* Thread 0, MPI_COMM_WORLD: with each peer in turn, the lower rank sends
+ * all its messages and then receives, the higher the other way round. */
+static void ordered(int t) {
+    MPI_Status st;
+    for (int peer = 0; peer < size; peer++) {
+        if (peer == rank)
+            continue;
+        for (int phase = 0; phase < 2; phase++) {
+            int sending = (phase == 0) == (rank < peer);
+            for (int seq = 0; seq < MESSAGES; seq++) {
+                int len;
+                if (sending) {
+                    unsigned char *b = message(rank, t, seq, peer, &len);
+                    MPI_Send(b, len, MPI_BYTE, peer, t, MPI_COMM_WORLD);
+                    free(b);
+                } else {
+                    unsigned char *b = malloc(lens[7]);
+                    MPI_Recv(b, lens[7], MPI_BYTE, peer, t, MPI_COMM_WORLD, &st);
+                    MPI_Get_count(&st, MPI_BYTE, &len);
+                    check(b, len, peer, t, seq);
+                    free(b);
+                }
+            }
+        }
+    }
+}
+
+/* Thread 1, MPI_COMM_WORLD: everything posted at once, one MPI_Waitall. */
+static void posted(int t) {
+    int n = (size - 1) * MESSAGES, k = 0;
+    MPI_Request *rq = malloc(sizeof *rq * 2 * n);
+    MPI_Status *st = malloc(sizeof *st * 2 * n);
+    unsigned char **in = malloc(sizeof *in * n), **out = malloc(sizeof *out * n);
+    int *from = malloc(sizeof *from * n);
+    for (int peer = 0; peer < size; peer++)
+        for (int seq = 0; peer != rank && seq < MESSAGES; seq++, k++) {
+            in[k] = malloc(lens[7]);
+            from[k] = peer;
+            MPI_Irecv(in[k], lens[7], MPI_BYTE, peer, t, MPI_COMM_WORLD, &rq[k]);
+        }
+    k = 0;
+    for (int peer = 0; peer < size; peer++)
+        for (int seq = 0; peer != rank && seq < MESSAGES; seq++, k++) {
+            int len;
+            out[k] = message(rank, t, seq, peer, &len);
+            MPI_Isend(out[k], len, MPI_BYTE, peer, t, MPI_COMM_WORLD, &rq[n + k]);
+        }
+    CHECK(MPI_Waitall(2 * n, rq, st) == MPI_SUCCESS, "thread %d: MPI_Waitall failed", t);
+    for (k = 0; k < n; k++) {
+        int len;
+        MPI_Get_count(&st[k], MPI_BYTE, &len);
+        check(in[k], len, from[k], t, k % MESSAGES);
+        free(in[k]);
+        free(out[k]);
+    }
+    free(rq), free(st), free(in), free(out), free(from);
+}
+
+/* Thread 2, the shared communicator: MPI_Sendrecv around rings of every
+ * stride. */
+static void ring(int t) {
+    MPI_Status st;
+    unsigned char *b = malloc(lens[7]);
+    for (int stride = 1; stride < size; stride++) {
+        int to = (rank + stride) % size, from = (rank - stride + size) % size;
+        for (int seq = 0; seq < MESSAGES; seq++) {
+            int len, got;
+            unsigned char *o = message(rank, t, seq, to, &len);
+            MPI_Sendrecv(o, len, MPI_BYTE, to, t, b, lens[7], MPI_BYTE, from, t, shared, &st);
+            MPI_Get_count(&st, MPI_BYTE, &got);
+            check(b, got, from, t, seq);
+            free(o);
+        }
+    }
+    free(b);
+}
+
+/* Thread 3, the shared communicator: receives from any source posted in
+ * order; the k-th of them a source's message matched is its k-th. */
+static void any_source(int t) {
+    int n = (size - 1) * MESSAGES, k = 0, done = 0;
+    MPI_Request *rq = malloc(sizeof *rq * n), *sq = malloc(sizeof *sq * n);
+    MPI_Status *st = malloc(sizeof *st * n);
+    int *idx = malloc(sizeof *idx * n), *next = calloc(size, sizeof *next);
+    unsigned char **in = malloc(sizeof *in * n), **out = malloc(sizeof *out * n);
+    for (k = 0; k < n; k++) {
+        in[k] = malloc(lens[7]);
+        MPI_Irecv(in[k], lens[7], MPI_BYTE, MPI_ANY_SOURCE, t, shared, &rq[k]);
+    }
+    k = 0;
+    for (int peer = 0; peer < size; peer++)
+        for (int seq = 0; peer != rank && seq < MESSAGES; seq++, k++) {
+            int len;
+            out[k] = message(rank, t, seq, peer, &len);
+            MPI_Isend(out[k], len, MPI_BYTE, peer, t, shared, &sq[k]);
+        }
+    MPI_Status *all = malloc(sizeof *all * n);
+    while (done < n) {
+        int outcount;
+        MPI_Waitsome(n, rq, &outcount, idx, st);
+        CHECK(outcount != MPI_UNDEFINED && outcount > 0, "thread %d: MPI_Waitsome gave %d", t, outcount);
+        for (int i = 0; i < outcount; i++)
+            all[idx[i]] = st[i];
+        done += outcount;
+    }
+    for (k = 0; k < n; k++) {
+        int len, src = all[k].MPI_SOURCE;
+        CHECK(src >= 0 && src < size && src != rank, "thread %d: source %d", t, src);
+        MPI_Get_count(&all[k], MPI_BYTE, &len);
+        check(in[k], len, src, t, next[src]++);
+        free(in[k]);
+    }
+    MPI_Waitall(n, sq, MPI_STATUSES_IGNORE);
+    for (k = 0; k < n; k++)
+        free(out[k]);
+    free(rq), free(sq), free(st), free(all), free(idx), free(next), free(in), free(out);
+}
+
+static void *worker(void *arg) {
+    int t = (int)(intptr_t)arg, main_thread = 1;
+    MPI_Is_thread_main(&main_thread);
+    CHECK(!main_thread, "thread %d: MPI_Is_thread_main says it is the main thread", t);
+    void (*ways[THREADS])(int) = {ordered, posted, ring, any_source};
+    ways[t](t);
+    return NULL;
+}
+
+/* --- A blocked thread does not block another ---------------------------- */
+
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char m[] = "FAILED: still running after 100 s: a thread blocked in MPI "
+                            "stopped another thread's call\n";
+    (void)!write(1, m, sizeof m - 1);
+    _exit(1);
+}
+
+enum { RECV, PROBE, WAIT, SENDRECV, BARRIER, WAYS };
+static const char *names[] = {"MPI_Recv", "MPI_Probe", "MPI_Wait", "MPI_Sendrecv", "MPI_Barrier"};
+static MPI_Comm pair;
+
+/* Rank 0's blocked thread: waits in `way` for what rank 1 sends only
+ * after rank 0's other thread's message reached it. */
+static void *blocked(void *arg) {
+    int way = (int)(intptr_t)arg, v = -1, mine = 7;
+    MPI_Status st;
+    MPI_Request r;
+    switch (way) {
+    case RECV:
+        MPI_Recv(&v, 1, MPI_INT, 1, 99, MPI_COMM_WORLD, &st);
+        break;
+    case PROBE:
+        MPI_Probe(1, 99, MPI_COMM_WORLD, &st);
+        MPI_Recv(&v, 1, MPI_INT, 1, 99, MPI_COMM_WORLD, &st);
+        break;
+    case WAIT:
+        MPI_Irecv(&v, 1, MPI_INT, 1, 99, MPI_COMM_WORLD, &r);
+        MPI_Wait(&r, &st);
+        break;
+    case SENDRECV:
+        MPI_Sendrecv(&mine, 1, MPI_INT, 1, 97, &v, 1, MPI_INT, 1, 99, MPI_COMM_WORLD, &st);
+        break;
+    case BARRIER:
+        MPI_Barrier(pair);
+        MPI_Recv(&v, 1, MPI_INT, 1, 99, MPI_COMM_WORLD, &st);
+        break;
+    }
+    CHECK(v == 1000 + way, "%s: got %d, not %d", names[way], v, 1000 + way);
+    return NULL;
+}
+
+static void blocked_waits(void) {
+    MPI_Comm_split(MPI_COMM_WORLD, rank < 2, rank, &pair);
+    for (int way = 0; way < WAYS; way++) {
+        int v = 1000 + way, got, mine;
+        if (rank == 0) {
+            pthread_t th;
+            pthread_create(&th, NULL, blocked, (void *)(intptr_t)way);
+            usleep(100000); /* the other thread is inside its wait by now */
+            MPI_Send(&v, 1, MPI_INT, 1, 98, MPI_COMM_WORLD);
+            pthread_join(th, NULL);
+        } else if (rank == 1) {
+            MPI_Recv(&got, 1, MPI_INT, 0, 98, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            CHECK(got == v, "%s: rank 0's main thread sent %d, not %d", names[way], got, v);
+            if (way == SENDRECV)
+                MPI_Recv(&mine, 1, MPI_INT, 0, 97, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (way == BARRIER)
+                MPI_Barrier(pair);
+            MPI_Send(&v, 1, MPI_INT, 0, 99, MPI_COMM_WORLD);
+        }
+    }
+    MPI_Comm_free(&pair);
+}
+
+int main(int argc, char **argv) {
+    int provided, main_thread = 0;
+    signal(SIGALRM, on_alarm);
+    alarm(100);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    sabotage = argc > 1 && strcmp(argv[1], "sabotage") == 0;
+    CHECK(provided == MPI_THREAD_MULTIPLE, "provided %d", provided);
+    MPI_Query_thread(&provided);
+    CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_Query_thread gave %d", provided);
+    MPI_Is_thread_main(&main_thread);
+    CHECK(main_thread, "MPI_Is_thread_main says the main thread is not");
+    MPI_Comm_dup(MPI_COMM_WORLD, &shared);
+
+    if (size > 1) {
+        pthread_t th[THREADS];
+        for (int t = 0; t < THREADS; t++)
+            pthread_create(&th[t], NULL, worker, (void *)(intptr_t)t);
+        for (int t = 0; t < THREADS; t++)
+            pthread_join(th[t], NULL);
+        blocked_waits();
+    }
+    MPI_Comm_free(&shared);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("all thread checks passed on %d ranks\n", size);
+    MPI_Finalize();
+    return 0;
+}
