@@ -28,20 +28,20 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 mpicc.mpich -O2 -pthread -o "$out/lat-mpich" scripts/mpi-thread-latency.c
 mpicc.openmpi -O2 -pthread -o "$out/lat-openmpi" scripts/mpi-thread-latency.c
-iters() { if [ "$1" = 0 ]; then echo 20000; else echo 2000; fi; }
+iters() { if [ "$1" = 0 ]; then echo 20000; else echo 500; fi; }
 for r in $(seq "$ROUNDS"); do
     "$FMBENCH" pingpong --sizes 8 --csv > "$out/fmlevel.$r" 2>&1 || true
     for t in $THREADS; do
         n=$(iters "$t")
-        timeout 300 "$FMRUN" -n 2 --no-prefix "$out/lat-mpich" "$t" "$n" "$SIZE" \
+        timeout 60 "$FMRUN" -n 2 --no-prefix "$out/lat-mpich" "$t" "$n" "$SIZE" \
             >> "$out/fm.$t" 2>&1 || echo "fm, $t threads, round $r: failed" >&2
         if [ -n "${FMRUN_B:-}" ] && [ "$t" = 0 ]; then
-            timeout 300 "$FMRUN_B" -n 2 --no-prefix "$out/lat-mpich" "$t" "$n" "$SIZE" \
+            timeout 60 "$FMRUN_B" -n 2 --no-prefix "$out/lat-mpich" "$t" "$n" "$SIZE" \
                 >> "$out/fmB.$t" 2>&1 || echo "fm B, round $r: failed" >&2
         fi
-        timeout 300 mpiexec.mpich -n 2 "$out/lat-mpich" "$t" "$n" "$SIZE" \
+        timeout 60 mpiexec.mpich -n 2 "$out/lat-mpich" "$t" "$n" "$SIZE" \
             >> "$out/mpich.$t" 2>&1 || echo "MPICH, $t threads, round $r: failed" >&2
-        timeout 300 mpirun --allow-run-as-root -n 2 "$out/lat-openmpi" "$t" "$n" "$SIZE" \
+        timeout 60 mpirun --allow-run-as-root -n 2 "$out/lat-openmpi" "$t" "$n" "$SIZE" \
             >> "$out/openmpi.$t" 2>&1 || echo "Open MPI, $t threads, round $r: failed" >&2
     done
 done

@@ -18,9 +18,20 @@
 //!   holding the lock as a single-threaded wait does (spinning, yielding
 //!   or sleeping on the doorbell as `FM_WAIT` says); its wait ends as soon
 //!   as another thread enters MPI, which wakes it (`fm::wait::Waker`);
-//! * every other waiting thread sleeps until some call ends (every call's
-//!   end bumps [`ENDS`] and, when someone waits for it, notifies), then
-//!   tests again: whatever completes its request happens inside a call.
+//! * every other waiting thread sleeps until some thread gives the lock
+//!   up (each release bumps [`ENDS`] and, when someone waits for it,
+//!   notifies), then tests again: whatever completes its request happens
+//!   under the lock.
+//!
+//! No wake-up is lost. A thread about to take the lock counts itself in
+//! [`INSIDE`] first and then rings the doorbell; the sleeper looks at
+//! `INSIDE` after arming the doorbell and before sleeping (the doorbell's
+//! armed-head protocol, `fm_devices::doorbell`), so it either sees the
+//! count or is woken. Every lock user counts, not only `call`
+//! (`state::phase`: `MPI_Wtime` takes the lock too). An idle thread
+//! reads [`ENDS`] before its last test and sleeps only while it is
+//! unchanged past that test, looked at under [`ENDED`]'s mutex, which a
+//! releasing thread takes to notify once it has bumped `ENDS`.
 //!
 //! Programs that did not ask for `MPI_THREAD_MULTIPLE` pay one relaxed
 //! load per call for all this (`multiple`).
@@ -59,17 +70,17 @@ pub(crate) fn multiple() -> bool {
     LEVEL.load(Ordering::Relaxed) == MPI_THREAD_MULTIPLE
 }
 
-/// The level provided when `required` is asked for, now in force (a level
-/// is only ever raised: a later session asking for less does not lower
-/// what threads already rely on). Called under the lock, by the thread
-/// that initialises MPI or a session.
+/// The level provided when `required` is asked for: the process's, raised
+/// to `required` (a level is only ever raised: a session asking for less
+/// than `MPI_Init_thread` did gets what threads already rely on, as
+/// MPICH's does). Called under the lock, by the thread that initialises
+/// MPI or a session.
 pub(crate) fn provide(m: &Mpi, required: c_int) -> c_int {
     let level = required.clamp(MPI_THREAD_SINGLE, MPI_THREAD_MULTIPLE);
     if level == MPI_THREAD_MULTIPLE {
         WAKER.get_or_init(|| m.engine.fm.waker());
     }
-    LEVEL.fetch_max(level, Ordering::SeqCst);
-    level
+    LEVEL.fetch_max(level, Ordering::SeqCst).max(level)
 }
 
 /// The level in force (`MPI_Query_thread`).
@@ -156,9 +167,8 @@ pub(crate) fn until(
             // once, and with as many spinning threads as CPUs, the one
             // woken for it may get no CPU for a time slice).
             std::thread::yield_now();
-        } else if polls < POLLS {
+        } else {
             std::hint::spin_loop();
-            continue;
         }
         if polls < POLLS {
             continue;

@@ -24,9 +24,24 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The folders of what fm's MPI implements (docs/MPI.md), in the order
-/// they run.
-const FOLDERS: [&str; 11] = [
-    "basic", "init", "pt2pt", "comm", "group", "datatype", "attr", "errhan", "info", "topo", "coll",
+/// they run; `threads/…` are the same areas under `MPI_THREAD_MULTIPLE`.
+const FOLDERS: [&str; 16] = [
+    "basic",
+    "init",
+    "pt2pt",
+    "comm",
+    "group",
+    "datatype",
+    "attr",
+    "errhan",
+    "info",
+    "topo",
+    "coll",
+    "threads/init",
+    "threads/pt2pt",
+    "threads/comm",
+    "threads/coll",
+    "threads/mpi_t",
 ];
 
 /// `basic/` has no testlist: plain programs that exit 0.

@@ -27,6 +27,18 @@ fn PMPI_Comm_size(comm: Handle, size: *mut c_int) -> c_int {
 
 #[mpi]
 fn PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) -> c_int {
+    if crate::threads::multiple() {
+        // `MPI_Comm_idup`, waited for without the lock: the members'
+        // agreement on the context then holds up no other thread
+        // (`threads`; docs/MPI.md, "Threads").
+        let mut request = MPI_REQUEST_NULL;
+        let rc = PMPI_Comm_idup(comm, newcomm, &mut request);
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+        let status = STATUS_IGNORE as *mut MpiStatus;
+        return super::request::wait("MPI_Comm_dup", comm, &mut request, status);
+    }
     super::attr::with_attributes("MPI_Comm_dup", Kind::Comm, comm, newcomm, |m| dup(m, comm))
 }
 
