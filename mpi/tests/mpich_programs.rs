@@ -623,8 +623,9 @@ fn partitioned_sends_arrive_whole_and_apart_from_ordinary_messages() {
 /// message once, intact and in its thread's order, up to past the eager
 /// limit; then a thread blocked in `MPI_Recv`, `MPI_Probe`, `MPI_Wait`,
 /// `MPI_Sendrecv` or `MPI_Barrier` does not stop another thread's
-/// `MPI_Send` (with the lock held across waits, as before, every part
-/// hangs). On one host, across two virtual hosts, and there under packet
+/// `MPI_Wtime`, `MPI_Initialized` and `MPI_Send` (with the lock held
+/// across waits, as before, every part hangs; counting only the takers of
+/// the lock that go through `call` hung at `MPI_Wtime`). On one host, across two virtual hosts, and there under packet
 /// loss, duplication and reordering; its checker fails on one wrong byte;
 /// MPICH agrees.
 #[test]

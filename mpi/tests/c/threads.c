@@ -9,7 +9,9 @@
  *
  * Then: a thread blocked in MPI_Recv, MPI_Probe, MPI_Wait, MPI_Sendrecv
  * or MPI_Barrier must not stop another thread of its process from
- * sending the message that lets the wait end (with one lock held across
+ * sending the message that lets the wait end, nor its MPI_Wtime and
+ * MPI_Initialized before that (calls that take the library's lock outside
+ * its usual path: not counting them once hung; with one lock held across
  * a blocking call, each of these hangs, and so do the four threads
  * above; an alarm turns a hang into a failure).
  *
@@ -241,6 +243,12 @@ static void blocked_waits(void) {
             pthread_t th;
             pthread_create(&th, NULL, blocked, (void *)(intptr_t)way);
             usleep(100000); /* the other thread is inside its wait by now */
+            /* Calls that take the library's lock outside its usual path
+             * must end the waiting thread's hold of it too. */
+            int flag = 0;
+            double t = MPI_Wtime();
+            MPI_Initialized(&flag);
+            CHECK(flag && t >= 0, "%s: MPI_Initialized %d, MPI_Wtime %f", names[way], flag, t);
             MPI_Send(&v, 1, MPI_INT, 1, 98, MPI_COMM_WORLD);
             pthread_join(th, NULL);
         } else if (rank == 1) {
