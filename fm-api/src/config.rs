@@ -5,6 +5,7 @@
 use crate::config_file::ConfigFile;
 use crate::error::{ErrorKind, FmError, Result};
 use crate::settings;
+use crate::wireup::{self, Asked, Bootstrap};
 use fm_devices::shmem::{CmaMode, ShmemSettings};
 use fm_devices::{JobKey, Rank};
 use fm_platform as sys;
@@ -88,9 +89,9 @@ pub struct GrmJoin {
 
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Join through the resource manager: rank, size, job key and hosts then
-    /// come from its node map and the fields above are overwritten.
-    pub grm: Option<GrmJoin>,
+    /// Where rank, size, job key and hosts come from: anything but
+    /// [`Bootstrap::Given`] overwrites the fields below at init.
+    pub bootstrap: Bootstrap,
     pub rank: Rank,
     pub size: usize,
     pub job_key: JobKey,
@@ -171,7 +172,7 @@ impl Config {
     pub fn local(rank: Rank, size: usize, job_key: JobKey) -> Config {
         let host = sys::hostname();
         Config {
-            grm: None,
+            bootstrap: Bootstrap::Given,
             rank,
             size,
             job_key,
@@ -199,12 +200,34 @@ impl Config {
         }
     }
 
-    /// From the environment. Without FM_RANK and FM_SIZE this is a singleton
-    /// job (rank 0 of 1), as MPI does for a program started by hand.
+    /// From the environment: under fmrun (`FM_GRM`), a PMI launcher
+    /// (`PMI_FD`), or `FM_RANK` and `FM_SIZE` (`FM_BOOTSTRAP` chooses; see
+    /// [`crate::wireup`]). With none of these this is a singleton job (rank
+    /// 0 of 1), as MPI does for a program started by hand.
     pub fn from_env() -> Result<Config> {
-        if let Some(addr) = settings::GRM.env() {
-            return Config::from_env_with_grm(addr);
+        match wireup::asked()? {
+            Asked::Grm => match settings::GRM.env() {
+                Some(addr) => Config::from_env_with_grm(addr),
+                None => Err(ErrorKind::Config(
+                    "FM_BOOTSTRAP=grm but FM_GRM is not set (start the job with fmrun)".into(),
+                )
+                .into()),
+            },
+            Asked::Pmi(wire) => {
+                // Rank, size, key and hosts come from the launcher at init.
+                let mut cfg = Config::local(0, 1, JobKey(0));
+                cfg.bootstrap = Bootstrap::Pmi(wire);
+                cfg.apply_env()?;
+                Ok(cfg)
+            }
+            Asked::Pmix => Err(wireup::no_pmix()),
+            Asked::Auto | Asked::Env => Config::from_env_given(),
         }
+    }
+
+    /// The job as `FM_RANK`, `FM_SIZE`, `FM_JOB_KEY` and `FM_HOSTS` say,
+    /// or a job of one.
+    fn from_env_given() -> Result<Config> {
         let rank: Option<u32> = env_only(&settings::RANK)?;
         let size: Option<usize> = env_only(&settings::SIZE)?;
         let (rank, size) = match (rank, size) {
@@ -291,7 +314,7 @@ impl Config {
             },
         };
         let mut cfg = Config::local(0, 1, JobKey(0));
-        cfg.grm = Some(GrmJoin { addr, token, rank });
+        cfg.bootstrap = Bootstrap::Grm(GrmJoin { addr, token, rank });
         cfg.apply_env()?;
         Ok(cfg)
     }

@@ -43,7 +43,6 @@
 //! owner's next `extract`, each thread's in its order.
 
 mod accounts;
-mod bootstrap;
 pub mod coll;
 pub mod config;
 pub mod config_file;
@@ -51,13 +50,16 @@ mod endpoint;
 pub mod error;
 mod extract;
 mod incoming;
+mod open;
 mod path_choice;
 mod sender;
 pub mod settings;
 pub mod wait;
 pub mod wire;
+pub mod wireup;
 
 pub use config::{Config, GrmJoin, Net, Want};
+pub use wireup::Bootstrap;
 
 /// The README's example, compiled and run as a doctest.
 #[doc = include_str!("../../README.md")]
@@ -71,7 +73,6 @@ pub use incoming::Incoming;
 pub use sender::{FmSender, OUTBOX_BYTES};
 
 use fm_devices::DeviceKind;
-use fm_grm::Membership;
 use std::ops::{Deref, DerefMut};
 
 /// A message handler: runs on the destination for each message sent to its ID.
@@ -137,8 +138,8 @@ impl FmBuilder {
             names.push((id, name));
         }
         names.sort();
-        let (dev, grm, eth_endpoint) = bootstrap::open(&mut config, &names)?;
-        if let Some(m) = &grm {
+        let (dev, job, eth_endpoint) = open::open(&mut config, &names)?;
+        if let wireup::Joined::Grm(m) = &job {
             m.ready(dev.table().runs());
         }
         wait::ring_at_job_end(dev.doorbell());
@@ -160,7 +161,7 @@ impl FmBuilder {
             everyone,
             config,
             eth_endpoint,
-            _grm: grm,
+            job,
         })
     }
 }
@@ -201,18 +202,29 @@ pub struct Fm {
     config: Config,
     /// Where this process's ethernet device listens, if it has one.
     eth_endpoint: Option<fm_devices::ethernet::EthernetEndpoint>,
-    /// Membership of the job at the resource manager; dropped last, after
-    /// the endpoint, so leaving the job is the last thing a process does.
-    _grm: Option<Membership>,
+    /// How this process is joined to its job (its membership at the
+    /// resource manager, its PMI connection); dropped last, after the
+    /// endpoint, so leaving the job is the last thing a process does.
+    job: wireup::Joined,
 }
 
 impl Drop for Fm {
-    /// Its counters go to the launcher (`fmrun --stats`) before the
-    /// membership, dropped after this, leaves the job.
+    /// Its counters go to the launcher (`fmrun --stats`), or to stderr
+    /// under any other launcher with `FM_STATS=json`, before the job,
+    /// dropped after this, is left.
     fn drop(&mut self) {
-        if let Some(m) = &self._grm {
-            if wait::job_end_reason().is_none() {
-                m.report_stats(self.counters_json());
+        match &self.job {
+            wireup::Joined::Grm(m) => {
+                if wait::job_end_reason().is_none() {
+                    m.report_stats(self.counters_json());
+                }
+            }
+            _ => {
+                if settings::STATS.env().is_some_and(|v| v.trim() == "json") {
+                    // One write: the lines of ranks sharing a stderr stay whole.
+                    let line = format!("fm-stats: {}\n", self.counters_json());
+                    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+                }
             }
         }
     }
@@ -293,7 +305,7 @@ impl Fm {
     /// A fingerprint of the handler table (IDs and names), equal across ranks
     /// that registered the same handlers.
     pub fn handler_fingerprint(&self) -> u64 {
-        bootstrap::fingerprint(&self.names)
+        open::fingerprint(&self.names)
     }
 
     /// Wait until every rank has entered the barrier (a dissemination

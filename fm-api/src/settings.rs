@@ -12,6 +12,20 @@ pub const CONFIG: Setting = Setting {
     doc: r#"the settings file. A file named here must exist."#,
 };
 
+pub const BOOTSTRAP: Setting = Setting {
+    var: "FM_BOOTSTRAP",
+    scope: Scope::Environment,
+    default: r#"`auto`"#,
+    doc: r#"where a process learns its rank, the job's size, every rank's host, the job's key and its peers' endpoints: `grm` (fmrun's resource manager, `FM_GRM`), `pmi1` or `pmi2` (a PMI launcher: MPICH's `mpiexec`, `srun --mpi=pmi2`; the connection is `PMI_FD` or `PMI_PORT`), `env` (`FM_RANK`, `FM_SIZE`, `FM_JOB_KEY`, `FM_HOSTS`, or a job of one), or `pmix` (not available: fm has no PMIx client; a clear error). `auto` takes `grm` when `FM_GRM` is set, else `pmi2` when `PMI_FD` or `PMI_PORT` and `PMI_JOBID` are set (Slurm), `pmi1` when only the first are (hydra), the `pmix` error under a PMIx launcher (`PMIX_NAMESPACE`), else `env`. Under a PMI launcher each rank watches the others on its host: one that dies without leaving ends the job (docs/MPI.md, "Launchers")."#,
+};
+
+pub const STATS: Setting = Setting {
+    var: "FM_STATS",
+    scope: Scope::Environment,
+    default: r#"off"#,
+    doc: r#"`json`: when this process leaves a job that fmrun did not start (under a PMI launcher, or `FM_RANK`/`FM_SIZE`), it prints its counters — FM's, each device's, the reliable layer's — as one line `fm-stats: {...}` on stderr, the object `fmrun --stats=json` prints. Under fmrun use `--stats`."#,
+};
+
 pub const GRM: Setting = Setting {
     var: "FM_GRM",
     scope: Scope::Job,
@@ -211,6 +225,8 @@ pub const CPUS: Setting = Setting {
 /// Every knob of this file, in documentation order.
 pub const SETTINGS: &[Setting] = &[
     CONFIG,
+    BOOTSTRAP,
+    STATS,
     GRM,
     JOB_TOKEN,
     RANK,

@@ -497,6 +497,12 @@ impl ShmemDevice {
         }
     }
 
+    /// A watch over the other processes on this host: which died without
+    /// closing their device.
+    pub fn peer_watch(&self) -> segment::PeerWatch {
+        self.seg.peer_watch(self.my_smt)
+    }
+
     /// This process's doorbell, in its entry of the segment.
     pub fn doorbell(&self) -> Arc<Doorbell> {
         self.bell.clone()
@@ -1152,6 +1158,9 @@ impl Device for ShmemDevice {
 
 impl Drop for ShmemDevice {
     fn drop(&mut self) {
+        // This process ends on purpose: its peers' watch (`PeerWatch`)
+        // must not take its exit for a death.
+        (self.seg.proc_entry(self.my_smt).departed).store(1, Ordering::Release);
         // Before the fence nobody else may remove the name; make sure it goes.
         if !self.fenced {
             self.seg.unlink();

@@ -257,6 +257,9 @@ pub struct ProcEntry {
     pub bell: AtomicU32,
     /// Non-zero: the process may sleep on its doorbell, so senders ring it.
     pub sleeps: AtomicU32,
+    /// Non-zero once the process closed its device: a pid gone after this
+    /// is a process that ended, not one that died ([`PeerWatch`]).
+    pub departed: AtomicU32,
 }
 
 const _: () = assert!(std::mem::size_of::<ProcEntry>() <= PROC_ENTRY_BYTES);
@@ -345,6 +348,34 @@ pub struct Segment {
     pub geometry: Geometry,
     pub path: PathBuf,
     pub created: bool,
+}
+
+/// The other processes of a host's job, seen through the segment's process
+/// table: which of them died (their pid is gone) without closing their
+/// device first. For a launcher that does not watch its ranks for fm
+/// (a PMI launcher: a rank killed by a signal leaves the others waiting).
+/// Holds the mapping, so it outlives the device if need be.
+#[derive(Clone)]
+pub struct PeerWatch {
+    map: Arc<MmapMut>,
+    /// (rank, offset of its process entry, pid) of every other process.
+    peers: Vec<(u32, usize, u32)>,
+}
+
+impl PeerWatch {
+    /// (rank, pid) of every peer whose process is gone without having
+    /// departed.
+    pub fn dead(&self) -> Vec<(u32, u32)> {
+        (self.peers.iter())
+            .filter(|&&(_, at, pid)| {
+                // SAFETY: a process entry inside the mapping, 64-byte aligned.
+                let e = unsafe { &*(self.map.as_ptr().add(at) as *const ProcEntry) };
+                let departed = e.departed.load(Ordering::Acquire) != 0;
+                !departed && pid != 0 && !sys::pid_alive(pid)
+            })
+            .map(|&(rank, _, pid)| (rank, pid))
+            .collect()
+    }
 }
 
 /// One queue inside a mapped segment.
@@ -690,6 +721,26 @@ impl Segment {
 
     pub fn attached(&self) -> &AtomicU32 {
         &self.header().attached
+    }
+
+    /// A [`PeerWatch`] over every process of the table but `me`.
+    pub fn peer_watch(&self, me: u32) -> PeerWatch {
+        let peers = (0..self.geometry.procs)
+            .filter(|&id| id != me)
+            .map(|id| {
+                let e = self.proc_entry(id);
+                let at = HEADER_BYTES + id as usize * PROC_ENTRY_BYTES;
+                (
+                    e.rank.load(Ordering::Relaxed),
+                    at,
+                    e.pid.load(Ordering::Relaxed),
+                )
+            })
+            .collect();
+        PeerWatch {
+            map: self.map.clone(),
+            peers,
+        }
     }
 
     pub fn proc_entry(&self, smt_id: u32) -> &ProcEntry {

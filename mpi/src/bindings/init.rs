@@ -98,6 +98,9 @@ fn PMPI_Abort(_comm: Handle, errorcode: c_int) -> c_int {
         Some(r) => eprintln!("fm MPI: rank {r} called MPI_Abort with error code {errorcode}"),
         None => eprintln!("fm MPI: MPI_Abort with error code {errorcode}"),
     }
+    // Under a PMI launcher the launcher ends the job and reports the code;
+    // fmrun sees this exit.
+    fm::wireup::abort(errorcode, "MPI_Abort");
     std::process::exit(if errorcode == 0 { 1 } else { errorcode })
 }
 

@@ -1,12 +1,14 @@
 //! Opening the devices: one [`Provider`] per kind of device, looped over
-//! by [`open`]. Each says how it binds before the job is joined, what
-//! endpoint it advertises in the node map, and how it associates with the
-//! node map once every rank has joined; the composite then builds the
-//! destination device table from the members they give.
+//! by [`open`]. Each says how it binds before the node map is known, what
+//! endpoint it advertises in it, and how it associates with the node map
+//! once every rank has joined; the composite then builds the destination
+//! device table from the members they give. The job's facts come from
+//! the [`Bootstrap`] source (`crate::wireup`).
 
-use crate::config::{Config, GrmJoin, Want};
+use crate::config::{Config, Want};
 use crate::error::{ErrorKind, Result};
 use crate::wait;
+use crate::wireup::{Bootstrap, Joined, PmiJob};
 use fm_composite::{Composite, Member};
 use fm_devices::ethernet::{EthernetConfig, EthernetEndpoint, EthernetSocket};
 use fm_devices::nic::{NicConfig, NicEndpoint, NicSocket};
@@ -14,9 +16,16 @@ use fm_devices::null::NullDevice;
 use fm_devices::selfloop::SelfDevice;
 use fm_devices::shmem::{ShmemConfig, ShmemDevice};
 use fm_devices::{DeviceKind, Rank};
-use fm_grm::proto::DeviceEndpoint;
-use fm_grm::Membership;
+use fm_grm::proto::{DeviceEndpoint, Node};
 use std::net::IpAddr;
+
+/// What binding a network device needs before the node map: the job's
+/// secret, from which the packet MAC key derives, and the address to
+/// bind when the settings name none.
+struct Binding {
+    secret: String,
+    default_addr: IpAddr,
+}
 
 /// What the providers share while the devices open.
 struct Context {
@@ -24,35 +33,44 @@ struct Context {
     /// The address the ethernet device bound: nic's default interface.
     eth_addr: Option<IpAddr>,
     eth_endpoint: Option<EthernetEndpoint>,
-    /// The job's membership at the GRM once joined (`None` without one).
-    grm: Option<Membership>,
+    /// Every rank's host and endpoints once joined (`None` when the
+    /// configuration gave the job: no endpoints to learn).
+    nodes: Option<Vec<Node>>,
 }
 
 /// A kind of device fm can open.
 trait Provider {
     fn kind(&self) -> DeviceKind;
-    /// Before the job is joined (only under a GRM): open what peers must
-    /// learn of — a socket, rings — and return the endpoint to advertise.
-    fn bind(&mut self, _c: &Config, _g: &GrmJoin, _cx: &mut Context) -> Result<Option<Vec<u8>>> {
+    /// Before the node map (only where there is one to learn): open what
+    /// peers must learn of — a socket, rings — and return the endpoint to
+    /// advertise.
+    fn bind(&mut self, _c: &Config, _b: &Binding, _cx: &mut Context) -> Result<Option<Vec<u8>>> {
         Ok(None)
     }
-    /// With the node map (`cx.grm`, none without a GRM): the composite's
-    /// member, or `None` when this device reaches no rank.
+    /// With the node map (`cx.nodes`): the composite's member, or `None`
+    /// when this device reaches no rank.
     fn associate(self: Box<Self>, c: &Config, cx: &Context) -> Result<Option<Member>>;
 }
 
-/// Open every device for `config` — joining the job at the GRM when there
-/// is one, which fills in rank, size, key and hosts — and build the
-/// composite. Returns it with the membership and the ethernet endpoint.
+/// Open every device for `config` — joining the job through its bootstrap
+/// source, which fills in rank, size, key and hosts — and build the
+/// composite. Returns it with how the process is joined and the ethernet
+/// endpoint.
 pub(crate) fn open(
     config: &mut Config,
     names: &[(u16, String)],
-) -> Result<(Composite, Option<Membership>, Option<EthernetEndpoint>)> {
+) -> Result<(Composite, Joined, Option<EthernetEndpoint>)> {
+    // Under PMI the launcher's key-value space gives rank, size, hosts and
+    // the job's secret first: the pacer and the packet key need them.
+    let pmi = match &config.bootstrap {
+        Bootstrap::Pmi(wire) => Some(PmiJob::start(*wire, config)?),
+        _ => None,
+    };
     let mut cx = Context {
         pacer: pacer_of(config),
         eth_addr: None,
         eth_endpoint: None,
-        grm: None,
+        nodes: None,
     };
     // Ethernet binds before nic: nic's default interface is ethernet's.
     let mut providers: Vec<Box<dyn Provider>> = vec![
@@ -62,16 +80,7 @@ pub(crate) fn open(
         Box::new(NicProvider(None, None)),
         Box::new(NullProvider),
     ];
-    if let Some(g) = config.grm.clone() {
-        let mut endpoints = Vec::new();
-        for p in providers.iter_mut() {
-            if let Some(address) = p.bind(config, &g, &mut cx)? {
-                let device = p.kind().name().into();
-                endpoints.push(DeviceEndpoint { device, address });
-            }
-        }
-        cx.grm = Some(join_job(&g, config, names, endpoints)?);
-    }
+    let joined = join(config, names, pmi, &mut providers, &mut cx)?;
     let composite = (|| -> Result<Composite> {
         let mut members = Vec::new();
         for p in providers {
@@ -84,20 +93,79 @@ pub(crate) fn open(
             None => Composite::new(config.rank, config.hosts.clone(), members)?,
         })
     })();
-    if config.grm.is_none() && config.rank == 0 {
+    if matches!(joined, Joined::Given) && config.rank == 0 {
         // A process on its own: a misspelt setting is otherwise silently
         // ignored. A launched job's launcher said it once for every rank.
         crate::settings::warn_unknown_in_env();
     }
     match composite {
-        Ok(c) => Ok((c, cx.grm, cx.eth_endpoint)),
+        Ok(mut c) => {
+            if let (Joined::Pmi(p), Some(shm)) = (&joined, c.shmem_mut()) {
+                p.watch(shm.peer_watch(), config.host.clone());
+            }
+            Ok((c, joined, cx.eth_endpoint))
+        }
         Err(e) => {
-            if let Some(m) = &cx.grm {
-                m.abort(&e.to_string());
+            match &joined {
+                Joined::Grm(m) => m.abort(&e.to_string()),
+                Joined::Pmi(p) => p.aborter()(&e.to_string()),
+                Joined::Given => {}
             }
             Err(e)
         }
     }
+}
+
+/// Bind what peers must learn of, then join the job through its source:
+/// the node map goes into `cx.nodes`.
+fn join(
+    config: &mut Config,
+    names: &[(u16, String)],
+    pmi: Option<PmiJob>,
+    providers: &mut [Box<dyn Provider>],
+    cx: &mut Context,
+) -> Result<Joined> {
+    let binding = match (&config.bootstrap, &pmi) {
+        (Bootstrap::Grm(g), _) => Some(Binding {
+            secret: g.token.clone(),
+            default_addr: address_towards_grm(&g.addr),
+        }),
+        // A job on one host under PMI opens no network.
+        (Bootstrap::Pmi(_), Some(p)) if config.hosts.iter().any(|h| *h != config.host) => {
+            Some(Binding {
+                secret: p.secret.clone(),
+                default_addr: address_of_host(&config.host),
+            })
+        }
+        _ => None,
+    };
+    let mut endpoints = Vec::new();
+    if let Some(b) = &binding {
+        for p in providers.iter_mut() {
+            if let Some(address) = p.bind(config, b, cx)? {
+                let device = p.kind().name().into();
+                endpoints.push(DeviceEndpoint { device, address });
+            }
+        }
+    }
+    Ok(match (config.bootstrap.clone(), pmi) {
+        (Bootstrap::Grm(g), _) => {
+            let m = join_job(&g, config, names, endpoints)?;
+            cx.nodes = Some(m.welcome.nodes.clone());
+            Joined::Grm(m)
+        }
+        (Bootstrap::Pmi(_), Some(p)) => {
+            let nodes = p.exchange(config, &endpoints).inspect_err(|e| {
+                // The others may wait at the fence for this rank.
+                p.aborter()(&e.to_string());
+            })?;
+            cx.nodes = Some(nodes);
+            wait::on_abort(p.aborter());
+            p.serve_abort();
+            Joined::Pmi(p)
+        }
+        _ => Joined::Given,
+    })
 }
 
 struct SelfProvider;
@@ -119,7 +187,7 @@ impl Provider for ShmemProvider {
     fn kind(&self) -> DeviceKind {
         DeviceKind::Shmem
     }
-    fn bind(&mut self, c: &Config, _: &GrmJoin, _: &mut Context) -> Result<Option<Vec<u8>>> {
+    fn bind(&mut self, c: &Config, _: &Binding, _: &mut Context) -> Result<Option<Vec<u8>>> {
         Ok(Some(c.shm.dir.to_string_lossy().into_owned().into_bytes()))
     }
     fn associate(self: Box<Self>, c: &Config, cx: &Context) -> Result<Option<Member>> {
@@ -148,11 +216,11 @@ impl Provider for EthernetProvider {
     fn kind(&self) -> DeviceKind {
         DeviceKind::Ethernet
     }
-    fn bind(&mut self, c: &Config, g: &GrmJoin, cx: &mut Context) -> Result<Option<Vec<u8>>> {
+    fn bind(&mut self, c: &Config, b: &Binding, cx: &mut Context) -> Result<Option<Vec<u8>>> {
         if !c.net.ethernet {
             return Ok(None);
         }
-        let s = bind_ethernet(g, c, &cx.pacer)?;
+        let s = bind_ethernet(b, c, &cx.pacer)?;
         let ep = s.endpoint()?;
         cx.eth_addr = ep.addrs.first().map(|a| a.ip());
         let address = ep.encode().into_bytes();
@@ -161,10 +229,10 @@ impl Provider for EthernetProvider {
         Ok(Some(address))
     }
     fn associate(self: Box<Self>, c: &Config, cx: &Context) -> Result<Option<Member>> {
-        let (Some(sock), Some(m)) = (self.0, &cx.grm) else {
+        let (Some(sock), Some(nodes)) = (self.0, &cx.nodes) else {
             return Ok(None);
         };
-        let peers = peer_endpoints(m, c, DeviceKind::Ethernet, EthernetEndpoint::decode)?;
+        let peers = peer_endpoints(nodes, c, DeviceKind::Ethernet, EthernetEndpoint::decode)?;
         if peers.iter().all(Option::is_none) {
             return Ok(None);
         }
@@ -182,8 +250,8 @@ impl Provider for NicProvider {
     fn kind(&self) -> DeviceKind {
         DeviceKind::Nic
     }
-    fn bind(&mut self, c: &Config, g: &GrmJoin, cx: &mut Context) -> Result<Option<Vec<u8>>> {
-        let (sock, unused) = open_nic(c, g, cx.eth_addr)?;
+    fn bind(&mut self, c: &Config, b: &Binding, cx: &mut Context) -> Result<Option<Vec<u8>>> {
+        let (sock, unused) = open_nic(c, b, cx.eth_addr)?;
         let address = sock.as_ref().map(|s| s.endpoint().encode().into_bytes());
         (self.0, self.1) = (sock, unused);
         Ok(address)
@@ -203,10 +271,10 @@ impl Provider for NicProvider {
                 );
             }
         }
-        let (Some(sock), Some(m)) = (self.0, &cx.grm) else {
+        let (Some(sock), Some(nodes)) = (self.0, &cx.nodes) else {
             return Ok(None);
         };
-        let peers = peer_endpoints(m, c, DeviceKind::Nic, NicEndpoint::decode)?;
+        let peers = peer_endpoints(nodes, c, DeviceKind::Nic, NicEndpoint::decode)?;
         if !peers.iter().flatten().any(|p| sock.shares_network(p)) {
             return Ok(None);
         }
@@ -231,15 +299,26 @@ impl Provider for NullProvider {
 }
 
 /// The address this host uses to reach the GRM: the network between hosts.
-fn address_towards_grm(g: &GrmJoin) -> std::net::IpAddr {
+fn address_towards_grm(addr: &str) -> IpAddr {
     use std::net::ToSocketAddrs;
-    let grm = g
-        .addr
+    let grm = addr
         .to_socket_addrs()
         .ok()
         .and_then(|mut a| a.next())
         .and_then(fm_devices::ethernet::local_addr_towards);
-    grm.unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]))
+    grm.unwrap_or(IpAddr::from([127, 0, 0, 1]))
+}
+
+/// The address this host's name resolves to, other than loopback: the one
+/// its peers on other hosts know it by (under a PMI launcher, which names
+/// no address of its own); else loopback.
+fn address_of_host(host: &str) -> IpAddr {
+    use std::net::ToSocketAddrs;
+    let named = (host, 0).to_socket_addrs().ok().and_then(|mut a| {
+        a.find(|a| a.is_ipv4() && !a.ip().is_loopback())
+            .map(|a| a.ip())
+    });
+    named.unwrap_or(IpAddr::from([127, 0, 0, 1]))
 }
 
 /// The pacer of this process: its mode, the cache of this user, and the
@@ -247,16 +326,16 @@ fn address_towards_grm(g: &GrmJoin) -> std::net::IpAddr {
 /// rank per host measures and the others take its curve.
 fn pacer_of(c: &Config) -> fm_pacer::Pacer {
     let mut p = fm_pacer::Pacer::new(c.pacer, fm_pacer::Cache::default_location());
-    let job = match &c.grm {
-        Some(g) => fingerprint(&[(0, g.token.clone())]),
-        None => c.job_key.0,
+    let job = match &c.bootstrap {
+        Bootstrap::Grm(g) => fingerprint(&[(0, g.token.clone())]),
+        _ => c.job_key.0,
     };
     p.job = Some(format!("{job:016x}"));
     p
 }
 
 /// Bind the ethernet device's socket, so its endpoint can go into the node map.
-fn bind_ethernet(g: &GrmJoin, c: &Config, pacer: &fm_pacer::Pacer) -> Result<EthernetSocket> {
+fn bind_ethernet(b: &Binding, c: &Config, pacer: &fm_pacer::Pacer) -> Result<EthernetSocket> {
     let addrs = match (c.eth.addrs.first(), c.eth.range) {
         (Some(_), _) => c.eth.addrs.clone(),
         (None, Some(range)) => match range.local_address() {
@@ -269,7 +348,7 @@ fn bind_ethernet(g: &GrmJoin, c: &Config, pacer: &fm_pacer::Pacer) -> Result<Eth
                 .into())
             }
         },
-        (None, None) => vec![address_towards_grm(g)],
+        (None, None) => vec![b.default_addr],
     };
     let mut e = EthernetConfig::new(addrs[0]);
     if c.eth.mtu.is_none() {
@@ -278,16 +357,16 @@ fn bind_ethernet(g: &GrmJoin, c: &Config, pacer: &fm_pacer::Pacer) -> Result<Eth
     }
     e.addrs = addrs;
     e.mtu = c.eth.mtu;
-    e.reliable = reliable_settings(c, g);
+    e.reliable = reliable_settings(c, b);
     Ok(EthernetSocket::bind(e)?)
 }
 
 /// The reliable layer's settings for this job: the user's, and the
-/// packet key derived from the job's token (docs/SECURITY.md).
-fn reliable_settings(c: &Config, g: &GrmJoin) -> fm_devices::reliable::Settings {
+/// packet key derived from the job's secret (docs/SECURITY.md).
+fn reliable_settings(c: &Config, b: &Binding) -> fm_devices::reliable::Settings {
     let mut r = c.reliable.clone();
     if r.authenticate {
-        r.mac = Some(fm_devices::reliable::header::MacKey::from_token(&g.token));
+        r.mac = Some(fm_devices::reliable::header::MacKey::from_token(&b.secret));
     }
     r
 }
@@ -295,13 +374,13 @@ fn reliable_settings(c: &Config, g: &GrmJoin) -> fm_devices::reliable::Settings 
 /// Each rank's endpoint for `device` in the node map, for ranks on other
 /// hosts that advertised one.
 fn peer_endpoints<E>(
-    m: &Membership,
+    nodes: &[Node],
     c: &Config,
     device: DeviceKind,
     decode: impl Fn(&str) -> std::result::Result<E, String>,
 ) -> Result<Vec<Option<E>>> {
-    let mut peers = Vec::with_capacity(m.welcome.nodes.len());
-    for n in &m.welcome.nodes {
+    let mut peers = Vec::with_capacity(nodes.len());
+    for n in nodes {
         let ep = n.endpoints.iter().find(|e| e.device == device.name());
         peers.push(match ep {
             Some(e) if n.host != c.host => Some(
@@ -328,7 +407,7 @@ type NicUnused = Option<String>;
 /// optional nic that cannot open comes back as the reason, for one line.
 fn open_nic(
     c: &Config,
-    g: &GrmJoin,
+    b: &Binding,
     eth: Option<IpAddr>,
 ) -> Result<(Option<NicSocket>, NicUnused)> {
     if c.net.nic == Want::No {
@@ -339,7 +418,7 @@ fn open_nic(
         // By default, the interface the ethernet device uses (or would),
         // if it is a real one: on loopback every host is this one.
         None => match eth
-            .or_else(|| Some(address_towards_grm(g)))
+            .or(Some(b.default_addr))
             .filter(|ip| !ip.is_loopback())
             .and_then(fm_devices::ethernet::interface_of)
         {
@@ -364,7 +443,7 @@ fn open_nic(
         n.tx_frames = f;
     }
     n.network = c.nic.network.clone();
-    n.reliable = reliable_settings(c, g);
+    n.reliable = reliable_settings(c, b);
     match NicSocket::open(n) {
         Ok(s) => Ok((Some(s), None)),
         Err(e) if c.net.nic == Want::IfAvailable => Ok((None, Some(e.to_string()))),
@@ -376,11 +455,11 @@ fn open_nic(
 /// handler table, assigns rank and job key, and answers with the node map
 /// once every process has joined.
 fn join_job(
-    g: &GrmJoin,
+    g: &crate::config::GrmJoin,
     config: &mut Config,
     names: &[(u16, String)],
-    endpoints: Vec<fm_grm::proto::DeviceEndpoint>,
-) -> Result<Membership> {
+    endpoints: Vec<DeviceEndpoint>,
+) -> Result<fm_grm::Membership> {
     let join = fm_grm::proto::Join {
         // Filled in by `Membership::join` from the token.
         job: [0; 16],
@@ -393,7 +472,7 @@ fn join_job(
         handlers: names.to_vec(),
         endpoints,
     };
-    let m = Membership::join(
+    let m = fm_grm::Membership::join(
         &g.addr,
         &g.token,
         join,
