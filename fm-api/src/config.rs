@@ -220,7 +220,13 @@ impl Config {
                 cfg.apply_env()?;
                 Ok(cfg)
             }
-            Asked::Pmix => Err(wireup::no_pmix()),
+            Asked::Pmix => {
+                let mut cfg = Config::local(0, 1, JobKey(0));
+                let library = settings::PMIX_LIBRARY.env();
+                cfg.bootstrap = Bootstrap::Pmix(library.unwrap_or_else(|| "libpmix.so.2".into()));
+                cfg.apply_env()?;
+                Ok(cfg)
+            }
             Asked::Auto | Asked::Env => Config::from_env_given(),
         }
     }

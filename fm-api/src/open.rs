@@ -63,7 +63,7 @@ pub(crate) fn open(
     // Under PMI the launcher's key-value space gives rank, size, hosts and
     // the job's secret first: the pacer and the packet key need them.
     let pmi = match &config.bootstrap {
-        Bootstrap::Pmi(wire) => Some(PmiJob::start(*wire, config)?),
+        b @ (Bootstrap::Pmi(_) | Bootstrap::Pmix(_)) => Some(PmiJob::start(&b.clone(), config)?),
         _ => None,
     };
     let mut cx = Context {
@@ -131,7 +131,9 @@ fn join(
             default_addr: address_towards_grm(&g.addr),
         }),
         // A job on one host under PMI opens no network.
-        (Bootstrap::Pmi(_), Some(p)) if config.hosts.iter().any(|h| *h != config.host) => {
+        (Bootstrap::Pmi(_) | Bootstrap::Pmix(_), Some(p))
+            if config.hosts.iter().any(|h| *h != config.host) =>
+        {
             Some(Binding {
                 secret: p.secret.clone(),
                 default_addr: address_of_host(&config.host),
@@ -154,7 +156,7 @@ fn join(
             cx.nodes = Some(m.welcome.nodes.clone());
             Joined::Grm(m)
         }
-        (Bootstrap::Pmi(_), Some(p)) => {
+        (Bootstrap::Pmi(_) | Bootstrap::Pmix(_), Some(p)) => {
             let nodes = p.exchange(config, &endpoints).inspect_err(|e| {
                 // The others may wait at the fence for this rank.
                 p.aborter()(&e.to_string());

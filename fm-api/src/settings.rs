@@ -16,7 +16,14 @@ pub const BOOTSTRAP: Setting = Setting {
     var: "FM_BOOTSTRAP",
     scope: Scope::Environment,
     default: r#"`auto`"#,
-    doc: r#"where a process learns its rank, the job's size, every rank's host, the job's key and its peers' endpoints: `grm` (fmrun's resource manager, `FM_GRM`), `pmi1` or `pmi2` (a PMI launcher: MPICH's `mpiexec`, `srun --mpi=pmi2`; the connection is `PMI_FD` or `PMI_PORT`), `env` (`FM_RANK`, `FM_SIZE`, `FM_JOB_KEY`, `FM_HOSTS`, or a job of one), or `pmix` (not available: fm has no PMIx client; a clear error). `auto` takes `grm` when `FM_GRM` is set, else `pmi2` when `PMI_FD` or `PMI_PORT` and `PMI_JOBID` are set (Slurm), `pmi1` when only the first are (hydra), the `pmix` error under a PMIx launcher (`PMIX_NAMESPACE`), else `env`. Under a PMI launcher each rank watches the others on its host: one that dies without leaving ends the job (docs/MPI.md, "Launchers")."#,
+    doc: r#"where a process learns its rank, the job's size, every rank's host, the job's key and its peers' endpoints: `grm` (fmrun's resource manager, `FM_GRM`), `pmi1` or `pmi2` (a PMI launcher: MPICH's `mpiexec`, `srun --mpi=pmi2`; the connection is `PMI_FD` or `PMI_PORT`), `pmix` (a PMIx launcher: `srun --mpi=pmix`, Open MPI's `mpirun`; through OpenPMIx's client library, `FM_PMIX_LIBRARY`; hosts are the launcher's names, `FM_HOST` is not read), or `env` (`FM_RANK`, `FM_SIZE`, `FM_JOB_KEY`, `FM_HOSTS`, or a job of one). `auto` takes `grm` when `FM_GRM` is set, else `pmi2` when `PMI_FD` or `PMI_PORT` and `PMI_JOBID` are set (Slurm), `pmi1` when only the first are (hydra), `pmix` when `PMIX_NAMESPACE` is, else `env`. Under a PMI launcher each rank watches the others on its host: one that dies without leaving ends the job (docs/MPI.md, "Launchers")."#,
+};
+
+pub const PMIX_LIBRARY: Setting = Setting {
+    var: "FM_PMIX_LIBRARY",
+    scope: Scope::Environment,
+    default: r#"`libpmix.so.2`"#,
+    doc: r#"OpenPMIx's client library, loaded when a job starts through PMIx (`FM_BOOTSTRAP`): a name the dynamic loader looks up, or a path. fm does not link it: without it only a PMIx job fails, saying what is missing."#,
 };
 
 pub const STATS: Setting = Setting {
@@ -226,6 +233,7 @@ pub const CPUS: Setting = Setting {
 pub const SETTINGS: &[Setting] = &[
     CONFIG,
     BOOTSTRAP,
+    PMIX_LIBRARY,
     STATS,
     GRM,
     JOB_TOKEN,

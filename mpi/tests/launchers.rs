@@ -1,7 +1,7 @@
 //! MPICH-built programs on fm's libmpich.so.12 under the launchers
 //! clusters already run, with no fmrun and no GRM: MPICH's own `mpiexec`
-//! (hydra, PMI-1) and Slurm's `srun --mpi=pmi2` (PMI-2; root only, a
-//! real slurmctld and slurmd). fm's library is first on
+//! (hydra, PMI-1), Slurm's `srun --mpi=pmi2` and `srun --mpi=pmix` (root
+//! only, a real slurmctld and slurmd), and Open MPI's `mpirun` (PMIx). fm's library is first on
 //! `LD_LIBRARY_PATH`, as a user would put it; each rank's fm counters
 //! (`FM_STATS=json`) prove the messages went through fm's shared memory,
 //! not MPICH's. A rank killed, or one calling `MPI_Abort`, ends the job
@@ -47,17 +47,18 @@ fn under_hydra(dir: &TempDir, n: usize, program: &[&Path], args: &[&str]) -> Opt
     Some(c.output().expect("mpiexec.mpich"))
 }
 
-/// `srun --mpi=pmi2 -n N PROGRAM ARGS` in `slurm`.
-fn under_srun(slurm: &Slurm, dir: &TempDir, n: usize, program: &[&Path], args: &[&str]) -> Output {
+/// `srun --mpi=MPI -n N PROGRAM ARGS` in `slurm`.
+fn under_srun(
+    slurm: &Slurm,
+    mpi: &str,
+    dir: &TempDir,
+    n: usize,
+    program: &[&Path],
+    args: &[&str],
+) -> Output {
     let mut c = slurm.command("timeout");
-    c.args([
-        "120",
-        "srun",
-        "--mpi=pmi2",
-        "-n",
-        &n.to_string(),
-        "--time=5",
-    ]);
+    let mpi = format!("--mpi={mpi}");
+    c.args(["120", "srun", &mpi, "-n", &n.to_string(), "--time=5"]);
     c.args(program).args(args);
     fm_env(&mut c, dir);
     c.output().expect("srun")
@@ -171,12 +172,13 @@ fn mpiexec_mpich_runs_mpich_built_programs_over_fm() {
     assert!(dir.segments().is_empty(), "{:?}", dir.segments());
 }
 
-/// `srun --mpi=pmi2` in a real Slurm cluster starts MPICH-built programs
-/// on fm; a killed rank ends the others (fm's watch of the host: srun
-/// lets them run) with srun's report of the kill.
+/// `srun --mpi=pmi2` and `srun --mpi=pmix` in a real Slurm cluster start
+/// MPICH-built programs on fm; a killed rank ends the others — fm's watch
+/// of the host under pmi2, where srun lets them run on; Slurm itself
+/// under pmix — with srun's report of the kill.
 #[test]
-fn srun_pmi2_runs_mpich_built_programs_over_fm() {
-    let test = "srun_pmi2_runs_mpich_built_programs_over_fm";
+fn srun_runs_mpich_built_programs_over_fm() {
+    let test = "srun_runs_mpich_built_programs_over_fm";
     let dir = TempDir::for_segments("mpi-srun");
     let (Some(p2p), Some(coll)) = (mpich_built(&dir, "p2p"), mpich_built(&dir, "coll")) else {
         return;
@@ -184,13 +186,26 @@ fn srun_pmi2_runs_mpich_built_programs_over_fm() {
     let Some(slurm) = Slurm::start(test, &dir.0.join("slurm")) else {
         return;
     };
-    let o = under_srun(&slurm, &dir, 4, &[&p2p], &[]);
-    passed_over_fm_shmem(&o, 4, "all passed on 4 ranks");
-    let o = under_srun(&slurm, &dir, 4, &[&coll], &[]);
-    passed_over_fm_shmem(&o, 4, "all collectives passed on 4 ranks");
+    for mpi in ["pmi2", "pmix"] {
+        let o = under_srun(&slurm, mpi, &dir, 4, &[&p2p], &[]);
+        passed_over_fm_shmem(&o, 4, "all passed on 4 ranks");
+        let o = under_srun(&slurm, mpi, &dir, 4, &[&coll], &[]);
+        passed_over_fm_shmem(&o, 4, "all collectives passed on 4 ranks");
 
+        let o = under_srun(&slurm, mpi, &dir, 3, &[&p2p], &["die"]);
+        let t = text(&o);
+        assert!(!o.status.success(), "{mpi}: {t}");
+        // pmix: Slurm ends the step and reports the others killed too.
+        assert!(t.contains(": Killed"), "{mpi}: {t}");
+        let o = under_srun(&slurm, mpi, &dir, 3, &[&p2p], &["abort"]);
+        let t = text(&o);
+        assert!(!o.status.success(), "{mpi}: {t}");
+        assert!(t.contains("task 1: Exited with exit code 7"), "{mpi}: {t}");
+    }
+    // Under pmi2 the host names are fm's own (FM_HOST), so two virtual
+    // hosts run there; under pmix they are the launcher's.
     let w = two_hosts_wrapper(&dir);
-    let o = under_srun(&slurm, &dir, 4, &[&w, &coll], &[]);
+    let o = under_srun(&slurm, "pmi2", &dir, 4, &[&w, &coll], &[]);
     let t = text(&o);
     assert!(
         o.status.success() && t.contains("all collectives passed"),
@@ -199,18 +214,54 @@ fn srun_pmi2_runs_mpich_built_programs_over_fm() {
     for (rank, packets) in device_counter(&t, "ethernet", "packets_sent") {
         assert!(packets > 0, "rank {rank} sent nothing over ethernet:\n{t}");
     }
-
-    let o = under_srun(&slurm, &dir, 3, &[&p2p], &["die"]);
+    // fm's watch names the killed rank under pmi2.
+    let o = under_srun(&slurm, "pmi2", &dir, 3, &[&p2p], &["die"]);
     let t = text(&o);
-    assert!(!o.status.success(), "{t}");
-    assert!(t.contains("task 1: Killed"), "{t}");
     assert!(
         t.contains("rank 1 (pid") && t.contains("ended without leaving the job"),
         "{t}"
     );
-    let o = under_srun(&slurm, &dir, 3, &[&p2p], &["abort"]);
+    assert!(dir.segments().is_empty(), "{:?}", dir.segments());
+}
+
+/// Open MPI's `mpirun` (a PMIx server) starts MPICH-built programs on fm:
+/// a program written for MPICH, run by Open MPI's launcher, over fm.
+#[test]
+fn open_mpi_mpirun_runs_mpich_built_programs_over_fm() {
+    let mpirun = Path::new("/usr/bin/mpirun.openmpi");
+    if !mpirun.exists() {
+        eprintln!("SKIPPED: no mpirun.openmpi (apt-get install openmpi-bin)");
+        return;
+    }
+    let dir = TempDir::for_segments("mpi-ompi");
+    let (Some(p2p), Some(coll)) = (mpich_built(&dir, "p2p"), mpich_built(&dir, "coll")) else {
+        return;
+    };
+    let run = |n: &str, program: &Path, args: &[&str]| {
+        let mut c = Command::new("timeout");
+        c.arg("120").arg(mpirun);
+        // Root (the CI) must say so; -x passes fm's library to the ranks.
+        c.args(["--allow-run-as-root", "--oversubscribe", "-n", n]);
+        c.args([
+            "-x",
+            "LD_LIBRARY_PATH",
+            "-x",
+            "FM_SHM_DIR",
+            "-x",
+            "FM_STATS",
+        ]);
+        c.arg(program).args(args);
+        fm_env(&mut c, &dir);
+        c.output().expect("mpirun.openmpi")
+    };
+    passed_over_fm_shmem(&run("4", &p2p, &[]), 4, "all passed on 4 ranks");
+    passed_over_fm_shmem(
+        &run("4", &coll, &[]),
+        4,
+        "all collectives passed on 4 ranks",
+    );
+    let o = run("3", &p2p, &["die"]);
     let t = text(&o);
-    assert!(!o.status.success(), "{t}");
-    assert!(t.contains("task 1: Exited with exit code 7"), "{t}");
+    assert!(t.contains("exited on signal 9"), "{t}");
     assert!(dir.segments().is_empty(), "{:?}", dir.segments());
 }

@@ -6,6 +6,7 @@
 //! `mpiexec`, `srun --mpi=pmi2`), or the configuration itself.
 
 pub mod pmi;
+pub mod pmix;
 
 use crate::config::{Config, GrmJoin};
 use crate::error::{ErrorKind, Result};
@@ -29,7 +30,88 @@ pub enum Bootstrap {
     /// The launcher's PMI server (`PMI_FD` or `PMI_PORT`), over this wire
     /// protocol.
     Pmi(pmi::Wire),
+    /// The launcher's PMIx server, through OpenPMIx's client library (this
+    /// file: `FM_PMIX_LIBRARY`).
+    Pmix(String),
 }
+
+/// A launcher's key-value space, as PMI-1, PMI-2 and PMIx serve it: each
+/// process puts keys, a fence makes them visible, any process gets what
+/// another put.
+pub(crate) trait KeyValueSpace: Send {
+    fn rank(&self) -> u32;
+    fn size(&self) -> usize;
+    /// Each rank's host as the launcher names it, where it says (PMIx);
+    /// otherwise the ranks tell each other theirs.
+    fn hosts(&mut self) -> std::result::Result<Option<Vec<String>>, pmi::PmiError>;
+    fn put(&mut self, key: &str, value: &str) -> std::result::Result<(), pmi::PmiError>;
+    /// Wait until every process put what it puts before its fence.
+    fn fence(&mut self) -> std::result::Result<(), pmi::PmiError>;
+    /// What `rank` put under `key`.
+    fn get(&mut self, rank: u32, key: &str) -> std::result::Result<String, pmi::PmiError>;
+    /// End the whole job: the launcher kills every process and reports `code`.
+    fn abort(&mut self, code: i32, message: &str);
+    fn finalize(&mut self) -> std::result::Result<(), pmi::PmiError>;
+}
+
+/// PMI's space is one for the whole job: a key is made the putter's own by
+/// its rank.
+impl KeyValueSpace for pmi::Pmi {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn hosts(&mut self) -> std::result::Result<Option<Vec<String>>, pmi::PmiError> {
+        Ok(None)
+    }
+    fn put(&mut self, key: &str, value: &str) -> std::result::Result<(), pmi::PmiError> {
+        let k = format!("{key}-{}", self.rank);
+        pmi::Pmi::put(self, &k, value)
+    }
+    fn fence(&mut self) -> std::result::Result<(), pmi::PmiError> {
+        pmi::Pmi::fence(self)
+    }
+    fn get(&mut self, rank: u32, key: &str) -> std::result::Result<String, pmi::PmiError> {
+        pmi::Pmi::get(self, &format!("{key}-{rank}"))
+    }
+    fn abort(&mut self, code: i32, message: &str) {
+        pmi::Pmi::abort(self, code, message)
+    }
+    fn finalize(&mut self) -> std::result::Result<(), pmi::PmiError> {
+        pmi::Pmi::finalize(self)
+    }
+}
+
+impl KeyValueSpace for pmix::Pmix {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn hosts(&mut self) -> std::result::Result<Option<Vec<String>>, pmi::PmiError> {
+        pmix::Pmix::hosts(self).map(Some)
+    }
+    fn put(&mut self, key: &str, value: &str) -> std::result::Result<(), pmi::PmiError> {
+        pmix::Pmix::put(self, key, value)
+    }
+    fn fence(&mut self) -> std::result::Result<(), pmi::PmiError> {
+        pmix::Pmix::fence(self)
+    }
+    fn get(&mut self, rank: u32, key: &str) -> std::result::Result<String, pmi::PmiError> {
+        self.get_from(rank, key)
+    }
+    fn abort(&mut self, code: i32, message: &str) {
+        pmix::Pmix::abort(self, code, message)
+    }
+    fn finalize(&mut self) -> std::result::Result<(), pmi::PmiError> {
+        pmix::Pmix::finalize(self)
+    }
+}
+
+type Space = Arc<Mutex<Box<dyn KeyValueSpace>>>;
 
 /// What `FM_BOOTSTRAP` asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,24 +152,10 @@ pub(crate) fn asked() -> Result<Asked> {
             true => pmi::Wire::V2,
             false => pmi::Wire::V1,
         }),
-        Asked::Auto if set("PMIX_NAMESPACE") || set("PMIX_RANK") => Asked::Pmix,
+        Asked::Auto if set("PMIX_NAMESPACE") => Asked::Pmix,
         Asked::Auto => Asked::Env,
         a => a,
     })
-}
-
-/// The error for a job started through PMIx: fm has no PMIx client (it
-/// would link `libpmix`); rather than run every rank as a job of one.
-pub(crate) fn no_pmix() -> crate::FmError {
-    let launcher = if std::env::var_os("PMIX_NAMESPACE").is_some() {
-        "this process was started by a PMIx launcher (PMIX_NAMESPACE is set), but "
-    } else {
-        ""
-    };
-    ErrorKind::Config(format!(
-        "{launcher}fm has no PMIx client: start the job with `srun --mpi=pmi2`, MPICH's `mpiexec` (PMI-1/2) or fmrun, or set FM_BOOTSTRAP to pmi1, pmi2 or grm"
-    ))
-    .into()
 }
 
 /// How a process is joined to its job once its devices are open; held by
@@ -101,7 +169,7 @@ pub(crate) enum Joined {
 /// A job under a PMI launcher: the connection (finalized when dropped) and
 /// the watch over this host's other ranks.
 pub(crate) struct PmiJob {
-    pmi: Arc<Mutex<pmi::Pmi>>,
+    space: Space,
     /// The job's secret (hex), which rank 0 chose and put for all.
     pub secret: String,
     /// Every rank's pid, as each put it.
@@ -111,7 +179,7 @@ pub(crate) struct PmiJob {
 }
 
 /// The PMI connection of this process's job, for [`abort`].
-static LAUNCHER: Mutex<Option<Arc<Mutex<pmi::Pmi>>>> = Mutex::new(None);
+static LAUNCHER: Mutex<Option<Space>> = Mutex::new(None);
 
 /// End the whole job with exit status `code` through the launcher that
 /// started it, where that is a PMI launcher (`MPI_Abort`): it kills every
@@ -120,8 +188,9 @@ static LAUNCHER: Mutex<Option<Arc<Mutex<pmi::Pmi>>>> = Mutex::new(None);
 pub fn abort(code: i32, reason: &str) -> bool {
     let launcher = LAUNCHER.lock().unwrap_or_else(|p| p.into_inner()).clone();
     match launcher {
-        Some(pmi) => {
-            pmi.lock()
+        Some(space) => {
+            space
+                .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .abort(code, reason);
             true
@@ -132,11 +201,6 @@ pub fn abort(code: i32, reason: &str) -> bool {
 
 /// How often a rank under a PMI launcher looks for a dead peer on its host.
 const WATCH_EVERY: Duration = Duration::from_millis(200);
-
-/// Keys fm puts into the launcher's key-value space.
-fn key(what: &str, rank: usize) -> String {
-    format!("fm-{what}-{rank}")
-}
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -169,11 +233,15 @@ impl PmiJob {
     /// rank's host into `config`, the job's key from the secret rank 0
     /// put (the launcher's key-value space is private to the job:
     /// docs/SECURITY.md). One fence.
-    pub fn start(wire: pmi::Wire, config: &mut Config) -> Result<PmiJob> {
-        let mut p = pmi::Pmi::connect(wire).map_err(pmi_error)?;
-        match PmiJob::learn(&mut p, config) {
+    pub fn start(bootstrap: &Bootstrap, config: &mut Config) -> Result<PmiJob> {
+        let mut p: Box<dyn KeyValueSpace> = match bootstrap {
+            Bootstrap::Pmi(wire) => Box::new(pmi::Pmi::connect(*wire).map_err(pmi_error)?),
+            Bootstrap::Pmix(library) => Box::new(pmix::Pmix::connect(library).map_err(pmi_error)?),
+            _ => unreachable!("PmiJob::start under {bootstrap:?}"),
+        };
+        match PmiJob::learn(p.as_mut(), config) {
             Ok((secret, pids)) => Ok(PmiJob {
-                pmi: Arc::new(Mutex::new(p)),
+                space: Arc::new(Mutex::new(p)),
                 secret,
                 pids,
                 stop: Arc::default(),
@@ -187,8 +255,8 @@ impl PmiJob {
     }
 
     /// [`PmiJob::start`]'s exchange; returns the secret and every pid.
-    fn learn(p: &mut pmi::Pmi, config: &mut Config) -> Result<(String, Vec<u32>)> {
-        let (rank, size) = (p.rank as usize, p.size);
+    fn learn(p: &mut dyn KeyValueSpace, config: &mut Config) -> Result<(String, Vec<u32>)> {
+        let (rank, size) = (p.rank() as usize, p.size());
         if size == 0 || size > fm_grm::proto::MAX_JOB as usize || rank >= size {
             return Err(ErrorKind::Config(format!(
                 "PMI launcher: rank {rank} of {size} is outside what fm runs (1 to {} ranks)",
@@ -200,27 +268,47 @@ impl PmiJob {
             p.put("fm-secret", &hex(&rand::random::<[u8; 32]>()))
                 .map_err(pmi_error)?;
         }
-        let me = format!("{}.{}", hex(config.host.as_bytes()), std::process::id());
-        p.put(&key("host", rank), &me).map_err(pmi_error)?;
+        // The launcher's names for the hosts, or each rank's own (and its
+        // pid) through the space.
+        let named = p.hosts().map_err(pmi_error)?;
+        if named.is_none() {
+            let me = format!("{}.{}", hex(config.host.as_bytes()), std::process::id());
+            p.put("fm-host", &me).map_err(pmi_error)?;
+        }
         p.fence().map_err(pmi_error)?;
-        let secret = p.get("fm-secret").map_err(pmi_error)?;
+        let secret = p.get(0, "fm-secret").map_err(pmi_error)?;
         let key_bytes = unhex(&secret)
             .filter(|b| b.len() == 32)
             .ok_or_else(|| unreadable("fm-secret", &secret))?;
-        let (mut hosts, mut pids) = (Vec::with_capacity(size), Vec::with_capacity(size));
-        for r in 0..size {
-            let k = key("host", r);
-            let v = p.get(&k).map_err(pmi_error)?;
-            let (host, pid) = (v.split_once('.'))
-                .and_then(|(h, pid)| {
-                    let h = String::from_utf8(unhex(h)?).ok()?;
-                    Some((h, pid.parse::<u32>().ok()?))
-                })
-                .filter(|(h, _)| !h.is_empty())
-                .ok_or_else(|| unreadable(&k, &v))?;
-            hosts.push(host);
-            pids.push(pid);
-        }
+        let (hosts, pids) = match named {
+            Some(hosts) if hosts.len() == size => {
+                config.host = hosts[rank].clone();
+                (hosts, vec![0; size])
+            }
+            Some(hosts) => {
+                return Err(ErrorKind::Config(format!(
+                    "PMI launcher: {} host names for {size} ranks",
+                    hosts.len()
+                ))
+                .into())
+            }
+            None => {
+                let (mut hosts, mut pids) = (Vec::with_capacity(size), Vec::with_capacity(size));
+                for r in 0..size {
+                    let v = p.get(r as u32, "fm-host").map_err(pmi_error)?;
+                    let (host, pid) = (v.split_once('.'))
+                        .and_then(|(h, pid)| {
+                            let h = String::from_utf8(unhex(h)?).ok()?;
+                            Some((h, pid.parse::<u32>().ok()?))
+                        })
+                        .filter(|(h, _)| !h.is_empty())
+                        .ok_or_else(|| unreadable(&format!("fm-host of rank {r}"), &v))?;
+                    hosts.push(host);
+                    pids.push(pid);
+                }
+                (hosts, pids)
+            }
+        };
         config.rank = rank as u32;
         config.size = size;
         config.hosts = hosts;
@@ -234,23 +322,22 @@ impl PmiJob {
     /// of the ranks on other hosts: the node map. A job on one host has no
     /// endpoints to exchange, and no fence.
     pub fn exchange(&self, config: &Config, endpoints: &[DeviceEndpoint]) -> Result<Vec<Node>> {
-        let mut p = self.pmi.lock().unwrap_or_else(|p| p.into_inner());
+        let mut p = self.space.lock().unwrap_or_else(|p| p.into_inner());
         let remote = config.hosts.iter().any(|h| *h != config.host);
         if remote {
             let mine: Vec<String> = (endpoints.iter())
                 .map(|e| format!("{}:{}", e.device, hex(&e.address)))
                 .collect();
             let value = mine.join(",");
-            p.put(&key("ep", config.rank as usize), &value)
-                .map_err(pmi_error)?;
+            p.put("fm-ep", &value).map_err(pmi_error)?;
             p.fence().map_err(pmi_error)?;
         }
         let mut nodes = Vec::with_capacity(config.size);
         for (r, host) in config.hosts.iter().enumerate() {
             let mut endpoints = Vec::new();
             if *host != config.host {
-                let k = key("ep", r);
-                let v = p.get(&k).map_err(pmi_error)?;
+                let k = format!("fm-ep of rank {r}");
+                let v = p.get(r as u32, "fm-ep").map_err(pmi_error)?;
                 for e in v.split(',').filter(|e| !e.is_empty()) {
                     let (device, address) = (e.split_once(':'))
                         .and_then(|(d, a)| Some((d.to_string(), unhex(a)?)))
@@ -271,18 +358,16 @@ impl PmiJob {
 
     /// End the job through the launcher (it kills every rank and reports).
     pub fn aborter(&self) -> impl Fn(&str) + Send + Sync + 'static {
-        let pmi = self.pmi.clone();
+        let space = self.space.clone();
         move |reason| {
             tracing::error!("fm: ending the job through the launcher: {reason}");
-            pmi.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .abort(1, reason);
+            (space.lock().unwrap_or_else(|p| p.into_inner())).abort(1, reason);
         }
     }
 
     /// Let [`abort`] end the job through this launcher.
     pub fn serve_abort(&self) {
-        *LAUNCHER.lock().unwrap_or_else(|p| p.into_inner()) = Some(self.pmi.clone());
+        *LAUNCHER.lock().unwrap_or_else(|p| p.into_inner()) = Some(self.space.clone());
     }
 
     /// Watch the other ranks on this host: one that died without closing
@@ -325,7 +410,7 @@ impl Drop for PmiJob {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         LAUNCHER.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let mut p = self.pmi.lock().unwrap_or_else(|p| p.into_inner());
+        let mut p = self.space.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(e) = p.finalize() {
             tracing::debug!("fm: PMI finalize: {e}");
         }

@@ -51,6 +51,10 @@ pub enum PmiError {
     Closed(String),
     #[error("the launcher's key-value space has no {key:?}")]
     Missing { key: String },
+    #[error("PMIx needs OpenPMIx's client library {library} (Debian: apt-get install libpmix2; or name it in FM_PMIX_LIBRARY): {why}")]
+    NoLibrary { library: String, why: String },
+    #[error("{call} failed: {status}")]
+    Pmix { call: &'static str, status: String },
 }
 
 type Result<T> = std::result::Result<T, PmiError>;
