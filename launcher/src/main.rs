@@ -12,6 +12,7 @@
 //! (through OpenSSH or another remote shell), and inside a Slurm allocation
 //! through srun (see `plan` and `remote`).
 
+mod agent;
 mod output;
 mod plan;
 mod remote;
@@ -148,10 +149,30 @@ pub struct Cli {
     /// Inside a Slurm allocation, start the ranks here instead of with srun.
     #[arg(long)]
     no_srun: bool,
+    /// Start a remote host's ranks through one host agent (`fmrun
+    /// --host-agent` there, through the remote shell: one remote start per
+    /// host): `auto` for a host of 8 ranks or more, `always`, or `never`
+    /// (one remote start per rank). The agent is this fmrun's own path,
+    /// which must exist on every host, as the program's must.
+    #[arg(long, value_name = "WHEN", default_value = "auto")]
+    host_agents: HostAgents,
     /// The program and its arguments.
     #[arg(required = true, value_name = "PROGRAM ARGS")]
     command: Vec<String>,
 }
+
+/// When a remote host's ranks start through a host agent.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum HostAgents {
+    /// For a host of [`AGENT_FROM`] ranks or more.
+    Auto,
+    Always,
+    Never,
+}
+
+/// `--host-agents auto`: hosts of this many ranks get an agent (an sshd
+/// takes up to `MaxStartups`, 10 by default, connections at once).
+const AGENT_FROM: usize = 8;
 
 /// How `--stats` prints each rank's counters.
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -235,6 +256,11 @@ const TICK: Duration = Duration::from_millis(10);
 const BLAME_GRACE: Duration = Duration::from_millis(500);
 
 fn main() -> ExitCode {
+    // On a remote host, started by an fmrun: no options of fmrun's own.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--host-agent") {
+        return agent::run(&args[2..]);
+    }
     // The embedded GRM's own account of a death repeats fmrun's.
     fm_clidocs::generate_if_asked(<Cli as clap::CommandFactory>::command, &MAN_PAGE);
     fm::init_logging_or("warn,fm_grm=error");
@@ -500,17 +526,28 @@ fn run(cli: Cli) -> Result<u8, String> {
         Mode::Slurm => 1,
         _ => n,
     };
+    let agents = launch.agents();
     for r in 0..count {
-        match launch.spawn(r) {
-            Ok(mut child) => {
+        let by_agent = agents.iter().find(|(_, ranks)| ranks.contains(&r));
+        let started = match by_agent {
+            // The host's agent starts with its first rank, for all of them.
+            Some((target, ranks)) if ranks[0] == r => launch
+                .spawn_agent(target, ranks)
+                .map(|c| (c, format!("host agent on {target}"), true)),
+            Some(_) => continue,
+            None => (launch.spawn(r)).map(|c| (c, format!("rank {r}"), false)),
+        };
+        match started {
+            Ok((mut child, label, labelled)) => {
                 match plan.mode {
                     Mode::Slurm => out.attach_labelled(child.stdout.take(), child.stderr.take()),
+                    _ if labelled => out.attach_labelled(child.stdout.take(), child.stderr.take()),
                     _ => out.attach(r, child.stdout.take(), child.stderr.take()),
                 }
                 procs.push(Proc {
                     label: match plan.mode {
                         Mode::Slurm => "srun".into(),
-                        _ => format!("rank {r}"),
+                        _ => label,
                     },
                     child,
                     rank_pid: None,
@@ -525,7 +562,8 @@ fn run(cli: Cli) -> Result<u8, String> {
         }
     }
     let mut job = Job::new(procs, out, n, cli.show_table.map(|f| f.runs(n)));
-    job.per_rank = !matches!(plan.mode, Mode::Slurm);
+    // One process per rank: not srun, nor a host agent, for several.
+    job.per_rank = !matches!(plan.mode, Mode::Slurm) && agents.is_empty();
     let deadline = cli.timeout.map(|t| Instant::now() + t);
     while !job.all_exited() {
         // Everything the GRM said first: it names the rank that died.
@@ -789,6 +827,87 @@ impl Launch<'_> {
             Mode::Here => Some((rank, self.plan.n)),
             Mode::Hosts => self.locals.get(rank as usize).copied(),
         }
+    }
+
+    /// The remote hosts whose ranks start through a host agent, each with
+    /// its ranks in order (`--host-agents`).
+    fn agents(&self) -> Vec<(String, Vec<u32>)> {
+        let (Some(_), Mode::Hosts) = (self.rsh, &self.plan.mode) else {
+            return Vec::new();
+        };
+        let mut by_target: Vec<(String, Vec<u32>)> = Vec::new();
+        for (r, s) in self.plan.spots.iter().enumerate() {
+            if remote::is_this_machine(&s.target) {
+                continue;
+            }
+            match by_target.iter_mut().find(|(t, _)| *t == s.target) {
+                Some((_, ranks)) => ranks.push(r as u32),
+                None => by_target.push((s.target.clone(), vec![r as u32])),
+            }
+        }
+        by_target.retain(|(_, ranks)| match self.cli.host_agents {
+            HostAgents::Always => true,
+            HostAgents::Auto => ranks.len() >= AGENT_FROM,
+            HostAgents::Never => false,
+        });
+        by_target
+    }
+
+    /// Start the host agent on `target` for `ranks` (all on that host):
+    /// the variables all of them share on its command line, as for one
+    /// rank; each rank's own on its standard input, after the token.
+    fn spawn_agent(&self, target: &str, ranks: &[u32]) -> std::io::Result<Child> {
+        let rsh = self
+            .rsh
+            .ok_or_else(|| std::io::Error::other("no remote shell"))?;
+        let envs: Vec<Vec<(String, String)>> = ranks.iter().map(|&r| self.rank_env(r)).collect();
+        let mut common: Vec<(String, String)> = (envs[0].iter())
+            .filter(|kv| envs.iter().all(|e| e.contains(kv)))
+            .cloned()
+            .collect();
+        let specs: Vec<agent::RankSpec> = (ranks.iter().zip(&envs))
+            .map(|(&r, e)| {
+                (
+                    r,
+                    e.iter()
+                        .filter(|kv| !common.contains(kv))
+                        .cloned()
+                        .collect(),
+                )
+            })
+            .collect();
+        with_fm_settings(&mut common);
+        let exe = std::env::current_exe()?;
+        let mut command = vec![exe.to_string_lossy().into_owned(), "--host-agent".into()];
+        command.extend(self.cli.command.iter().cloned());
+        let mut cmd = rsh.command(target, &common, &command);
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(Stdio::piped());
+        // SAFETY: only async-signal-safe system calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setpgid(0, 0);
+                sys::die_with_parent();
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn()?;
+        if let Some(mut input) = child.stdin.take() {
+            let head = format!("{}\n{}", self.token, agent::spec_input(&specs));
+            if let Err(e) = input.write_all(head.as_bytes()) {
+                tracing::debug!(
+                    target,
+                    "fmrun: the remote shell did not take the rank list: {e}"
+                );
+            }
+            if ranks.contains(&0) {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut std::io::stdin().lock(), &mut input);
+                });
+            }
+        }
+        Ok(child)
     }
 
     /// Start rank `rank` (or, under Slurm, srun for all of them).

@@ -6,6 +6,7 @@
 
 use fm_tests::netns::{rate_limit, Cluster, NET_ETHERNET};
 use fm_tests::{network_counter, succeed, TempDir};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 const TESTPROG: &str = env!("CARGO_BIN_EXE_fm-testprog");
@@ -203,7 +204,7 @@ fn one_per_host(c: &Cluster, dir: &TempDir, args: &[&str]) -> std::process::Comm
 /// (`fm-testprog replay-stop`; 0: no attacker). The job's stdout, stderr
 /// (rank 1 says how long the stream took) and the attacker's report.
 fn stream_under_replayed_stops(c: &Cluster, messages: &str, rate: u32) -> (String, String, String) {
-    use std::io::{BufRead, BufReader, Read};
+    use std::io::Read;
     let dir = TempDir::for_segments("ns-replay");
     let mut job = one_per_host(c, &dir, &["stream", messages, "200"])
         .env("FM_ETH_POOL", "16")
@@ -313,7 +314,7 @@ fn bench_a_stream_under_1000_replayed_stops_a_second() {
 /// the GRM), not only the exit status of the rank that ended itself.
 #[test]
 fn a_cut_off_host_is_named_on_fmruns_own_line() {
-    use std::io::{BufRead, BufReader, Read};
+    use std::io::Read;
     let _one = exclusive();
     let Some(c) = Cluster::new("a_cut_off_host_is_named_on_fmruns_own_line", 2) else {
         return;
@@ -352,5 +353,126 @@ fn a_cut_off_host_is_named_on_fmruns_own_line() {
                 || l.contains("heard nothing from the GRM")),
         "fmrun's own lines: {own:#?}\n{err}"
     );
+    assert!(dir.segments().is_empty(), "{:?}", dir.segments());
+}
+
+/// fmrun over `hosts` of the cluster with `--rsh` through a script that
+/// logs each remote start (its host) to `log` before `ip netns exec`.
+fn counted_fmrun(c: &Cluster, dir: &TempDir, hosts: &str, args: &[&str]) -> std::process::Command {
+    let script = dir.0.join("rsh.sh");
+    let log = dir.0.join("remote-starts");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho \"$1\" >> '{}'\nexec ip netns exec \"$@\"\n",
+            log.display()
+        ),
+    )
+    .expect("write the remote shell");
+    succeed(std::process::Command::new("chmod").arg("+x").arg(&script));
+    let rsh = format!("{} {{host}}", script.display());
+    let mut fmrun_args = c.fmrun_args(hosts, NET_ETHERNET);
+    let at = fmrun_args.iter().position(|a| a == "--rsh").expect("--rsh") + 1;
+    fmrun_args[at] = rsh;
+    let fmrun_args: Vec<&str> = fmrun_args.iter().map(String::as_str).collect();
+    fm_tests::fmrun(TESTPROG, dir, &fmrun_args, Path::new(TESTPROG), args)
+}
+
+/// The remote starts `counted_fmrun` logged.
+fn remote_starts(dir: &TempDir) -> Vec<String> {
+    let log = std::fs::read_to_string(dir.0.join("remote-starts")).unwrap_or_default();
+    log.lines().map(str::to_string).collect()
+}
+
+/// Start `serve` on 8 hosts × 16 ranks; once every rank is ready, `act`
+/// on the job and every rank's pid; then every rank must be gone within
+/// the heartbeat timeout (3 s here) and a margin, on every host.
+fn serve_then(c: &Cluster, dir: &TempDir, act: impl FnOnce(&mut std::process::Child, &[u32])) {
+    let mut job = counted_fmrun(c, dir, &c.hosts_spec(16), &["serve"])
+        .env("FM_HEARTBEAT_TIMEOUT", "3s")
+        .spawn()
+        .expect("fmrun");
+    let lines = BufReader::new(job.stdout.take().expect("piped")).lines();
+    let mut pids = vec![0u32; 128];
+    let mut ready = 0;
+    for l in lines.map_while(Result::ok) {
+        let Some(rest) = l.split("rank ").nth(1) else {
+            continue;
+        };
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        if let [rank, "pid", pid, "ready"] = words[..] {
+            pids[rank.parse::<usize>().expect("rank")] = pid.parse().expect("pid");
+            ready += 1;
+            if ready == 128 {
+                break;
+            }
+        }
+    }
+    assert_eq!(ready, 128, "every rank serves");
+    act(&mut job, &pids);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let alive = || pids.iter().filter(|&&p| fm_platform::pid_alive(p)).count();
+    while alive() > 0 && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = job.kill();
+    let _ = job.wait();
+    assert_eq!(alive(), 0, "ranks left running");
+}
+
+/// 8 hosts × 16 ranks start through exactly 8 remote starts (one host
+/// agent each); every rank's output is fmrun's as ever, prefixed by rank,
+/// and a failing rank's exit status is the job's. A rank killed, or fmrun
+/// killed, ends every process on every host.
+#[test]
+fn eight_hosts_of_16_ranks_start_through_one_remote_start_each() {
+    let _one = exclusive();
+    let test = "eight_hosts_of_16_ranks_start_through_one_remote_start_each";
+    let Some(c) = Cluster::new(test, 8) else {
+        return;
+    };
+    let dir = TempDir::for_segments("ns-agents");
+    let (out, err) = succeed(&mut counted_fmrun(
+        &c,
+        &dir,
+        &c.hosts_spec(16),
+        &["alltoall", "200", "8192", "5"],
+    ));
+    let mut starts = remote_starts(&dir);
+    starts.sort();
+    let mut hosts: Vec<String> = c.hosts.iter().map(|h| h.name.clone()).collect();
+    hosts.sort();
+    assert_eq!(starts, hosts, "one remote start per host");
+    for r in 0..128 {
+        let line = format!("[{r:>3}] rank {r}: ok, received");
+        assert!(
+            out.contains(&line) || err.contains(&line),
+            "rank {r}:\n{err}"
+        );
+    }
+    assert!(dir.segments().is_empty(), "{:?}", dir.segments());
+
+    // Rank 37 leaves and exits with status 7: the job's status.
+    let _ = std::fs::remove_file(dir.0.join("remote-starts"));
+    let o = counted_fmrun(&c, &dir, &c.hosts_spec(16), &["exit", "37", "7"])
+        .output()
+        .expect("fmrun");
+    let t = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(7), "{t}");
+    assert!(t.contains("rank 37 exited with status 7"), "{t}");
+    assert_eq!(remote_starts(&dir).len(), 8);
+
+    // A rank killed: the job ends on every host.
+    serve_then(&c, &dir, |job, pids| {
+        // SAFETY: signalling a rank this test started.
+        unsafe { libc::kill(pids[37] as i32, libc::SIGKILL) };
+        let status = job.wait().expect("fmrun");
+        assert!(!status.success());
+    });
+    // fmrun killed: its ranks on every host end by themselves.
+    serve_then(&c, &dir, |job, _| {
+        let _ = job.kill();
+        let _ = job.wait();
+    });
     assert!(dir.segments().is_empty(), "{:?}", dir.segments());
 }
