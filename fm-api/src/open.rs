@@ -479,7 +479,7 @@ fn join_job(
         &g.token,
         join,
         config.shm.attach_timeout,
-        wait::job_ended_by_grm,
+        wait::job_ended_under_this_process,
     )?;
     let w = &m.welcome;
     let size = w.nodes.len();

@@ -67,10 +67,11 @@ pub fn end_job(reason: String) {
 }
 
 /// The job ended under this process, as the resource manager says (a peer
-/// died, the GRM or its link was lost): end every wait first, then — if
+/// died, the GRM or its link was lost) or, under a PMI launcher, the watch
+/// of this host's ranks (`wireup/launched.rs`): end every wait first, then — if
 /// the process still holds an endpoint after [`JOB_END_GRACE`] — the
 /// process; log last, since a log line may block on a stderr nobody reads.
-pub(crate) fn job_ended_by_grm(reason: String) {
+pub(crate) fn job_ended_under_this_process(reason: String) {
     end_job(reason.clone());
     let _ = std::thread::Builder::new()
         .name("fm-job-ended".into())

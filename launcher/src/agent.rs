@@ -27,6 +27,7 @@
 
 use crate::signals;
 use fm_platform as sys;
+use fm_platform::hex;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
@@ -43,26 +44,12 @@ pub fn spec_input(ranks: &[RankSpec]) -> String {
         s += &rank.to_string();
         for (k, v) in env {
             s.push(' ');
-            s += &hex(format!("{k}={v}").as_bytes());
+            s += &hex::encode(format!("{k}={v}").as_bytes());
         }
         s.push('\n');
     }
     s.push('\n');
     s
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// One line of the rank list.
@@ -72,7 +59,7 @@ fn parse_rank(line: &str) -> Result<RankSpec, String> {
         .map_err(|e| format!("a rank line that does not start with a rank ({e}): {line:?}"))?;
     let mut env = Vec::new();
     for w in words {
-        let kv = unhex(w)
+        let kv = hex::decode(w)
             .and_then(|b| String::from_utf8(b).ok())
             .ok_or_else(|| format!("rank {rank}: a variable that is not hexadecimal: {w:?}"))?;
         let (k, v) = kv

@@ -1,11 +1,12 @@
 //! fm-platform: what fm needs of the operating system that is not a device
 //! — the host and its processes (`host.rs`), CPUs (`cpu.rs`), memory
 //! (`memory.rs`), network interfaces and IPv4 networks (`net.rs`), sleeping
-//! until woken (`sleep.rs`), a system call counter (`syscalls.rs`) — and the type of fm's table of settings
-//! (`setting.rs`). System calls go through rustix where it has them, through
+//! until woken (`sleep.rs`), a system call counter (`syscalls.rs`) — the type of fm's table of settings
+//! (`setting.rs`), and a hexadecimal codec for values carried in text (`hex.rs`). System calls go through rustix where it has them, through
 //! libc where it does not (each file says which).
 
 pub mod cpu;
+pub mod hex;
 pub mod host;
 pub mod memory;
 pub mod net;

@@ -10,10 +10,14 @@ use fm::{Config, ErrorKind, Fm, JobKey};
 use fm_tests::{fmrun, workspace_bin, TempDir};
 use std::process::Output;
 
+/// `fm-coll ARGS` under fmrun: a collective that hangs fails the test
+/// (every wait gives up after 120 s, and fmrun stops the job after 300 s)
+/// instead of holding the suite.
 fn coll(dir: &TempDir, fmrun_args: &[&str], args: &[&str], env: &[(&str, &str)]) -> Output {
     let exe = workspace_bin(env!("CARGO_BIN_EXE_fm-coll"), "fm-coll");
-    let mut c = fmrun(env!("CARGO_BIN_EXE_fm-coll"), dir, fmrun_args, &exe, args);
-    c.envs(env.iter().copied());
+    let fmrun_args = [&["--timeout", "300s"][..], fmrun_args].concat();
+    let mut c = fmrun(env!("CARGO_BIN_EXE_fm-coll"), dir, &fmrun_args, &exe, args);
+    c.env("FM_WAIT_TIMEOUT", "120").envs(env.iter().copied());
     c.output().expect("run fmrun")
 }
 
