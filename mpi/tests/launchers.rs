@@ -91,17 +91,17 @@ fn device_counter(t: &str, device: &str, name: &str) -> Vec<(u64, u64)> {
 }
 
 /// The run passed (`passed` printed), and every one of the `n` ranks
-/// sent packets through fm's shared memory.
-fn passed_over_fm_shmem(o: &Output, n: usize, passed: &str) {
+/// sent packets through fm's `device`.
+fn passed_over_fm(o: &Output, n: usize, passed: &str, device: &str) {
     let t = text(o);
     assert!(o.status.success() && t.contains(passed), "{t}");
-    let sent = device_counter(&t, "shmem", "packets_sent");
+    let sent = device_counter(&t, device, "packets_sent");
     assert_eq!(sent.len(), n, "one fm-stats line per rank:\n{t}");
     for (i, (rank, packets)) in sent.iter().enumerate() {
         assert_eq!(*rank, i as u64, "{t}");
         assert!(
             *packets > 0,
-            "rank {rank} sent nothing through fm's shmem:\n{t}"
+            "rank {rank} sent nothing through fm's {device}:\n{t}"
         );
     }
 }
@@ -134,9 +134,9 @@ fn mpiexec_mpich_runs_mpich_built_programs_over_fm() {
     let Some(o) = under_hydra(&dir, 4, &[&p2p], &[]) else {
         return;
     };
-    passed_over_fm_shmem(&o, 4, "all passed on 4 ranks");
+    passed_over_fm(&o, 4, "all passed on 4 ranks", "shmem");
     let o = under_hydra(&dir, 4, &[&coll], &[]).expect("mpiexec");
-    passed_over_fm_shmem(&o, 4, "all collectives passed on 4 ranks");
+    passed_over_fm(&o, 4, "all collectives passed on 4 ranks", "shmem");
     // The checker fails when the data is wrong.
     let o = under_hydra(&dir, 2, &[&p2p], &["sabotage"]).expect("mpiexec");
     assert!(
@@ -147,14 +147,7 @@ fn mpiexec_mpich_runs_mpich_built_programs_over_fm() {
 
     let w = two_hosts_wrapper(&dir);
     let o = under_hydra(&dir, 4, &[&w, &p2p], &[]).expect("mpiexec");
-    let t = text(&o);
-    assert!(
-        o.status.success() && t.contains("all passed on 4 ranks"),
-        "{t}"
-    );
-    for (rank, packets) in device_counter(&t, "ethernet", "packets_sent") {
-        assert!(packets > 0, "rank {rank} sent nothing over ethernet:\n{t}");
-    }
+    passed_over_fm(&o, 4, "all passed on 4 ranks", "ethernet");
 
     // Rank 1 killed while the others wait for it: hydra's own report.
     let o = under_hydra(&dir, 3, &[&p2p], &["die"]).expect("mpiexec");
@@ -188,9 +181,9 @@ fn srun_runs_mpich_built_programs_over_fm() {
     };
     for mpi in ["pmi2", "pmix"] {
         let o = under_srun(&slurm, mpi, &dir, 4, &[&p2p], &[]);
-        passed_over_fm_shmem(&o, 4, "all passed on 4 ranks");
+        passed_over_fm(&o, 4, "all passed on 4 ranks", "shmem");
         let o = under_srun(&slurm, mpi, &dir, 4, &[&coll], &[]);
-        passed_over_fm_shmem(&o, 4, "all collectives passed on 4 ranks");
+        passed_over_fm(&o, 4, "all collectives passed on 4 ranks", "shmem");
 
         let o = under_srun(&slurm, mpi, &dir, 3, &[&p2p], &["die"]);
         let t = text(&o);
@@ -206,14 +199,7 @@ fn srun_runs_mpich_built_programs_over_fm() {
     // hosts run there; under pmix they are the launcher's.
     let w = two_hosts_wrapper(&dir);
     let o = under_srun(&slurm, "pmi2", &dir, 4, &[&w, &coll], &[]);
-    let t = text(&o);
-    assert!(
-        o.status.success() && t.contains("all collectives passed"),
-        "{t}"
-    );
-    for (rank, packets) in device_counter(&t, "ethernet", "packets_sent") {
-        assert!(packets > 0, "rank {rank} sent nothing over ethernet:\n{t}");
-    }
+    passed_over_fm(&o, 4, "all collectives passed on 4 ranks", "ethernet");
     // fm's watch names the killed rank under pmi2.
     let o = under_srun(&slurm, "pmi2", &dir, 3, &[&p2p], &["die"]);
     let t = text(&o);
@@ -254,12 +240,9 @@ fn open_mpi_mpirun_runs_mpich_built_programs_over_fm() {
         fm_env(&mut c, &dir);
         c.output().expect("mpirun.openmpi")
     };
-    passed_over_fm_shmem(&run("4", &p2p, &[]), 4, "all passed on 4 ranks");
-    passed_over_fm_shmem(
-        &run("4", &coll, &[]),
-        4,
-        "all collectives passed on 4 ranks",
-    );
+    passed_over_fm(&run("4", &p2p, &[]), 4, "all passed on 4 ranks", "shmem");
+    let o = run("4", &coll, &[]);
+    passed_over_fm(&o, 4, "all collectives passed on 4 ranks", "shmem");
     let o = run("3", &p2p, &["die"]);
     let t = text(&o);
     assert!(t.contains("exited on signal 9"), "{t}");

@@ -10,7 +10,7 @@
 
 mod launched;
 pub mod pmi;
-pub mod pmix;
+mod pmix;
 mod space;
 
 pub use launched::abort;
