@@ -46,7 +46,6 @@ pub(crate) struct Mpi {
     /// `MPI_ANY_SOURCE` for binaries that assume Open MPI's numbering
     /// (`FM_MPI_SOURCE_MINUS_ONE`).
     pub(crate) minus_one: c_int,
-    pub(crate) t0: Instant,
 }
 
 /// A persistent request: what `MPI_Start` begins, on which communicator,
@@ -565,8 +564,17 @@ pub(crate) fn init(func: &str) -> c_int {
 }
 
 /// The library joins the job (`MPI_Init`, or the first `MPI_Session_init`).
+/// The start of `MPI_Wtime`'s clock: the first read, or the first
+/// `MPI_Init` if that came first (the standard asks only for a fixed
+/// point in the past, the same for the whole process).
+pub(crate) fn clock_start() -> Instant {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *START.get_or_init(Instant::now)
+}
+
 pub(crate) fn join_job(func: &str) -> Box<Mpi> {
     crate::threads::initialising();
+    clock_start();
     let minus_one = match fm::settings::env_only::<MinusOne>(&fm::settings::MPI_SOURCE_MINUS_ONE) {
         Ok(v) => v.map_or(MPI_PROC_NULL, |v| v.0),
         Err(e) => fatal(None, func, &e.to_string()),
@@ -627,7 +635,6 @@ pub(crate) fn join_job(func: &str) -> Box<Mpi> {
         sessions: Vec::new(),
         universe: size as c_int,
         minus_one,
-        t0: Instant::now(),
     })
 }
 

@@ -28,7 +28,8 @@
 //! `INSIDE` after arming the doorbell and before sleeping (the doorbell's
 //! armed-head protocol, `fm_devices::doorbell`), so it either sees the
 //! count or is woken. Every lock user counts, not only `call`
-//! (`state::phase`: `MPI_Wtime` takes the lock too). An idle thread
+//! (`state::phase`: `MPI_Initialized` takes the lock too; `MPI_Wtime`
+//! reads its clock without it). An idle thread
 //! reads [`ENDS`] before its last test and sleeps only while it is
 //! unchanged past that test, looked at under [`ENDED`]'s mutex, which a
 //! releasing thread takes to notify once it has bumped `ENDS`.

@@ -10,8 +10,9 @@
  * Then: a thread blocked in MPI_Recv, MPI_Probe, MPI_Wait, MPI_Sendrecv
  * or MPI_Barrier must not stop another thread of its process from
  * sending the message that lets the wait end, nor its MPI_Wtime and
- * MPI_Initialized before that (calls that take the library's lock outside
- * its usual path: not counting them once hung; with one lock held across
+ * MPI_Initialized before that (MPI_Initialized takes the library's lock
+ * outside its usual path, as MPI_Wtime once did: not counting them once
+ * hung; with one lock held across
  * a blocking call, each of these hangs, and so do the four threads
  * above; an alarm turns a hang into a failure).
  *
