@@ -527,9 +527,15 @@ fn run(cli: Cli) -> Result<u8, String> {
         _ => n,
     };
     let agents = launch.agents();
+    // Per rank, the host agent that starts it (one pass, not a search per rank).
+    let mut agent_of: Vec<Option<&(String, Vec<u32>)>> = vec![None; count as usize];
+    for a in &agents {
+        for &r in &a.1 {
+            agent_of[r as usize] = Some(a);
+        }
+    }
     for r in 0..count {
-        let by_agent = agents.iter().find(|(_, ranks)| ranks.contains(&r));
-        let started = match by_agent {
+        let started = match agent_of[r as usize] {
             // The host's agent starts with its first rank, for all of them.
             Some((target, ranks)) if ranks[0] == r => launch
                 .spawn_agent(target, ranks)
