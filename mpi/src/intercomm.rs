@@ -241,13 +241,9 @@ pub(crate) fn group_view(
 
 /// `MPI_Comm_create_group`: a communicator of `group`'s members, who
 /// alone call it, told apart from their other calls on `comm` by the tag.
-/// A blocking agreement among the members only. Made one that does not
-/// block (as `MPI_Comm_create`'s is), it waits, by the agreements' order,
-/// behind every `MPI_Comm_idup` of `comm` still open, which needs every
-/// member of `comm` to offer its free ids; one outside the group may by
-/// then be in a blocking agreement over `comm` (an `MPI_Comm_split`),
-/// holding its ids until the group's members join it: a deadlock
-/// (MPICH's threads/comm/idup_comm_gen).
+/// (A blocking agreement: made one that does not block, as
+/// `MPI_Comm_create`'s is, MPICH's threads/comm/idup_comm_gen hung, and
+/// why is not known yet.)
 pub(crate) fn create_group(
     m: &mut Mpi,
     comm: Handle,
