@@ -206,15 +206,12 @@ fn merge_holding(m: &mut Mpi, inter: Handle, high: bool) -> MpiResult<Handle> {
 /// `MPI_Comm_create_group`: the members of `group` (a subgroup of
 /// `comm`'s) make a communicator, the others taking no part; `tag` tells
 /// concurrent ones apart.
-/// `MPI_Comm_create_group`'s checks, and the view of `comm` its members
-/// agree in with their ranks there, or `None` for a process outside
-/// `group` (its new communicator is `MPI_COMM_NULL`).
-pub(crate) fn group_view(
+pub(crate) fn create_group(
     m: &mut Mpi,
     comm: Handle,
     group: Handle,
     user_tag: c_int,
-) -> MpiResult<Option<(Comm, Arc<[fm::Rank]>)>> {
+) -> MpiResult<Handle> {
     let parent = m.intracomm(comm, "MPI_Comm_create_group")?.clone();
     let members = m.group(group)?;
     if let Some(r) = members.iter().find(|r| !parent.ranks.contains(r)) {
@@ -231,36 +228,18 @@ pub(crate) fn group_view(
     }
     let me = m.engine.fm.rank();
     let Some(rank) = members.iter().position(|&r| r == me) else {
-        return Ok(None);
-    };
-    Ok(Some((
-        view(&parent, members.clone(), rank as c_int),
-        members,
-    )))
-}
-
-/// `MPI_Comm_create_group`: a communicator of `group`'s members, who
-/// alone call it, told apart from their other calls on `comm` by the tag.
-/// (A blocking agreement: made one that does not block, as
-/// `MPI_Comm_create`'s is, MPICH's threads/comm/idup_comm_gen hung, and
-/// why is not known yet.)
-pub(crate) fn create_group(
-    m: &mut Mpi,
-    comm: Handle,
-    group: Handle,
-    user_tag: c_int,
-) -> MpiResult<Handle> {
-    let Some((v, members)) = group_view(m, comm, group, user_tag)? else {
         return Ok(MPI_COMM_NULL);
     };
+    let v = view(&parent, members.clone(), rank as c_int);
     let id = agree_among(m, &v, user_tag)?;
     m.add_comm(Comm {
         context: id,
         ranks: members,
+        rank: rank as c_int,
         remote: None,
         collectives: 0,
         children: 0,
-        ..v
+        ..parent
     })
 }
 

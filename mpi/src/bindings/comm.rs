@@ -27,56 +27,19 @@ fn PMPI_Comm_size(comm: Handle, size: *mut c_int) -> c_int {
 
 #[mpi]
 fn PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) -> c_int {
-    // `MPI_Comm_idup` and a wait, whatever the thread level: the members'
-    // agreement is then one protocol at every process (a rank that asked
-    // for MPI_THREAD_MULTIPLE and one that did not must still agree), and
-    // under MPI_THREAD_MULTIPLE the wait holds up no other thread
-    // (`threads`; docs/MPI.md, "Threads").
-    let mut request = MPI_REQUEST_NULL;
-    let rc = PMPI_Comm_idup(comm, newcomm, &mut request);
-    if rc != MPI_SUCCESS {
-        return rc;
-    }
-    let status = STATUS_IGNORE as *mut MpiStatus;
-    super::request::wait("MPI_Comm_dup", comm, &mut request, status)
-}
-
-/// A new context agreed by the members of a view (`engine::agreements`),
-/// in three steps: `start`, under the library's lock, checks the call and
-/// names the view, the parent's context and the child's number (or
-/// `None`: nothing to agree, the call is done); the agreement is then
-/// waited for — without the lock under MPI_THREAD_MULTIPLE, so that one
-/// thread's agreement holds up no other's — and `finish`, under the lock
-/// again, makes what the context is for. The same protocol at every
-/// thread level.
-unsafe fn agreeing<T>(
-    func: &str,
-    comm: Handle,
-    start: impl FnOnce(&mut Mpi) -> MpiResult<Option<(Comm, u32, u32, T)>>,
-    finish: impl FnOnce(&mut Mpi, u32, T) -> MpiResult<()>,
-) -> c_int {
-    let mut started = None;
-    let rc = call(func, comm, |m| {
-        if let Some((view, parent, epoch, t)) = start(m)? {
-            started = Some((m.engine.start_agreement(&view, parent, epoch), t));
+    if crate::threads::multiple() {
+        // `MPI_Comm_idup`, waited for without the lock: the members'
+        // agreement on the context then holds up no other thread
+        // (`threads`; docs/MPI.md, "Threads").
+        let mut request = MPI_REQUEST_NULL;
+        let rc = PMPI_Comm_idup(comm, newcomm, &mut request);
+        if rc != MPI_SUCCESS {
+            return rc;
         }
-        Ok(())
-    });
-    let Some(((req, id), t)) = started.filter(|_| rc == MPI_SUCCESS) else {
-        return rc;
-    };
-    let mut request = crate::request::request_handle(req);
-    let status = STATUS_IGNORE as *mut MpiStatus;
-    // A failed agreement leaves its error as its outcome, said below.
-    let _ = super::request::wait(func, comm, &mut request, status);
-    call(func, comm, |m| match m.engine.agreements.outcome(id) {
-        Some(Ok(context)) => finish(m, context, t),
-        Some(Err(e)) => Err(e),
-        None => err(
-            MPI_ERR_INTERN,
-            "the context agreement ended without an outcome",
-        ),
-    })
+        let status = STATUS_IGNORE as *mut MpiStatus;
+        return super::request::wait("MPI_Comm_dup", comm, &mut request, status);
+    }
+    super::attr::with_attributes("MPI_Comm_dup", Kind::Comm, comm, newcomm, |m| dup(m, comm))
 }
 
 #[mpi]
@@ -200,8 +163,8 @@ fn host_color(m: &Mpi) -> c_int {
 
 #[mpi]
 fn PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) -> c_int {
-    let start = |m: &mut Mpi| {
-        let out = arg(newcomm, "the new communicator")?;
+    call("MPI_Comm_create", comm, |m| {
+        let newcomm = arg(newcomm, "the new communicator")?;
         let members = m.group(group)?;
         if m.comm(comm)?.remote.is_some() {
             // Of an intercommunicator: `group` is part of this side's
@@ -211,8 +174,8 @@ fn PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) -> c_int 
                 Some(at) => (0, at as c_int),
                 None => (MPI_UNDEFINED, 0),
             };
-            *out = split(m, comm, color, key)?;
-            return Ok(None);
+            *newcomm = split(m, comm, color, key)?;
+            return Ok(());
         }
         let (epoch, parent) = m.child_of(comm)?;
         if let Some(r) = members.iter().find(|r| !parent.ranks.contains(r)) {
@@ -221,17 +184,11 @@ fn PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) -> c_int 
                 format!("the group holds process {r}, which is not in the communicator"),
             );
         }
-        let (context, view) = (parent.context, parent.clone());
-        Ok(Some((view, context, epoch, (members, parent))))
-    };
-    // Every member of `comm` agrees; one outside `group` gives its id back.
-    let finish = |m: &mut Mpi, context: u32, (members, parent): (Arc<[fm::Rank]>, Comm)| {
         let me = m.engine.fm.rank();
-        *arg(newcomm, "the new communicator")? = match members.iter().position(|&r| r == me) {
-            None => {
-                m.engine.contexts.release(context);
-                MPI_COMM_NULL
-            }
+        let mine = members.iter().position(|&r| r == me);
+        let context = m.new_context(&parent, epoch, mine.is_some())?;
+        *newcomm = match mine {
+            None => MPI_COMM_NULL,
             Some(rank) => m.add_comm(Comm {
                 context,
                 ranks: members,
@@ -243,8 +200,7 @@ fn PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) -> c_int 
             })?,
         };
         Ok(())
-    };
-    agreeing("MPI_Comm_create", comm, start, finish)
+    })
 }
 
 #[mpi]

@@ -1,5 +1,4 @@
-//! Context agreements that do not block (`MPI_Comm_idup`, and so
-//! `MPI_Comm_dup`, `MPI_Comm_create`, `MPI_Comm_create_group`): the members of
+//! Context agreements that do not block (`MPI_Comm_idup`): the members of
 //! a communicator agree on a new context id in rounds, each round a
 //! non-blocking allreduce (bitwise AND) of what each member offers, which
 //! every progress advances.
@@ -167,7 +166,7 @@ impl Engine {
             let status = match &outcome {
                 Ok(_) => MpiStatus::empty(),
                 Err(e) => {
-                    tracing::warn!("a context agreement failed: {}", e.message);
+                    tracing::warn!("MPI_Comm_idup failed: {}", e.message);
                     MpiStatus {
                         error: e.class,
                         ..MpiStatus::empty()
@@ -196,9 +195,8 @@ impl Engine {
         plan.reducing(Reduction::Predefined(Predefined::Band, Elem::U8));
         // A member is at most one round ahead of another (a round ends
         // nowhere before every member has offered), so the round's last
-        // three bits tell rounds apart; the child number (or
-        // `MPI_Comm_create_group`'s tag), agreements. Kept a valid tag.
-        let tag = ((a.epoch.wrapping_shl(3) | (a.round & 7)) & crate::abi::TAG_UB as u32) as c_int;
+        // three bits tell rounds apart; the child number, agreements.
+        let tag = (a.epoch << 3 | (a.round & 7)) as c_int;
         Round {
             schedule: schedule(plan, a.context, tag, a.ranks.clone()),
             offer: span,
