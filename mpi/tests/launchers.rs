@@ -154,14 +154,10 @@ fn mpiexec_mpich_runs_mpich_built_programs_over_fm() {
     let t = text(&o);
     assert!(!o.status.success(), "{t}");
     assert!(t.contains("BAD TERMINATION"), "{t}");
-    // MPI_Abort(7) ends the job through PMI with that code.
+    // MPI_Abort(7) ends the job through PMI with that code. (Hydra kills
+    // every rank at once: the aborting rank's own line may not reach it.)
     let o = under_hydra(&dir, 3, &[&p2p], &["abort"]).expect("mpiexec");
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(7), "{t}");
-    assert!(
-        t.contains("rank 1 called MPI_Abort with error code 7"),
-        "{t}"
-    );
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o));
     assert!(dir.segments().is_empty(), "{:?}", dir.segments());
 }
 
