@@ -312,10 +312,8 @@ impl Pmi {
         if std::mem::replace(&mut self.finalized, true) {
             return Ok(());
         }
-        match self.wire {
-            Wire::V1 => self.call("finalize", &[])?,
-            Wire::V2 => self.call("finalize", &[])?,
-        };
+        // The same command in both protocols.
+        self.call("finalize", &[])?;
         Ok(())
     }
 
