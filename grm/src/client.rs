@@ -5,7 +5,7 @@
 //! says (a peer died, the job ended) and hands it to a callback.
 
 use crate::auth::{self, Proof};
-use crate::proto::{self, Join, Msg, ProtoError, Welcome};
+use crate::proto::{self, HostJoin, HostWelcome, Join, Msg, ProtoError, Welcome};
 use fm_devices::JobKey;
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
@@ -530,6 +530,24 @@ pub fn signed_join(token: &str, challenge: &Proof, mut join: Join) -> Join {
     join.nonce = auth::nonce();
     join.proof = auth::sign(token, "join", challenge, &join.signed_bytes());
     join
+}
+
+/// `signed_join` for a host agent: the HostJoin of `token`'s job for the
+/// connection whose GRM sent `challenge`.
+pub fn signed_host_join(token: &str, challenge: &Proof, mut join: HostJoin) -> HostJoin {
+    join.job = auth::job_id(token);
+    join.nonce = auth::nonce();
+    join.proof = auth::sign(token, "host-join", challenge, &join.signed_bytes());
+    join
+}
+
+/// Is `w` the GRM's answer to the HostJoin whose nonce was `nonce`, for
+/// the job of `welcome_key` (`auth::welcome_key` of its token)? Its map,
+/// from the GRM or relayed by another agent, is checked apart: its digest
+/// must be `w.map_digest`.
+pub fn host_welcome_proves(welcome_key: &Proof, nonce: &Proof, w: &HostWelcome) -> bool {
+    let signed = proto::host_welcome_signed(w);
+    auth::check(welcome_key, "host-welcome", nonce, &signed, &w.proof)
 }
 
 /// The Register of `token`'s job for the connection whose GRM sent

@@ -14,7 +14,7 @@
 
 use crate::auth::{self, JobId, Proof};
 use crate::peer::Client;
-use crate::proto::{self, GrmStatus, Join, Msg, Node, ProtoError, MAX_JOB};
+use crate::proto::{self, GrmStatus, HostJoin, HostWelcome, Join, Msg, Node, ProtoError, MAX_JOB};
 use fm_devices::JobKey;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -100,6 +100,8 @@ enum Role {
     },
     Launcher(JobId),
     Member(JobId, u32),
+    /// A host agent, speaking for the job's ranks on its host.
+    Host(JobId),
     /// Nothing more is read from it (it left, was answered or refused).
     Done,
 }
@@ -141,6 +143,29 @@ struct Job {
     welcomed: bool,
     /// The first joiner's handler table: every later one must match it.
     reference: Option<HandlerTable>,
+    /// Host agents by connection, each speaking for some of the members.
+    agents: BTreeMap<ConnId, Agent>,
+}
+
+impl Job {
+    /// Every connection of the job's processes still there (an agent's
+    /// once, however many ranks it speaks for).
+    fn member_conns(&self) -> BTreeSet<ConnId> {
+        (self.members.values())
+            .filter(|m| !m.left)
+            .map(|m| m.conn)
+            .collect()
+    }
+}
+
+/// A host agent of a job.
+struct Agent {
+    /// Where it takes the node map from another agent.
+    relay: String,
+    /// The nonce of its HostJoin, which its HostWelcome's proof answers.
+    nonce: Proof,
+    /// The ranks it speaks for, in its HostJoin's order.
+    ranks: Vec<u32>,
 }
 
 /// A process's handler table: (rank, fingerprint, (ID, name) entries).
@@ -413,6 +438,7 @@ impl Core {
             },
             Role::Launcher(id) => Role::Launcher(*id),
             Role::Member(id, rank) => Role::Member(*id, *rank),
+            Role::Host(id) => Role::Host(*id),
             Role::Done => return,
         };
         c.deadline = Some(now + self.opts.heartbeat_timeout);
@@ -421,6 +447,7 @@ impl Core {
             Role::Greeting { challenge } => self.first(conn, client, &challenge, msg),
             Role::Launcher(_) => self.launcher_said(conn, msg),
             Role::Member(id, rank) => self.member_said(conn, &id, rank, msg),
+            Role::Host(id) => self.host_said(conn, &id, msg),
             Role::Done => {}
         }
     }
@@ -445,8 +472,7 @@ impl Core {
             self.next_heartbeat = now + crate::client::HEARTBEAT;
             let mut to = Vec::new();
             for job in self.jobs.values() {
-                let members = job.members.values().filter(|m| !m.left).map(|m| m.conn);
-                to.extend(job.launcher.into_iter().chain(members));
+                to.extend(job.launcher.into_iter().chain(job.member_conns()));
             }
             let beat = Frame::from(&Msg::Heartbeat);
             self.out
@@ -497,21 +523,42 @@ impl Core {
                 if m.left {
                     return;
                 }
-                let reason = end.describe(timeout);
-                let (host, pid) = (m.host.clone(), m.pid);
-                tracing::warn!(rank, pid, host, "grm: rank {reason}");
-                self.end_job(
-                    &id,
-                    Ending::Died {
-                        rank,
-                        host,
-                        pid,
-                        reason,
-                    },
-                );
+                self.died(&id, rank, end.describe(timeout));
+            }
+            Role::Host(id) => {
+                // Its ranks are as good as gone: the first still there is
+                // named, as the job's first death.
+                let Some(job) = self.jobs.get(&id) else {
+                    return;
+                };
+                let ranks = job.agents.get(&conn).map(|a| a.ranks.as_slice());
+                let still = (ranks.unwrap_or_default().iter())
+                    .find(|r| job.members.get(r).is_some_and(|m| !m.left));
+                if let Some(&rank) = still {
+                    let reason = format!("(its host agent {})", end.describe(timeout));
+                    self.died(&id, rank, reason);
+                }
             }
             Role::Greeting { .. } | Role::Done => {}
         }
+    }
+
+    /// Rank `rank` of job `id` is gone for `reason`: the job ends, naming it.
+    fn died(&mut self, id: &JobId, rank: u32, reason: String) {
+        let Some(m) = self.jobs.get(id).and_then(|j| j.members.get(&rank)) else {
+            return;
+        };
+        let (host, pid) = (m.host.clone(), m.pid);
+        tracing::warn!(rank, pid, host, "grm: rank {reason}");
+        self.end_job(
+            id,
+            Ending::Died {
+                rank,
+                host,
+                pid,
+                reason,
+            },
+        );
     }
 
     fn first(&mut self, conn: ConnId, client: Client, challenge: &Proof, msg: Msg) {
@@ -549,10 +596,15 @@ impl Core {
                     self.refuse(conn, &why);
                 }
             }
+            Msg::HostJoin(j) => {
+                if let Err(why) = self.host_join(conn, client, challenge, j) {
+                    self.refuse(conn, &why);
+                }
+            }
             other => self.refuse(
                 conn,
                 &format!(
-                    "a connection starts with Register, Join or Status, not {}",
+                    "a connection starts with Register, Join, HostJoin or Status, not {}",
                     other.name()
                 ),
             ),
@@ -618,6 +670,7 @@ impl Core {
                 left: 0,
                 welcomed: false,
                 reference: None,
+                agents: BTreeMap::new(),
             },
         );
         Ok(())
@@ -635,26 +688,19 @@ impl Core {
         }
     }
 
-    /// Admit a process to its job, or say why not.
-    fn join(
-        &mut self,
-        conn: ConnId,
+    /// May `client`, who proved what `proved` checks, join job `id`?
+    fn may_join(
+        &self,
         client: Client,
-        challenge: &Proof,
-        j: Join,
+        id: &JobId,
+        proved: impl FnOnce(&JobKeys) -> bool,
     ) -> Result<(), String> {
-        let Some(job) = self.jobs.get_mut(&j.job) else {
+        let Some(job) = self.jobs.get(id) else {
             return Err(
                 "no job with this token is registered at this GRM (wrong or stale FM_JOB_TOKEN; start jobs with fmrun)".into(),
             );
         };
-        if !auth::verify(
-            &job.keys.verifier,
-            "join",
-            challenge,
-            &j.signed_bytes(),
-            &j.proof,
-        ) {
+        if !proved(&job.keys) {
             tracing::warn!(key = %job.key, %client, "grm: a Join without a valid proof of the job's token");
             return Err("the Join does not prove the job's token".into());
         }
@@ -670,55 +716,160 @@ impl Core {
         if job.welcomed {
             return Err("this job has already started with all its processes".into());
         }
-        if let Some(m) = j.rank.and_then(|r| job.members.get(&r).map(|m| (r, m))) {
-            // Both proved the token: one of them is not this job's process
-            // (someone else holds the token), or the launcher started a
-            // rank twice. Either way the job cannot be trusted to go on.
-            let (r, first) = m;
+        Ok(())
+    }
+
+    /// The rank a process of `host`, joining job `id` (admitted by
+    /// [`Core::may_join`]) as `asked`, gets. A rank taken twice or a
+    /// handler table unlike the first joiner's ends the job: both proved
+    /// the token, so the job cannot be trusted, or cannot work.
+    fn take_rank(
+        &mut self,
+        id: &JobId,
+        asked: Option<u32>,
+        (host, pid): (&str, u32),
+        (fingerprint, handlers): (u64, &[(u16, String)]),
+    ) -> Result<u32, String> {
+        let Some(job) = self.jobs.get_mut(id) else {
+            return Err("the job has ended".into());
+        };
+        if let Some((r, first)) = asked.and_then(|r| job.members.get(&r).map(|m| (r, m))) {
+            // Someone else holds the token, or the launcher started a rank
+            // twice.
             let why = format!(
-                "rank {r} joined twice, as pid {} on {} and as pid {} on {}: someone else holds this job's token, or a rank was started twice",
-                first.pid, first.host, j.pid, j.host
+                "rank {r} joined twice, as pid {} on {} and as pid {pid} on {host}: someone else holds this job's token, or a rank was started twice",
+                first.pid, first.host
             );
-            tracing::warn!(key = %job.key, %client, "grm: {why}");
-            self.end_job(&j.job, Ending::Ended(why.clone()));
+            tracing::warn!(key = %job.key, "grm: {why}");
+            self.end_job(id, Ending::Ended(why.clone()));
             return Err(why);
         }
-        let rank = choose_rank(job, j.rank)?;
+        let rank = choose_rank(job, asked)?;
         match &job.reference {
-            None => job.reference = Some((rank, j.fingerprint, j.handlers.clone())),
-            Some((first, fp, table)) if *fp != j.fingerprint || *table != j.handlers => {
+            None => job.reference = Some((rank, fingerprint, handlers.to_vec())),
+            Some((first, fp, table)) if *fp != fingerprint || table != handlers => {
                 let why = format!(
                     "rank {rank}'s handler table differs from rank {first}'s: {}",
-                    handler_difference(*first, table, rank, &j.handlers)
+                    handler_difference(*first, table, rank, handlers)
                 );
-                self.end_job(&j.job, Ending::Ended(why.clone()));
+                self.end_job(id, Ending::Ended(why.clone()));
                 return Err(why);
             }
             Some(_) => {}
         }
-        tracing::debug!(key = %job.key, rank, pid = j.pid, host = j.host, "grm: joined");
-        job.members.insert(
-            rank,
-            Member {
-                conn,
-                host: j.host,
-                pid: j.pid,
-                endpoints: j.endpoints,
-                nonce: j.nonce,
-                left: false,
-            },
-        );
-        let (joined, size, launcher) = (job.members.len() as u32, job.size, job.launcher);
+        Ok(rank)
+    }
+
+    /// Admit a process to its job, or say why not.
+    fn join(
+        &mut self,
+        conn: ConnId,
+        client: Client,
+        challenge: &Proof,
+        j: Join,
+    ) -> Result<(), String> {
+        self.may_join(client, &j.job, |keys| {
+            auth::verify(
+                &keys.verifier,
+                "join",
+                challenge,
+                &j.signed_bytes(),
+                &j.proof,
+            )
+        })?;
+        let rank = self.take_rank(
+            &j.job,
+            j.rank,
+            (&j.host, j.pid),
+            (j.fingerprint, &j.handlers),
+        )?;
+        tracing::debug!(rank, pid = j.pid, host = j.host, "grm: joined");
+        let member = Member {
+            conn,
+            host: j.host,
+            pid: j.pid,
+            endpoints: j.endpoints,
+            nonce: j.nonce,
+            left: false,
+        };
+        if let Some(job) = self.jobs.get_mut(&j.job) {
+            job.members.insert(rank, member);
+        }
         if let Some(c) = self.conns.get_mut(&conn) {
             c.role = Role::Member(j.job, rank);
         }
-        if let Some(l) = launcher {
+        self.joined(&j.job);
+        Ok(())
+    }
+
+    /// Admit a host agent's processes to their job, or say why not. One
+    /// that cannot join ends the job, which cannot start without them.
+    fn host_join(
+        &mut self,
+        conn: ConnId,
+        client: Client,
+        challenge: &Proof,
+        j: HostJoin,
+    ) -> Result<(), String> {
+        self.may_join(client, &j.job, |keys| {
+            let signed = j.signed_bytes();
+            auth::verify(&keys.verifier, "host-join", challenge, &signed, &j.proof)
+        })?;
+        if j.members.is_empty() {
+            return Err("a HostJoin names no process".into());
+        }
+        let mut ranks = Vec::with_capacity(j.members.len());
+        for m in j.members {
+            let fingerprint = (j.fingerprint, j.handlers.as_slice());
+            let rank = match self.take_rank(&j.job, m.rank, (&j.host, m.pid), fingerprint) {
+                Ok(r) => r,
+                Err(why) => {
+                    let why = format!("host agent on {}: {why}", j.host);
+                    self.end_job(&j.job, Ending::Ended(why.clone()));
+                    return Err(why);
+                }
+            };
+            let member = Member {
+                conn,
+                host: j.host.clone(),
+                pid: m.pid,
+                endpoints: m.endpoints,
+                nonce: j.nonce,
+                left: false,
+            };
+            if let Some(job) = self.jobs.get_mut(&j.job) {
+                job.members.insert(rank, member);
+            }
+            ranks.push(rank);
+        }
+        tracing::debug!(host = j.host, ranks = ranks.len(), "grm: a host joined");
+        let agent = Agent {
+            relay: j.relay,
+            nonce: j.nonce,
+            ranks,
+        };
+        if let Some(job) = self.jobs.get_mut(&j.job) {
+            job.agents.insert(conn, agent);
+        }
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.role = Role::Host(j.job);
+        }
+        self.joined(&j.job);
+        Ok(())
+    }
+
+    /// Members joined job `id`: tell its launcher, and fence once all are in.
+    fn joined(&mut self, id: &JobId) {
+        let Some(job) = self.jobs.get(id) else {
+            return;
+        };
+        let (joined, size) = (job.members.len() as u32, job.size);
+        if let Some(l) = job.launcher {
             self.send(l, &Msg::Progress { joined, size });
         }
         if joined == size {
-            self.fence(&j.job);
+            self.fence(id);
         }
-        Ok(())
     }
 
     /// Everyone joined: give each process the node map, with the proof
@@ -743,7 +894,8 @@ impl Core {
         drop(nodes);
         let digest = proto::map_digest(&map);
         tracing::info!(key = %job.key, size = job.size, program = job.program, map_bytes = map.len(), "grm: job complete, node map sent");
-        for (&rank, m) in &job.members {
+        let own = (job.members.iter()).filter(|(_, m)| !job.agents.contains_key(&m.conn));
+        for (&rank, m) in own {
             let signed = proto::welcome_signed(job.key.0, rank, heartbeat_ms, &digest);
             let proof = auth::prove(&job.keys.welcome_key, "welcome", &m.nonce, &signed);
             let head = proto::welcome_head(job.key.0, rank, heartbeat_ms, &proof, map.len());
@@ -755,15 +907,85 @@ impl Core {
                 },
             ));
         }
+        // Host agents in the order of their first ranks; the first
+        // RELAY_FANOUT get the map, and every agent passes it on
+        // (`proto::relay_children`).
+        let mut agents: Vec<(&ConnId, &Agent)> = job.agents.iter().collect();
+        agents.sort_by_key(|(_, a)| a.ranks.iter().min().copied());
+        for (i, &(&conn, a)) in agents.iter().enumerate() {
+            let mut w = HostWelcome {
+                job_key: job.key.0,
+                heartbeat_ms,
+                ranks: a.ranks.clone(),
+                relay_to: (proto::relay_children(i, agents.len()))
+                    .map(|c| agents[c].1.relay.clone())
+                    .collect(),
+                map_digest: digest,
+                proof: [0; 32],
+                map: Vec::new(),
+            };
+            let signed = proto::host_welcome_signed(&w);
+            w.proof = auth::prove(&job.keys.welcome_key, "host-welcome", &a.nonce, &signed);
+            let root = i < proto::RELAY_FANOUT;
+            let map_len = if root { map.len() } else { 0 };
+            let head = proto::host_welcome_head(&w, map_len);
+            let shared = root.then(|| map.clone());
+            self.out
+                .push_back(Output::Send(conn, Frame { head, shared }));
+        }
     }
 
     fn member_said(&mut self, conn: ConnId, id: &JobId, rank: u32, msg: Msg) {
+        match msg {
+            Msg::Heartbeat => {}
+            m @ (Msg::Ready { .. } | Msg::Stats { .. } | Msg::Leave | Msg::Abort { .. }) => {
+                self.rank_said(conn, id, rank, m)
+            }
+            other => {
+                let name = other.name();
+                self.refuse_and_end(
+                    conn,
+                    &format!("a joined process does not send {name}"),
+                    format!("unexpected {name}"),
+                );
+            }
+        }
+    }
+
+    /// A host agent says something for its host or one of its ranks.
+    fn host_said(&mut self, conn: ConnId, id: &JobId, msg: Msg) {
+        let ours = |rank: u32| {
+            (self.jobs.get(id))
+                .and_then(|j| j.agents.get(&conn))
+                .is_some_and(|a| a.ranks.contains(&rank))
+        };
+        match msg {
+            Msg::Heartbeat => {}
+            Msg::ForRank { rank, msg } if ours(rank) => self.rank_said(conn, id, rank, *msg),
+            Msg::ForRank { rank, .. } => self.refuse_and_end(
+                conn,
+                &format!("rank {rank} is not one this host agent joined"),
+                format!("spoke for rank {rank}, not its own"),
+            ),
+            other => {
+                let name = other.name();
+                self.refuse_and_end(
+                    conn,
+                    &format!("a host agent does not send {name}"),
+                    format!("unexpected {name}"),
+                );
+            }
+        }
+    }
+
+    /// What rank `rank` says, through its own connection `conn` or its
+    /// host agent's (`Ready`, `Stats`, `Leave` or `Abort`).
+    fn rank_said(&mut self, conn: ConnId, id: &JobId, rank: u32, msg: Msg) {
         let Some(job) = self.jobs.get_mut(id) else {
             return;
         };
         let launcher = job.launcher;
         match msg {
-            Msg::Heartbeat => {}
             Msg::Ready { table } => {
                 if let (Some(l), Some(m)) = (launcher, job.members.get(&rank)) {
                     let pid = m.pid;
@@ -783,7 +1005,9 @@ impl Core {
                     }
                 }
                 let done = job.left == job.size;
-                if let Some(c) = self.conns.get_mut(&conn) {
+                // A connection is done once every rank it speaks for left.
+                let all_left = (job.members.values()).all(|m| m.conn != conn || m.left);
+                if let Some(c) = self.conns.get_mut(&conn).filter(|_| all_left) {
                     c.role = Role::Done;
                     c.deadline = None;
                 }
@@ -792,14 +1016,15 @@ impl Core {
                 }
             }
             Msg::Abort { reason } => {
-                self.lost(conn, End::Aborted(reason));
+                let reason = End::Aborted(reason).describe(self.opts.heartbeat_timeout);
+                self.died(id, rank, reason);
                 self.finish(conn);
             }
             other => {
                 let name = other.name();
                 self.refuse_and_end(
                     conn,
-                    &format!("a joined process does not send {name}"),
+                    &format!("a rank does not send {name} here"),
                     format!("unexpected {name}"),
                 );
             }
@@ -840,19 +1065,17 @@ impl Core {
             dirs: dirs.into_iter().collect(),
         });
         // The launcher first: it hears who died before the others react.
-        let told = job
-            .launcher
-            .into_iter()
-            .chain((job.members.values()).filter(|m| !m.left).map(|m| m.conn));
+        let told = job.launcher.into_iter().chain(job.member_conns());
         let frame = Frame::from(&msg);
         for c in told {
             self.out.push_back(Output::Send(c, frame.clone()));
         }
-        let every = job
+        let every: BTreeSet<ConnId> = job
             .launcher
             .into_iter()
-            .chain(job.members.values().map(|m| m.conn));
-        for c in every.collect::<Vec<_>>() {
+            .chain(job.members.values().map(|m| m.conn))
+            .collect();
+        for c in every {
             self.finish(c);
         }
         match how {
@@ -935,8 +1158,8 @@ fn fnv32(b: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::{new_token, signed_join};
-    use crate::proto::DeviceEndpoint;
+    use crate::client::{host_welcome_proves, new_token, signed_host_join, signed_join};
+    use crate::proto::{DeviceEndpoint, HostMember};
     use rand::{Rng, SeedableRng};
 
     const HB: Duration = Duration::from_secs(10);
@@ -1284,6 +1507,252 @@ mod tests {
         );
     }
 
+    /// Host agent `conn` joins `ranks` of the job of `token` (pids 1000 +
+    /// rank, relay address "relay-<conn>"): its HostJoin's nonce, and what
+    /// the core said.
+    fn host_join(
+        c: &mut Core,
+        conn: ConnId,
+        ranks: &[u32],
+        token: &str,
+        now: Instant,
+    ) -> (Proof, Vec<(ConnId, Option<Msg>)>) {
+        c.connected(conn, Some(ME), now);
+        let challenge = challenge_of(&drain(c), conn);
+        let j = signed_host_join(
+            token,
+            &challenge,
+            HostJoin {
+                job: [0; 16],
+                nonce: [0; 32],
+                proof: [0; 64],
+                host: format!("host{conn}"),
+                relay: format!("relay-{conn}"),
+                fingerprint: 1,
+                handlers: vec![],
+                members: (ranks.iter())
+                    .map(|&r| HostMember {
+                        rank: Some(r),
+                        pid: 1000 + r,
+                        endpoints: vec![DeviceEndpoint {
+                            device: "shmem".into(),
+                            address: format!("/dev/shm/h{conn}").into_bytes(),
+                        }],
+                    })
+                    .collect(),
+            },
+        );
+        c.received(conn, &Msg::HostJoin(j.clone()).encode()[4..], now);
+        (j.nonce, drain(c))
+    }
+
+    /// 24 host agents of 3 ranks each and 2 ranks of their own: the ranks
+    /// get Welcomes, each agent one HostWelcome that proves the token and
+    /// names its ranks; the GRM sends the map to 16 agents only, and passed
+    /// on as each HostWelcome says, it reaches every other agent exactly
+    /// once. Heartbeats go once per connection, not per rank.
+    #[test]
+    fn host_agents_join_for_their_ranks_and_pass_the_map_on() {
+        let t0 = Instant::now();
+        let mut c = core(t0);
+        let token = new_token();
+        let (hosts, per_host) = (24u32, 3u32);
+        let size = hosts * per_host + 2;
+        registered(&mut c, size, &token, t0);
+        let mut nonces = HashMap::new();
+        let mut out = Vec::new();
+        // Agents join in reverse order: the tree follows ranks, not time.
+        for h in (0..hosts).rev() {
+            let ranks: Vec<u32> = (h * per_host..(h + 1) * per_host).collect();
+            let (nonce, o) = host_join(&mut c, 100 + ConnId::from(h), &ranks, &token, t0);
+            nonces.insert(100 + ConnId::from(h), nonce);
+            out.extend(o);
+        }
+        for r in hosts * per_host..size {
+            out.extend(join(&mut c, r, &token, t0));
+        }
+        let welcome_key = auth::welcome_key(&token);
+        let mut welcomes = HashMap::new();
+        let mut own = 0;
+        for (conn, m) in out {
+            match m {
+                Some(Msg::HostWelcome(w)) => {
+                    assert!(host_welcome_proves(&welcome_key, &nonces[&conn], &w));
+                    let other = nonces[&(100 + (conn - 100 + 1) % 24)];
+                    assert!(!host_welcome_proves(&welcome_key, &other, &w));
+                    let h = (conn - 100) as u32;
+                    assert_eq!(
+                        w.ranks,
+                        (h * per_host..(h + 1) * per_host).collect::<Vec<_>>()
+                    );
+                    assert!(welcomes.insert(conn, w).is_none(), "two HostWelcomes");
+                }
+                Some(Msg::Welcome(w)) => {
+                    assert!(w.rank >= hosts * per_host);
+                    own += 1;
+                }
+                _ => {}
+            }
+        }
+        assert_eq!((welcomes.len(), own), (hosts as usize, 2));
+        // The relay, as the agents do it: from each agent that has the map
+        // to the agents its HostWelcome names.
+        let by_relay: HashMap<String, ConnId> = (100..100 + ConnId::from(hosts))
+            .map(|c| (format!("relay-{c}"), c))
+            .collect();
+        let mut got: HashMap<ConnId, Vec<u8>> = (welcomes.iter())
+            .filter(|(_, w)| !w.map.is_empty())
+            .map(|(&c, w)| (c, w.map.clone()))
+            .collect();
+        assert_eq!(got.len(), proto::RELAY_FANOUT);
+        let mut queue: Vec<ConnId> = got.keys().copied().collect();
+        while let Some(from) = queue.pop() {
+            for to in &welcomes[&from].relay_to {
+                let to = by_relay[to];
+                let map = got[&from].clone();
+                assert_eq!(proto::map_digest(&map), welcomes[&to].map_digest);
+                assert!(got.insert(to, map).is_none(), "{to} got the map twice");
+                queue.push(to);
+            }
+        }
+        assert_eq!(got.len(), hosts as usize);
+        let map = &got[&100];
+        let mut frame = Msg::Heartbeat.encode()[4..7].to_vec();
+        frame[2] = 4;
+        frame.extend_from_slice(&[0; 8 + 4 + 4 + 32]);
+        frame.extend_from_slice(map);
+        let Ok(Msg::Welcome(w)) = Msg::decode(&frame) else {
+            panic!("the relayed map does not decode");
+        };
+        assert_eq!(w.nodes.len(), size as usize);
+        assert!(w.nodes[..72].iter().all(|n| n.pid == 1000 + n.rank));
+        c.tick(t0 + crate::client::HEARTBEAT);
+        let beats = drain(&mut c);
+        for h in 100..100 + ConnId::from(hosts) {
+            assert_eq!(beats.iter().filter(|(x, _)| *x == h).count(), 1);
+        }
+    }
+
+    /// An agent speaks for its own ranks only; a rank it reports failed,
+    /// or its own end while ranks are still there, ends the job naming
+    /// that rank; once all its ranks left, its end is no death.
+    #[test]
+    fn a_host_agent_answers_for_its_ranks_and_no_others() {
+        let t0 = Instant::now();
+        let say = |c: &mut Core, conn: ConnId, rank: u32, m: Msg| {
+            let m = Msg::ForRank {
+                rank,
+                msg: Box::new(m),
+            };
+            c.received(conn, &m.encode()[4..], t0);
+            drain(c)
+        };
+        let died = |out: &[(ConnId, Option<Msg>)]| {
+            out.iter().find_map(|(conn, m)| match m {
+                Some(Msg::PeerDied { rank, reason, .. }) if *conn == 1 => {
+                    Some((*rank, reason.clone()))
+                }
+                _ => None,
+            })
+        };
+        let ended = |out: &[(ConnId, Option<Msg>)]| {
+            out.iter().find_map(|(conn, m)| match m {
+                Some(Msg::JobEnded { reason }) if *conn == 1 => Some(reason.clone()),
+                _ => None,
+            })
+        };
+        for case in 0..4 {
+            let mut c = core(t0);
+            let token = new_token();
+            registered(&mut c, 4, &token, t0);
+            host_join(&mut c, 10, &[0, 1], &token, t0);
+            host_join(&mut c, 11, &[2, 3], &token, t0);
+            match case {
+                0 => {
+                    let out = say(&mut c, 10, 2, Msg::Leave);
+                    let (rank, why) = died(&out).expect("the job ends");
+                    assert_eq!(rank, 0);
+                    assert!(why.contains("spoke for rank 2"), "{why}");
+                }
+                1 => {
+                    let out = say(
+                        &mut c,
+                        11,
+                        3,
+                        Msg::Abort {
+                            reason: "killed by signal 9".into(),
+                        },
+                    );
+                    let (rank, why) = died(&out).expect("a death");
+                    assert_eq!(rank, 3);
+                    assert!(why.contains("killed by signal 9"), "{why}");
+                }
+                2 => {
+                    say(&mut c, 10, 0, Msg::Leave);
+                    say(&mut c, 10, 1, Msg::Leave);
+                    c.closed(10, Gone::Closed);
+                    assert_eq!(died(&drain(&mut c)), None);
+                    say(&mut c, 11, 3, Msg::Leave);
+                    c.closed(11, Gone::Closed);
+                    let (rank, why) = died(&drain(&mut c)).expect("a death");
+                    assert_eq!(rank, 2);
+                    assert!(why.contains("host agent closed its connection"), "{why}");
+                }
+                _ => {
+                    for (conn, r) in [(10, 0), (10, 1), (11, 2), (11, 3)] {
+                        let out = say(&mut c, conn, r, Msg::Leave);
+                        assert_eq!(died(&out), None);
+                        if r == 3 {
+                            assert_eq!(ended(&out).as_deref(), Some("completed"));
+                        }
+                    }
+                }
+            }
+            assert_eq!(c.status().jobs, 0, "case {case}");
+        }
+    }
+
+    /// A HostJoin signed as a rank's Join is refused; one whose ranks
+    /// clash with a joined rank's ends the job.
+    #[test]
+    fn a_host_join_proves_the_token_for_a_host_and_takes_free_ranks_only() {
+        let t0 = Instant::now();
+        let mut c = core(t0);
+        let token = new_token();
+        registered(&mut c, 4, &token, t0);
+        c.connected(10, Some(ME), t0);
+        let challenge = challenge_of(&drain(&mut c), 10);
+        let mut j = signed_host_join(
+            &token,
+            &challenge,
+            HostJoin {
+                job: [0; 16],
+                nonce: [0; 32],
+                proof: [0; 64],
+                host: "h".into(),
+                relay: "r".into(),
+                fingerprint: 1,
+                handlers: vec![],
+                members: vec![HostMember {
+                    rank: Some(0),
+                    pid: 1,
+                    endpoints: vec![],
+                }],
+            },
+        );
+        j.proof = auth::sign(&token, "join", &challenge, &j.signed_bytes());
+        c.received(10, &Msg::HostJoin(j).encode()[4..], t0);
+        let out = drain(&mut c);
+        assert!(out.iter().any(|(x, m)| *x == 10
+            && matches!(m, Some(Msg::Refused { reason }) if reason.contains("does not prove"))));
+        assert_eq!(c.status().jobs, 1);
+        join(&mut c, 1, &token, t0);
+        let (_, out) = host_join(&mut c, 20, &[0, 1], &token, t0);
+        assert!(out.iter().any(|(x, m)| *x == 1
+            && matches!(m, Some(Msg::JobEnded { reason }) if reason.contains("rank 1 joined twice"))));
+        assert_eq!(c.status().jobs, 0);
+    }
+
     /// Random connections, frames (good, mutated and foreign), ends and
     /// times: the core never panics, and what it counts as connections is
     /// what the driver holds.
@@ -1335,6 +1804,14 @@ mod tests {
                             let _ = join(&mut c, r, &token, now);
                         }
                     }
+                    5 => {
+                        next += 1;
+                        open.insert(next);
+                        let ranks: Vec<u32> = (0..rng.gen_range(1..4))
+                            .map(|_| rng.gen_range(0..6))
+                            .collect();
+                        let _ = host_join(&mut c, next, &ranks, &token, now);
+                    }
                     _ => {
                         let Some(&conn) = open.iter().nth(rng.gen_range(0..open.len().max(1)))
                         else {
@@ -1356,17 +1833,22 @@ mod tests {
                         }
                     }
                 }
-                let s = c.status();
-                assert!(
-                    s.connections as usize <= open.len(),
-                    "round {round}: {s:?} vs {}",
-                    open.len()
-                );
-                assert_eq!(s.connections as usize, c.conns.len());
-                let counted = c.conns.values().filter(|x| x.counted).count();
-                assert_eq!(c.per_client.values().sum::<u32>() as usize, counted);
-                assert_eq!(counted + c.closing as usize, c.conns.len());
+                books_agree(&c, &open, round);
             }
         }
+    }
+
+    /// What the core counts as connections is what the driver holds.
+    fn books_agree(c: &Core, open: &BTreeSet<ConnId>, round: usize) {
+        let s = c.status();
+        assert!(
+            s.connections as usize <= open.len(),
+            "round {round}: {s:?} vs {}",
+            open.len()
+        );
+        assert_eq!(s.connections as usize, c.conns.len());
+        let counted = c.conns.values().filter(|x| x.counted).count();
+        assert_eq!(c.per_client.values().sum::<u32>() as usize, counted);
+        assert_eq!(counted + c.closing as usize, c.conns.len());
     }
 }

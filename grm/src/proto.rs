@@ -90,6 +90,108 @@ pub struct Join {
     pub endpoints: Vec<DeviceEndpoint>,
 }
 
+/// A host agent joins its host's processes to a job at once: one
+/// signature, one connection and one heartbeat for the host, however many
+/// ranks it holds (docs/SCALE.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostJoin {
+    pub job: JobId,
+    /// The agent's nonce, which the HostWelcome's proof answers.
+    pub nonce: Proof,
+    /// The token's signature over the GRM's challenge and this HostJoin
+    /// ([`HostJoin::signed_bytes`]).
+    pub proof: Signature,
+    pub host: String,
+    /// Where the agent takes a node map relayed from another agent.
+    pub relay: String,
+    /// The handler table, the same for every process of the host.
+    pub fingerprint: u64,
+    pub handlers: Vec<(u16, String)>,
+    pub members: Vec<HostMember>,
+}
+
+/// One process a host agent joins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostMember {
+    /// The rank it wants, or `None` to be given one.
+    pub rank: Option<u32>,
+    pub pid: u32,
+    pub endpoints: Vec<DeviceEndpoint>,
+}
+
+/// The GRM's answer to a host agent at the fence. The node map comes with
+/// it for the first [`RELAY_FANOUT`] hosts only; every other host's agent
+/// gets the same bytes from the agent that lists it in `relay_to`, and
+/// takes them once their digest is `map_digest`, which the proof covers
+/// ([`relay_children`]). So the GRM writes the map a fixed number of times,
+/// whatever the number of hosts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostWelcome {
+    pub job_key: u64,
+    pub heartbeat_ms: u32,
+    /// The rank of each of the HostJoin's members, in its order.
+    pub ranks: Vec<u32>,
+    /// The relay addresses of the agents this one passes the map on to.
+    pub relay_to: Vec<String>,
+    pub map_digest: [u8; 32],
+    /// Proof of the job's welcome key over the agent's nonce and the fields
+    /// above ([`host_welcome_signed`]).
+    pub proof: Proof,
+    /// The encoded node map, or empty: it comes from another agent.
+    pub map: Vec<u8>,
+}
+
+/// How many hosts get the node map from the GRM itself, and how many each
+/// agent passes it on to: 1,000 hosts are reached in three hops.
+pub const RELAY_FANOUT: usize = 16;
+
+/// The hosts that host `i` of `hosts` passes the node map on to, in a
+/// tree of [`RELAY_FANOUT`] roots (hosts `0..RELAY_FANOUT`, which get it
+/// from the GRM) where host `i` passes it to hosts
+/// `RELAY_FANOUT * (i + 1) ..` the next `RELAY_FANOUT`: every host but the
+/// roots has exactly one parent, `i / RELAY_FANOUT - 1`.
+pub fn relay_children(i: usize, hosts: usize) -> std::ops::Range<usize> {
+    let first = RELAY_FANOUT.saturating_mul(i + 1).min(hosts);
+    first..first.saturating_add(RELAY_FANOUT).min(hosts)
+}
+
+/// What a HostWelcome's proof covers: its fields but the map, and the
+/// map's digest.
+pub fn host_welcome_signed(w: &HostWelcome) -> Vec<u8> {
+    let mut b = Writer(Vec::with_capacity(64 + 4 * w.ranks.len()));
+    b.u64(w.job_key);
+    b.u32(w.heartbeat_ms);
+    b.u32(w.ranks.len() as u32);
+    w.ranks.iter().for_each(|r| b.u32(*r));
+    b.u32(w.relay_to.len() as u32);
+    w.relay_to.iter().for_each(|a| b.str(a));
+    b.fixed(&w.map_digest);
+    b.0
+}
+
+/// A HostWelcome frame up to the node map, whose `map_len` bytes (shared
+/// by every frame that carries the map) complete it; `w.map` is ignored.
+pub fn host_welcome_head(w: &HostWelcome, map_len: usize) -> Vec<u8> {
+    let mut b = Writer(Vec::with_capacity(96 + 4 * w.ranks.len()));
+    b.u32(0);
+    b.u16(VERSION);
+    b.u8(HOST_WELCOME);
+    b.u64(w.job_key);
+    b.u32(w.heartbeat_ms);
+    b.u32(w.ranks.len() as u32);
+    w.ranks.iter().for_each(|r| b.u32(*r));
+    b.u32(w.relay_to.len() as u32);
+    w.relay_to.iter().for_each(|a| b.str(a));
+    b.fixed(&w.map_digest);
+    b.fixed(&w.proof);
+    b.u32(map_len as u32);
+    let len = (b.0.len() - 4 + map_len) as u32;
+    b.0[..4].copy_from_slice(&len.to_le_bytes());
+    b.0
+}
+
+const HOST_WELCOME: u8 = 20;
+
 /// One process in the node map.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Node {
@@ -248,6 +350,17 @@ impl Join {
     }
 }
 
+impl HostJoin {
+    /// What the signature covers: the whole message with the signature zero.
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        Msg::HostJoin(HostJoin {
+            proof: [0; 64],
+            ..self.clone()
+        })
+        .encode()
+    }
+}
+
 /// What a Register's signature covers: the whole message with the
 /// signature zero.
 pub fn register_signed_bytes(
@@ -374,6 +487,16 @@ pub enum Msg {
         rank: u32,
         json: String,
     },
+    /// Host agent → GRM, first on its connection.
+    HostJoin(HostJoin),
+    /// GRM → host agent, after the fence.
+    HostWelcome(HostWelcome),
+    /// Host agent → GRM: what one of its ranks says (`Ready`, `Stats`,
+    /// `Leave` or `Abort`; an agent reports a rank's death as its Abort).
+    ForRank {
+        rank: u32,
+        msg: Box<Msg>,
+    },
 }
 
 impl Msg {
@@ -397,6 +520,9 @@ impl Msg {
             Msg::Challenge { .. } => 16,
             Msg::Stats { .. } => 17,
             Msg::RankStats { .. } => 18,
+            Msg::HostJoin(_) => 19,
+            Msg::HostWelcome(_) => HOST_WELCOME,
+            Msg::ForRank { .. } => 21,
         }
     }
 
@@ -421,6 +547,9 @@ impl Msg {
             Msg::Challenge { .. } => "Challenge",
             Msg::Stats { .. } => "Stats",
             Msg::RankStats { .. } => "RankStats",
+            Msg::HostJoin(_) => "HostJoin",
+            Msg::HostWelcome(_) => "HostWelcome",
+            Msg::ForRank { .. } => "ForRank",
         }
     }
 
@@ -464,11 +593,7 @@ impl Msg {
                 w.str(&j.host);
                 w.u32(j.pid);
                 w.u64(j.fingerprint);
-                w.u32(j.handlers.len() as u32);
-                for (id, name) in &j.handlers {
-                    w.u16(*id);
-                    w.str(name);
-                }
+                w.handlers(&j.handlers);
                 w.endpoints(&j.endpoints);
             }
             Msg::Welcome(wl) => {
@@ -508,6 +633,30 @@ impl Msg {
             Msg::RankStats { rank, json } => {
                 w.u32(*rank);
                 w.long_str(json);
+            }
+            Msg::HostJoin(j) => {
+                w.fixed(&j.job);
+                w.fixed(&j.nonce);
+                w.fixed(&j.proof);
+                w.str(&j.host);
+                w.str(&j.relay);
+                w.u64(j.fingerprint);
+                w.handlers(&j.handlers);
+                w.u32(j.members.len() as u32);
+                for m in &j.members {
+                    w.opt_u32(m.rank);
+                    w.u32(m.pid);
+                    w.endpoints(&m.endpoints);
+                }
+            }
+            Msg::HostWelcome(hw) => {
+                // The head's own prefix and type are this frame's.
+                w.fixed(&host_welcome_head(hw, hw.map.len())[7..]);
+                w.fixed(&hw.map);
+            }
+            Msg::ForRank { rank, msg } => {
+                w.u32(*rank);
+                w.bytes(&msg.encode()[4..]);
             }
             Msg::StatusReply(s) => {
                 w.u32(s.jobs);
@@ -560,11 +709,7 @@ impl Msg {
                 let host = r.str("host")?;
                 let pid = r.u32("pid")?;
                 let fingerprint = r.u64("fingerprint")?;
-                let n = r.count("handlers", 3)?;
-                let mut handlers = Vec::with_capacity(n);
-                for _ in 0..n {
-                    handlers.push((r.u16("handler id")?, r.str("handler name")?));
-                }
+                let handlers = r.handlers()?;
                 let endpoints = r.endpoints()?;
                 Msg::Join(Join {
                     job,
@@ -634,6 +779,73 @@ impl Msg {
                 rank: r.u32("rank")?,
                 json: r.long_str("json")?,
             },
+            19 => {
+                let job = r.fixed("job")?;
+                let nonce = r.fixed("nonce")?;
+                let proof = r.fixed("proof")?;
+                let host = r.str("host")?;
+                let relay = r.str("relay")?;
+                let fingerprint = r.u64("fingerprint")?;
+                let handlers = r.handlers()?;
+                let n = r.count("members", 9)?;
+                let mut members = Vec::with_capacity(n);
+                for _ in 0..n {
+                    members.push(HostMember {
+                        rank: r.opt_u32("member rank")?,
+                        pid: r.u32("member pid")?,
+                        endpoints: r.endpoints()?,
+                    });
+                }
+                Msg::HostJoin(HostJoin {
+                    job,
+                    nonce,
+                    proof,
+                    host,
+                    relay,
+                    fingerprint,
+                    handlers,
+                    members,
+                })
+            }
+            HOST_WELCOME => {
+                let job_key = r.u64("job_key")?;
+                let heartbeat_ms = r.u32("heartbeat_ms")?;
+                let n = r.count("ranks", 4)?;
+                let ranks = (0..n).map(|_| r.u32("rank")).collect::<Result<_, _>>()?;
+                let n = r.count("relay_to", 2)?;
+                let relay_to = (0..n)
+                    .map(|_| r.str("relay address"))
+                    .collect::<Result<_, _>>()?;
+                Msg::HostWelcome(HostWelcome {
+                    job_key,
+                    heartbeat_ms,
+                    ranks,
+                    relay_to,
+                    map_digest: r.fixed("map_digest")?,
+                    proof: r.fixed("proof")?,
+                    map: r.bytes("map")?,
+                })
+            }
+            21 => {
+                let rank = r.u32("rank")?;
+                let inner = r.take_bytes("rank's message")?;
+                // Looked at before it is decoded: a rank's message nested
+                // a million deep must not recurse a million deep.
+                if inner.get(2) == Some(&21) {
+                    return Err(ProtoError::Value("rank's message"));
+                }
+                let inner = Msg::decode(inner)?;
+                if !matches!(
+                    inner,
+                    Msg::Ready { .. } | Msg::Stats { .. } | Msg::Leave | Msg::Abort { .. }
+                ) {
+                    return Err(ProtoError::Value("rank's message"));
+                }
+                Msg::ForRank {
+                    rank,
+                    msg: Box::new(inner),
+                }
+            }
             t => return Err(ProtoError::UnknownType(t)),
         };
         if !r.0.is_empty() {
@@ -725,6 +937,13 @@ impl Writer {
             }
         }
     }
+    fn handlers(&mut self, h: &[(u16, String)]) {
+        self.u32(h.len() as u32);
+        for (id, name) in h {
+            self.u16(*id);
+            self.str(name);
+        }
+    }
     fn endpoints(&mut self, e: &[DeviceEndpoint]) {
         self.u32(e.len() as u32);
         for d in e {
@@ -777,8 +996,20 @@ impl Reader<'_> {
         Ok(a)
     }
     fn bytes(&mut self, what: &'static str) -> Result<Vec<u8>, ProtoError> {
+        Ok(self.take_bytes(what)?.to_vec())
+    }
+    /// A byte string, borrowed.
+    fn take_bytes(&mut self, what: &'static str) -> Result<&[u8], ProtoError> {
         let n = self.u32(what)? as usize;
-        Ok(self.take(n, what)?.to_vec())
+        self.take(n, what)
+    }
+    fn handlers(&mut self) -> Result<Vec<(u16, String)>, ProtoError> {
+        let n = self.count("handlers", 3)?;
+        let mut handlers = Vec::with_capacity(n);
+        for _ in 0..n {
+            handlers.push((self.u16("handler id")?, self.str("handler name")?));
+        }
+        Ok(handlers)
     }
     fn long_str(&mut self, what: &'static str) -> Result<String, ProtoError> {
         String::from_utf8(self.bytes(what)?).map_err(|_| ProtoError::Utf8(what))
@@ -949,6 +1180,56 @@ pub fn examples() -> Vec<Msg> {
             rejected_frames: 4,
         }),
     ]
+    .into_iter()
+    .chain(host_examples())
+    .collect()
+}
+
+/// The host agents' messages, for [`examples`].
+fn host_examples() -> Vec<Msg> {
+    vec![
+        Msg::HostJoin(HostJoin {
+            job: [3; 16],
+            nonce: [4; 32],
+            proof: [5; 64],
+            host: "h".into(),
+            relay: "198.18.0.1:7000".into(),
+            fingerprint: 7,
+            handlers: vec![(1, "ping".into())],
+            members: vec![
+                HostMember {
+                    rank: Some(0),
+                    pid: 42,
+                    endpoints: vec![DeviceEndpoint {
+                        device: "shmem".into(),
+                        address: b"/dev/shm".to_vec(),
+                    }],
+                },
+                HostMember {
+                    rank: None,
+                    pid: 43,
+                    endpoints: vec![],
+                },
+            ],
+        }),
+        Msg::HostWelcome(HostWelcome {
+            job_key: 9,
+            heartbeat_ms: 2500,
+            ranks: vec![0, 5],
+            relay_to: vec!["198.18.0.2:7000".into(), "g:1".into()],
+            map_digest: [3; 32],
+            proof: [6; 32],
+            map: vec![0; 16],
+        }),
+        Msg::ForRank {
+            rank: 5,
+            msg: Box::new(Msg::Ready { table: "t".into() }),
+        },
+        Msg::ForRank {
+            rank: 0,
+            msg: Box::new(Msg::Leave),
+        },
+    ]
 }
 
 /// A Welcome of three ranks on two hosts, two sharing a folder.
@@ -1024,6 +1305,83 @@ mod tests {
         frame.extend_from_slice(&map);
         assert_eq!(frame, Msg::Welcome(w).encode());
         assert!(decode_welcome_head(&Msg::Heartbeat.encode()).is_err());
+    }
+
+    #[test]
+    fn a_host_welcome_head_and_its_map_are_the_whole_frame() {
+        let Some(Msg::HostWelcome(w)) = examples()
+            .into_iter()
+            .find(|m| matches!(m, Msg::HostWelcome(_)))
+        else {
+            panic!("no HostWelcome example");
+        };
+        let mut frame = host_welcome_head(&w, w.map.len());
+        frame.extend_from_slice(&w.map);
+        assert_eq!(frame, Msg::HostWelcome(w).encode());
+    }
+
+    #[test]
+    fn a_rank_message_holds_only_what_a_rank_says() {
+        let nested = Msg::ForRank {
+            rank: 1,
+            msg: Box::new(Msg::ForRank {
+                rank: 2,
+                msg: Box::new(Msg::Leave),
+            }),
+        };
+        let not_a_rank = Msg::ForRank {
+            rank: 1,
+            msg: Box::new(Msg::Status),
+        };
+        // 90,000 deep (a 1 MiB frame), written outside in as bytes: the
+        // message itself would recurse to be encoded. Each level is 11
+        // bytes before the one it holds.
+        let leave = Msg::Leave.encode()[4..].to_vec();
+        let levels = 90_000;
+        let mut deep = Vec::with_capacity(11 * levels + leave.len());
+        for inside in (0..levels).rev() {
+            deep.extend_from_slice(&VERSION.to_le_bytes());
+            deep.push(21);
+            deep.extend_from_slice(&0u32.to_le_bytes());
+            deep.extend_from_slice(&((11 * inside + leave.len()) as u32).to_le_bytes());
+        }
+        deep.extend_from_slice(&leave);
+        assert!(Msg::decode(&deep).is_err());
+        for m in [nested, not_a_rank] {
+            assert!(matches!(
+                Msg::decode(&m.encode()[4..]),
+                Err(ProtoError::Value("rank's message"))
+            ));
+        }
+    }
+
+    /// Every host gets the map once: from the GRM (the roots) or from
+    /// exactly one other host, whose own index is smaller (so the relays
+    /// form a tree, not a cycle), in few hops.
+    #[test]
+    fn the_relay_tree_reaches_every_host_once() {
+        for hosts in (0..300).chain([1000, 4096, 65_536]) {
+            let mut parent = vec![None; hosts];
+            for i in 0..hosts {
+                for c in relay_children(i, hosts) {
+                    assert!(c > i && c >= RELAY_FANOUT, "{hosts}: {i} → {c}");
+                    assert_eq!(parent[c].replace(i), None, "{hosts}: {c} twice");
+                }
+            }
+            let mut deepest = 0;
+            for (i, p) in parent.iter().enumerate() {
+                assert_eq!(p.is_none(), i < RELAY_FANOUT, "{hosts}: host {i}");
+                let (mut hops, mut at) = (1, i);
+                while let Some(p) = parent[at] {
+                    hops += 1;
+                    at = p;
+                }
+                deepest = deepest.max(hops);
+            }
+            if hosts == 1000 {
+                assert_eq!(deepest, 3);
+            }
+        }
     }
 
     #[test]
