@@ -63,7 +63,7 @@ fn connect(addr: &str) -> Result<TcpStream, GrmError> {
 }
 
 /// Connect and read the GRM's challenge (the GRM speaks first).
-fn greeted(addr: &str) -> Result<(TcpStream, Proof), GrmError> {
+pub(crate) fn greeted(addr: &str) -> Result<(TcpStream, Proof), GrmError> {
     let mut s = connect(addr)?;
     let _ = s.set_read_timeout(Some(CONNECT_TIMEOUT));
     match proto::read_grm_msg(&mut s).map_err(|e| protocol(addr, e))? {
@@ -330,6 +330,119 @@ impl Event {
     }
 }
 
+/// The Join (or HostJoin) is sent on `s`: heartbeats start, and the GRM's
+/// answer at the fence is read, within `timeout` for the whole fence (the
+/// GRM's heartbeats come meanwhile).
+fn fence(
+    addr: &str,
+    s: &mut TcpStream,
+    timeout: Duration,
+) -> Result<(Arc<Link>, Result<Msg, ProtoError>), GrmError> {
+    let link = Arc::new(Link {
+        stream: Mutex::new(s.try_clone().map_err(|e| protocol(addr, e.into()))?),
+        done: AtomicBool::new(false),
+    });
+    // Heartbeats start now: a large job may take a while to fence.
+    link.start_heartbeat();
+    let deadline = std::time::Instant::now() + timeout;
+    let reply = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let _ = s.set_read_timeout(Some(left.max(Duration::from_millis(1))));
+        match proto::read_grm_msg(s) {
+            Ok(Msg::Heartbeat) if !left.is_zero() => {}
+            Ok(Msg::Heartbeat) => break Err(ProtoError::Io(io::ErrorKind::TimedOut.into())),
+            r => break r,
+        }
+    };
+    Ok((link, reply))
+}
+
+/// Why no answer came at the fence.
+fn fence_failed(addr: &str, e: ProtoError, timeout: Duration) -> GrmError {
+    match e {
+        ProtoError::Io(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            GrmError::Timeout {
+                addr: addr.to_string(),
+                secs: timeout.as_secs(),
+                waiting_for: "every process of the job to join (FM_ATTACH_TIMEOUT)".into(),
+            }
+        }
+        e => protocol(addr, e),
+    }
+}
+
+/// A host agent's membership of a job, for its host's ranks
+/// ([`proto::HostJoin`]): what its ranks say goes through it.
+pub struct HostMembership {
+    pub welcome: HostWelcome,
+    link: Arc<Link>,
+}
+
+impl HostMembership {
+    /// Join `join`'s ranks to the job of `token` at the GRM `addr`, and
+    /// wait (up to `timeout`) for the fence. The HostWelcome must prove the
+    /// token; its map, if it has one, must have its digest (a relayed map
+    /// is the caller's to check). `on_event` runs on a background thread
+    /// for what the GRM says afterwards (a peer died, the job ended, the
+    /// GRM was lost).
+    pub fn join(
+        addr: &str,
+        token: &str,
+        join: HostJoin,
+        timeout: Duration,
+        on_event: impl FnMut(Event) + Send + 'static,
+    ) -> Result<HostMembership, GrmError> {
+        let (mut s, challenge) = greeted(addr)?;
+        let join = signed_host_join(token, &challenge, join);
+        proto::write_msg(&mut s, &Msg::HostJoin(join.clone()))
+            .map_err(|e| protocol(addr, e.into()))?;
+        let (link, reply) = fence(addr, &mut s, timeout)?;
+        let welcome = match reply {
+            Ok(Msg::HostWelcome(w))
+                if host_welcome_proves(&auth::welcome_key(token), &join.nonce, &w)
+                    && (w.map.is_empty() || proto::map_digest(&w.map) == w.map_digest) =>
+            {
+                w
+            }
+            Ok(Msg::HostWelcome(_)) => {
+                link.close();
+                return Err(GrmError::Forged {
+                    addr: addr.to_string(),
+                });
+            }
+            Ok(m) => {
+                link.close();
+                return Err(unexpected(addr, &m, "HostWelcome"));
+            }
+            Err(e) => {
+                link.close();
+                return Err(fence_failed(addr, e, timeout));
+            }
+        };
+        let silence = Duration::from_millis(welcome.heartbeat_ms.into());
+        link.start_reader(s, addr.to_string(), silence, on_event);
+        Ok(HostMembership { welcome, link })
+    }
+
+    /// Pass on what rank `rank` says (`Ready`, `Stats`, `Leave`, `Abort`).
+    pub fn for_rank(&self, rank: u32, msg: Msg) -> io::Result<()> {
+        self.link.send(&Msg::ForRank {
+            rank,
+            msg: Box::new(msg),
+        })
+    }
+
+    /// Every rank left: the connection's end is no death.
+    pub fn close(&self) {
+        self.link.close();
+    }
+}
+
 /// A process's membership of a job. Dropping it leaves the job cleanly.
 pub struct Membership {
     pub welcome: Welcome,
@@ -354,26 +467,7 @@ impl Membership {
         let welcome_key = auth::welcome_key(token);
         let join = signed_join(token, &challenge, join);
         proto::write_msg(&mut s, &Msg::Join(join.clone())).map_err(|e| protocol(addr, e.into()))?;
-        let link = Arc::new(Link {
-            stream: Mutex::new(s.try_clone().map_err(|e| protocol(addr, e.into()))?),
-            done: AtomicBool::new(false),
-        });
-        // Heartbeats start now: a large job may take a while to fence.
-        link.start_heartbeat();
-        // The GRM's heartbeats come while the job waits for its members;
-        // the fence's deadline is one for them all.
-        let deadline = std::time::Instant::now() + timeout;
-        let reply = loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let _ = s.set_read_timeout(Some(left.max(Duration::from_millis(1))));
-            match proto::read_grm_msg(&mut s) {
-                Ok(Msg::Heartbeat) if !left.is_zero() => {}
-                Ok(Msg::Heartbeat) => {
-                    break Err(ProtoError::Io(io::Error::from(io::ErrorKind::TimedOut)))
-                }
-                r => break r,
-            }
-        };
+        let (link, reply) = fence(addr, &mut s, timeout)?;
         let welcome = match reply {
             Ok(Msg::Welcome(w))
                 if auth::check(
@@ -396,22 +490,9 @@ impl Membership {
                 link.close();
                 return Err(unexpected(addr, &m, "Welcome"));
             }
-            Err(ProtoError::Io(e))
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                link.close();
-                return Err(GrmError::Timeout {
-                    addr: addr.to_string(),
-                    secs: timeout.as_secs(),
-                    waiting_for: "every process of the job to join (FM_ATTACH_TIMEOUT)".into(),
-                });
-            }
             Err(e) => {
                 link.close();
-                return Err(protocol(addr, e));
+                return Err(fence_failed(addr, e, timeout));
             }
         };
         let silence = Duration::from_millis(welcome.heartbeat_ms.into());

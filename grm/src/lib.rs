@@ -10,7 +10,9 @@
 //! - [`server`]: the service ([`Grm`]): the machine driven by one event loop
 //!   over its sockets, embedded in `fmrun` or run alone as `fm-grm`;
 //! - [`client`]: joining a job ([`Membership`], used by `fm` at init) and
-//!   registering one ([`LauncherLink`], used by `fmrun`).
+//!   registering one ([`LauncherLink`], used by `fmrun`);
+//! - [`host_relay`]: the GRM as a host's ranks see it under a host agent,
+//!   which joins them at the GRM as one host.
 //!
 //! Life of a job: the launcher registers it (its id and verifier, size,
 //! program) and gets the job key; each process joins with proof of the
@@ -22,6 +24,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod host_relay;
 pub mod machine;
 pub mod peer;
 pub mod proto;

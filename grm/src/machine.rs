@@ -893,7 +893,7 @@ impl Core {
         let map: Arc<[u8]> = proto::encode_node_map(&nodes).into();
         drop(nodes);
         let digest = proto::map_digest(&map);
-        tracing::info!(key = %job.key, size = job.size, program = job.program, map_bytes = map.len(), "grm: job complete, node map sent");
+        tracing::info!(key = %job.key, size = job.size, program = job.program, map_bytes = map.len(), host_agents = job.agents.len(), "grm: job complete, node map sent");
         let own = (job.members.iter()).filter(|(_, m)| !job.agents.contains_key(&m.conn));
         for (&rank, m) in own {
             let signed = proto::welcome_signed(job.key.0, rank, heartbeat_ms, &digest);

@@ -491,6 +491,12 @@ pub enum Msg {
     HostJoin(HostJoin),
     /// GRM → host agent, after the fence.
     HostWelcome(HostWelcome),
+    /// Host agent → host agent: the node map, passed on as the sender's
+    /// HostWelcome says; the receiver takes it if its digest is its own
+    /// HostWelcome's `map_digest`.
+    NodeMap {
+        map: Vec<u8>,
+    },
     /// Host agent → GRM: what one of its ranks says (`Ready`, `Stats`,
     /// `Leave` or `Abort`; an agent reports a rank's death as its Abort).
     ForRank {
@@ -523,6 +529,7 @@ impl Msg {
             Msg::HostJoin(_) => 19,
             Msg::HostWelcome(_) => HOST_WELCOME,
             Msg::ForRank { .. } => 21,
+            Msg::NodeMap { .. } => 22,
         }
     }
 
@@ -550,6 +557,7 @@ impl Msg {
             Msg::HostJoin(_) => "HostJoin",
             Msg::HostWelcome(_) => "HostWelcome",
             Msg::ForRank { .. } => "ForRank",
+            Msg::NodeMap { .. } => "NodeMap",
         }
     }
 
@@ -658,6 +666,7 @@ impl Msg {
                 w.u32(*rank);
                 w.bytes(&msg.encode()[4..]);
             }
+            Msg::NodeMap { map } => w.bytes(map),
             Msg::StatusReply(s) => {
                 w.u32(s.jobs);
                 w.u32(s.members);
@@ -826,6 +835,9 @@ impl Msg {
                     map: r.bytes("map")?,
                 })
             }
+            22 => Msg::NodeMap {
+                map: r.bytes("map")?,
+            },
             21 => {
                 let rank = r.u32("rank")?;
                 let inner = r.take_bytes("rank's message")?;
@@ -1229,6 +1241,7 @@ fn host_examples() -> Vec<Msg> {
             rank: 0,
             msg: Box::new(Msg::Leave),
         },
+        Msg::NodeMap { map: vec![1; 40] },
     ]
 }
 

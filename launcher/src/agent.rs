@@ -24,8 +24,16 @@
 //! (SIGTERM, then SIGKILL). A rank outliving its agent ends with the job:
 //! when fmrun ends it at the resource manager, or when fmrun is gone and
 //! the rank loses the resource manager.
+//!
+//! The agent is also the GRM as its ranks see it (`fm_grm::host_relay`):
+//! their `FM_GRM` points at it, it takes their Joins and joins them at the
+//! GRM as one host (one connection, one signature, one heartbeat), passes
+//! the node map on to the agents the GRM names, and passes on what its
+//! ranks say; a rank that fails is reported to the GRM with its exit
+//! status before the agent ends.
 
 use crate::signals;
+use fm_grm::host_relay::{HostRelay, RelayConfig};
 use fm_platform as sys;
 use fm_platform::hex;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -104,7 +112,8 @@ fn agent(program: &[String]) -> Result<u8, String> {
     }
     signals::install();
     let mut input = BufReader::new(std::io::stdin());
-    let specs = read_specs(&mut input)?;
+    let mut specs = read_specs(&mut input)?;
+    let relay = relay_for(&mut specs)?;
     let (ranks, to_rank0) = start(program, specs)?;
     // The rest of the input is rank 0's (or nobody's: read to its end, so
     // that fmrun's writes never block).
@@ -117,7 +126,12 @@ fn agent(program: &[String]) -> Result<u8, String> {
         }
     });
     Ok(match wait(ranks) {
-        None => 0,
+        None => {
+            if let Some(r) = &relay {
+                r.finish(RELAY_FINISH);
+            }
+            0
+        }
         Some((rank, s)) => {
             let (what, code) = match (s.code(), s.signal()) {
                 (Some(c), _) => (format!("exited with status {c}"), c as u8),
@@ -127,10 +141,52 @@ fn agent(program: &[String]) -> Result<u8, String> {
                 ),
                 _ => ("ended".to_string(), 1),
             };
+            if let Some(r) = &relay {
+                r.rank_ended(rank, &what);
+            }
             eprintln!("fmrun host agent on {}: rank {rank} {what}", host());
             code.max(1)
         }
     })
+}
+
+/// How long the relay has, once every rank has ended, to pass on what
+/// they said last.
+const RELAY_FINISH: Duration = Duration::from_secs(5);
+
+/// The job's GRM relay for this host's ranks, when they join through a
+/// GRM (`FM_GRM`, fmrun's; not under srun): their `FM_GRM` becomes the
+/// relay's address.
+fn relay_for(specs: &mut [RankSpec]) -> Result<Option<HostRelay>, String> {
+    let own = |spec: &RankSpec| {
+        (spec.1.iter().rev())
+            .find(|(k, _)| k == fm::settings::GRM.var)
+            .map(|(_, v)| v.clone())
+    };
+    let Some(grm) = specs
+        .first()
+        .and_then(own)
+        .or_else(|| fm::settings::GRM.env())
+    else {
+        return Ok(None);
+    };
+    let token = fm::settings::JOB_TOKEN.env().unwrap_or_default();
+    let attach = &fm_devices::shmem::settings::ATTACH_TIMEOUT;
+    let attach = (attach.env().and_then(|v| v.parse().ok()))
+        .or_else(|| attach.default.parse().ok())
+        .unwrap_or(30);
+    let relay = HostRelay::start(RelayConfig {
+        grm,
+        token,
+        host: host(),
+        ranks: specs.len(),
+        attach_timeout: Duration::from_secs(attach),
+    })
+    .map_err(|e| format!("cannot serve its ranks' joins: {e}"))?;
+    for (_, env) in specs.iter_mut() {
+        env.push((fm::settings::GRM.var.to_string(), relay.rank_addr()));
+    }
+    Ok(Some(relay))
 }
 
 /// The rank list, up to its empty line.

@@ -153,7 +153,9 @@ pub struct Cli {
     /// --host-agent` there, through the remote shell: one remote start per
     /// host): `auto` for a host of 8 ranks or more, `always`, or `never`
     /// (one remote start per rank). The agent is this fmrun's own path,
-    /// which must exist on every host, as the program's must.
+    /// which must exist on every host, as the program's must. It joins its
+    /// host's ranks at the resource manager as one (one connection and
+    /// heartbeat per host) and passes the node map on to other agents.
     #[arg(long, value_name = "WHEN", default_value = "auto")]
     host_agents: HostAgents,
     /// The program and its arguments.
@@ -254,6 +256,9 @@ const TICK: Duration = Duration::from_millis(10);
 /// How long a rank's failing exit waits for the resource manager to name
 /// another rank as the one that ended the job ([`Job::reap`]).
 const BLAME_GRACE: Duration = Duration::from_millis(500);
+/// How long fmrun waits for a host agent that reported a failed rank to
+/// end with that rank's status ([`Job::on_grm`]).
+const AGENT_STATUS_WAIT: Duration = Duration::from_secs(3);
 
 fn main() -> ExitCode {
     // On a remote host, started by an fmrun: no options of fmrun's own.
@@ -567,9 +572,20 @@ fn run(cli: Cli) -> Result<u8, String> {
             }
         }
     }
+    // The process that carries each rank a host agent starts: the agent's.
+    let agent_proc: Vec<Option<usize>> = (agent_of.iter())
+        .map(|a| {
+            a.and_then(|a| {
+                procs
+                    .iter()
+                    .position(|p| p.label == format!("host agent on {}", a.0))
+            })
+        })
+        .collect();
     let mut job = Job::new(procs, out, n, cli.show_table.map(|f| f.runs(n)));
     // One process per rank: not srun, nor a host agent, for several.
     job.per_rank = !matches!(plan.mode, Mode::Slurm) && agents.is_empty();
+    job.agent_proc = agent_proc;
     let deadline = cli.timeout.map(|t| Instant::now() + t);
     while !job.all_exited() {
         // Everything the GRM said first: it names the rank that died.
@@ -1043,6 +1059,8 @@ struct Job {
     /// One process per rank (not srun for all): a rank the GRM reports
     /// dead is the process of that number.
     per_rank: bool,
+    /// Per rank a host agent started, that agent's process.
+    agent_proc: Vec<Option<usize>>,
     out: output::Forwarder,
     size: u32,
     /// First failure: its message and the exit status it gives the job.
@@ -1073,6 +1091,7 @@ impl Job {
         Job {
             procs,
             per_rank: true,
+            agent_proc: Vec::new(),
             out,
             size,
             failure: None,
@@ -1226,10 +1245,18 @@ impl Job {
                 let verdict = Some(e.describe()).filter(|v| adds_to_exit(v));
                 // The process's own exit status says more than the GRM can:
                 // give it a moment to be reaped. (srun, which carries every
-                // rank, prints which task failed first itself.)
-                let until = Instant::now() + Duration::from_millis(200);
+                // rank, prints which task failed first itself.) A host
+                // agent tells the GRM of a failed rank first and then ends
+                // with its status, through its remote shell: a longer moment.
                 let r = rank as usize;
-                while self.per_rank && r < self.procs.len() && Instant::now() < until {
+                let (carrier, wait) = match self.agent_proc.get(r).copied().flatten() {
+                    Some(agent) => (Some(agent), AGENT_STATUS_WAIT),
+                    None => (self.per_rank.then_some(r), Duration::from_millis(200)),
+                };
+                let until = Instant::now() + wait;
+                while let Some(r) =
+                    carrier.filter(|&r| r < self.procs.len() && Instant::now() < until)
+                {
                     if let Some(s) = self.procs[r].status {
                         return self.blame(r, s, verdict);
                     }

@@ -432,17 +432,26 @@ fn eight_hosts_of_16_ranks_start_through_one_remote_start_each() {
         return;
     };
     let dir = TempDir::for_segments("ns-agents");
-    let (out, err) = succeed(&mut counted_fmrun(
-        &c,
-        &dir,
-        &c.hosts_spec(16),
-        &["alltoall", "200", "8192", "5"],
-    ));
+    let (out, err) = succeed(
+        counted_fmrun(
+            &c,
+            &dir,
+            &c.hosts_spec(16),
+            &["alltoall", "200", "8192", "5"],
+        )
+        .env("FM_LOG", "fm_grm=info"),
+    );
     let mut starts = remote_starts(&dir);
     starts.sort();
     let mut hosts: Vec<String> = c.hosts.iter().map(|h| h.name.clone()).collect();
     hosts.sort();
     assert_eq!(starts, hosts, "one remote start per host");
+    // fmrun runs no rank itself here: all 128 joined through the 8 agents,
+    // one HostJoin each.
+    let fence = (err.lines())
+        .find(|l| l.contains("grm: job complete"))
+        .unwrap_or_else(|| panic!("the GRM's fence line:\n{err}"));
+    assert!(fence.contains("host_agents=8"), "{fence}");
     for r in 0..128 {
         let line = format!("[{r:>3}] rank {r}: ok, received");
         assert!(
