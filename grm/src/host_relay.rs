@@ -72,19 +72,23 @@ enum Ev {
     /// The agent saw rank `rank` end this way; answered once the GRM is
     /// told, or needs not be.
     Ended(u32, String, Sender<()>),
-    /// The relay is done: the job ended, or it could not serve it.
+    /// Every rank has ended: the agent is about to.
     Finished,
 }
 
 impl HostRelay {
     /// Listen on every address of the host, and serve until the job ends.
     pub fn start(cfg: RelayConfig) -> io::Result<HostRelay> {
-        let listener = TcpListener::bind("0.0.0.0:0")?;
-        let port = listener.local_addr()?.port();
         // Where ranks and other agents reach this one: the address this
         // host sends from to the GRM. Ranks take their network address
         // from the way to their GRM, so not loopback.
-        let rank_addr = SocketAddr::new(route_to(&cfg.grm)?, port);
+        let ip = route_to(&cfg.grm)?;
+        let any: std::net::IpAddr = match ip {
+            std::net::IpAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            std::net::IpAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+        };
+        let listener = TcpListener::bind((any, 0))?;
+        let rank_addr = SocketAddr::new(ip, listener.local_addr()?.port());
         let relay = rank_addr.to_string();
         let (tx, rx) = mpsc::channel();
         let accept_tx = tx.clone();
@@ -125,10 +129,10 @@ impl HostRelay {
         self.rank_addr.to_string()
     }
 
-    /// Rank `rank` ended this way (the agent saw its exit status): once
-    /// its connection has said all it had, the GRM hears it as the rank's
-    /// death, unless the rank left. Returns once that is settled, or after
-    /// a second.
+    /// Rank `rank` failed this way (the agent saw its exit status): once
+    /// its connection has said all it had, the GRM hears of it as the
+    /// rank's death (after its Leave, if it left: a failing rank ends the
+    /// job). Returns once that is written, or after a second.
     pub fn rank_ended(&self, rank: u32, how: &str) {
         let (done, told) = mpsc::channel();
         if self.events.send(Ev::Ended(rank, how.into(), done)).is_ok() {
@@ -201,7 +205,8 @@ fn serve(conn: u64, mut s: TcpStream, tx: &Sender<Ev>) {
         _ => return,
     }
     // A rank: what it says, until its connection ends. Its heartbeats
-    // come every second; the relay judges silence as the GRM would.
+    // come every second; once the GRM's heartbeat timeout is known, a
+    // rank silent that long is judged as the GRM would ([`serve_job`]).
     let _ = s.set_read_timeout(None);
     loop {
         match proto::read_msg(&mut s) {
@@ -249,6 +254,18 @@ enum Standing {
     Gone,
 }
 
+/// Say why, and close.
+fn refuse(mut stream: &TcpStream, reason: &str) {
+    let refused = Msg::Refused {
+        reason: reason.into(),
+    };
+    let _ = proto::write_msg(&mut stream, &refused);
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+/// A process joining after the host's ranks all did: not one fmrun started.
+const ONE_TOO_MANY: &str = "every rank of this host has joined already";
+
 fn send_to(stream: &Mutex<TcpStream>, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
     let mut s = stream.lock().unwrap_or_else(|p| p.into_inner());
@@ -271,15 +288,11 @@ fn gather(cfg: &RelayConfig, rx: &Receiver<Ev>) -> Option<Gathered> {
             Ok(Ev::Joined(conn, challenge, j, stream)) => {
                 let proved = j.job == job
                     && auth::verify(&verifier, "join", &challenge, &j.signed_bytes(), &j.proof);
-                let stream = Arc::new(Mutex::new(stream));
                 if !proved {
-                    let refused = Msg::Refused {
-                        reason: "the Join does not prove the job's token".into(),
-                    };
-                    let _ = send_to(&stream, &refused.encode());
-                    let _ = stream.lock().map(|s| s.shutdown(Shutdown::Both));
+                    refuse(&stream, "the Join does not prove the job's token");
                     continue;
                 }
+                let stream = Arc::new(Mutex::new(stream));
                 ranks.insert(
                     conn,
                     RankConn {
@@ -415,6 +428,7 @@ fn wait_for_map(
             Ok(Ev::Ended(_, _, done)) => {
                 let _ = done.send(());
             }
+            Ok(Ev::Joined(_, _, _, stream)) => refuse(&stream, ONE_TOO_MANY),
             Ok(Ev::Finished) | Err(_) => return Err("the agent ended".into()),
             Ok(_) => {}
         }
@@ -545,7 +559,8 @@ fn serve_job(
                 break;
             }
             // Every rank has ended; their connections' ends are coming.
-            Ok(Ev::Map(_) | Ev::Joined(..) | Ev::Finished) => {}
+            Ok(Ev::Joined(_, _, _, stream)) => refuse(&stream, ONE_TOO_MANY),
+            Ok(Ev::Map(_) | Ev::Finished) => {}
             Err(_) => break,
         }
     }

@@ -192,7 +192,8 @@ fn a_failed_rank_ends_the_job_everywhere_through_the_relays() {
 }
 
 /// A rank of another job (another token) is refused by the relay, as the
-/// GRM would refuse it; the host's own ranks still start.
+/// GRM would refuse it; the host's own ranks still start; a process joining
+/// once they all have is refused too.
 #[test]
 fn a_relay_refuses_a_join_that_does_not_prove_its_token() {
     let j = job();
@@ -211,4 +212,17 @@ fn a_relay_refuses_a_join_that_does_not_prove_its_token() {
     }
     let (members, _) = join_all(&j);
     assert_eq!(members.len(), (HOSTS * PER_HOST) as usize);
+    let late = Membership::join(
+        &j.relays[0].rank_addr(),
+        &j.token,
+        join_of(1),
+        Duration::from_secs(5),
+        |_| {},
+    );
+    match late {
+        Err(fm_grm::GrmError::Refused { reason, .. }) => {
+            assert!(reason.contains("has joined already"), "{reason}")
+        }
+        other => panic!("{:?}", other.map(|m| m.welcome.rank)),
+    }
 }
