@@ -236,11 +236,13 @@ fn built_suite() -> Option<PathBuf> {
     let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpich-suite");
     let dest = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mpich-suite");
     let suite = dest.join("mpich-4.0.2/test/mpi");
-    // The build is kept, keyed by the tarball's size and the folders.
-    let tarball = here.join("mpich-4.0.2-test-mpi.tar.xz");
+    // The build is kept, keyed by the tarball's and the script's sizes and
+    // the folders.
+    let size = |f: &str| std::fs::metadata(here.join(f)).map_or(0, |m| m.len());
     let key = format!(
-        "{} {}",
-        std::fs::metadata(&tarball).map(|m| m.len()).unwrap_or(0),
+        "{} {} {}",
+        size("mpich-4.0.2-test-mpi.tar.xz"),
+        size("build.sh"),
         FOLDERS.join(" ")
     );
     let marker = dest.join("built");
