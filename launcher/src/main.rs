@@ -539,17 +539,23 @@ fn run(cli: Cli) -> Result<u8, String> {
             agent_of[r as usize] = Some(a);
         }
     }
+    // The process that carries each rank a host agent starts: the agent's.
+    let mut agent_proc: Vec<Option<usize>> = vec![None; count as usize];
     for r in 0..count {
         let started = match agent_of[r as usize] {
             // The host's agent starts with its first rank, for all of them.
             Some((target, ranks)) if ranks[0] == r => launch
                 .spawn_agent(target, ranks)
-                .map(|c| (c, format!("host agent on {target}"), true)),
+                .map(|c| (c, format!("host agent on {target}"), Some(ranks))),
             Some(_) => continue,
-            None => (launch.spawn(r)).map(|c| (c, format!("rank {r}"), false)),
+            None => (launch.spawn(r)).map(|c| (c, format!("rank {r}"), None)),
         };
         match started {
-            Ok((mut child, label, labelled)) => {
+            Ok((mut child, label, carried)) => {
+                let labelled = carried.is_some();
+                for &q in carried.into_iter().flatten() {
+                    agent_proc[q as usize] = Some(procs.len());
+                }
                 match plan.mode {
                     Mode::Slurm => out.attach_labelled(child.stdout.take(), child.stderr.take()),
                     _ if labelled => out.attach_labelled(child.stdout.take(), child.stderr.take()),
@@ -572,16 +578,6 @@ fn run(cli: Cli) -> Result<u8, String> {
             }
         }
     }
-    // The process that carries each rank a host agent starts: the agent's.
-    let agent_proc: Vec<Option<usize>> = (agent_of.iter())
-        .map(|a| {
-            a.and_then(|a| {
-                procs
-                    .iter()
-                    .position(|p| p.label == format!("host agent on {}", a.0))
-            })
-        })
-        .collect();
     let mut job = Job::new(procs, out, n, cli.show_table.map(|f| f.runs(n)));
     // One process per rank: not srun, nor a host agent, for several.
     job.per_rank = !matches!(plan.mode, Mode::Slurm) && agents.is_empty();
