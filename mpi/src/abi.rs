@@ -38,6 +38,16 @@ pub const MPI_ERR_INFO_NOKEY: c_int = 31;
 pub const MPI_ERR_NO_MEM: c_int = 34;
 pub const MPI_ERR_UNSUPPORTED_OPERATION: c_int = 44;
 pub const MPI_ERR_SESSION: c_int = 75;
+pub const MPI_ERR_WIN: c_int = 45;
+pub const MPI_ERR_BASE: c_int = 46;
+pub const MPI_ERR_LOCKTYPE: c_int = 47;
+pub const MPI_ERR_RMA_SYNC: c_int = 50;
+pub const MPI_ERR_SIZE: c_int = 51;
+pub const MPI_ERR_DISP: c_int = 52;
+pub const MPI_ERR_RMA_RANGE: c_int = 55;
+pub const MPI_ERR_RMA_ATTACH: c_int = 56;
+pub const MPI_ERR_RMA_SHARED: c_int = 57;
+pub const MPI_ERR_RMA_FLAVOR: c_int = 58;
 pub const MPI_ERR_KEYVAL: c_int = 48;
 pub const MPI_ERR_LASTCODE: c_int = 0x3fff_ffff;
 

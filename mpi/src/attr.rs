@@ -66,6 +66,7 @@ pub type DeleteProxy = unsafe extern "C" fn(
 pub enum Kind {
     Comm,
     Datatype,
+    Win,
 }
 
 impl Kind {
@@ -73,6 +74,7 @@ impl Kind {
         match self {
             Kind::Comm => "MPI_Comm_create_keyval",
             Kind::Datatype => "MPI_Type_create_keyval",
+            Kind::Win => "MPI_Win_create_keyval",
         }
     }
 }

@@ -46,6 +46,7 @@ mod info;
 mod p2p;
 mod partitioned;
 mod request;
+mod rma;
 mod session;
 mod state;
 mod threads;

@@ -46,6 +46,8 @@ pub(crate) struct Mpi {
     /// `MPI_ANY_SOURCE` for binaries that assume Open MPI's numbering
     /// (`FM_MPI_SOURCE_MINUS_ONE`).
     pub(crate) minus_one: c_int,
+    /// Windows by index (handle `rma::WIN_DIRECT | index`).
+    pub(crate) wins: Vec<Option<crate::rma::Win>>,
 }
 
 /// A persistent request: what `MPI_Start` begins, on which communicator,
@@ -186,6 +188,7 @@ pub(crate) fn call(func: &str, comm: Handle, f: impl FnOnce(&mut Mpi) -> MpiResu
     };
     // A session's calls report through its handler (`session`).
     let handler = (mpi.session(comm).map(|s| s.errhandler))
+        .or_else(|_| mpi.win(comm).map(|w| w.errhandler))
         .or_else(|_| mpi.comm(comm).map(|c| c.errhandler))
         .or_else(|_| mpi.comm(MPI_COMM_WORLD).map(|c| c.errhandler))
         .unwrap_or(MPI_ERRORS_ARE_FATAL);
@@ -635,6 +638,7 @@ pub(crate) fn join_job(func: &str) -> Box<Mpi> {
         sessions: Vec::new(),
         universe: size as c_int,
         minus_one,
+        wins: Vec::new(),
     })
 }
 

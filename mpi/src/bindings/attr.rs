@@ -124,7 +124,11 @@ pub unsafe extern "C" fn MPII_Keyval_set_proxy(
 
 /// An attribute's value as `MPI_X_get_attr` gives it: the flag, and the
 /// value if there is one.
-unsafe fn give(found: Option<usize>, value: *mut c_void, flag: *mut c_int) -> MpiResult<()> {
+pub(super) unsafe fn give(
+    found: Option<usize>,
+    value: *mut c_void,
+    flag: *mut c_int,
+) -> MpiResult<()> {
     let flag = arg(flag, "the flag")?;
     *flag = c_int::from(found.is_some());
     if let Some(v) = found {
@@ -201,7 +205,7 @@ unsafe fn deleting(
     f: impl FnOnce(&mut Mpi) -> MpiResult<Option<Callback>>,
 ) -> c_int {
     let comm = match kind {
-        Kind::Comm => object,
+        Kind::Comm | Kind::Win => object,
         Kind::Datatype => MPI_COMM_WORLD,
     };
     let mut deletion = None;
@@ -209,6 +213,7 @@ unsafe fn deleting(
         match kind {
             Kind::Comm => m.comm(object).map(drop)?,
             Kind::Datatype => m.layout(object).map(drop)?,
+            Kind::Win => m.win(object).map(drop)?,
         }
         deletion = f(m)?;
         Ok(())
@@ -305,6 +310,7 @@ pub(super) unsafe fn with_attributes(
     let (errors, null) = match kind {
         Kind::Comm => (old, MPI_COMM_NULL),
         Kind::Datatype => (MPI_COMM_WORLD, MPI_DATATYPE_NULL),
+        Kind::Win => (old, crate::rma::MPI_WIN_NULL),
     };
     let mut new = null;
     let copied = call_with_callbacks(func, errors, |m| {
@@ -325,6 +331,8 @@ pub(super) unsafe fn with_attributes(
                 match kind {
                     Kind::Comm => m.remove_comm(new),
                     Kind::Datatype => m.remove_type(new),
+                    // Windows are never duplicated.
+                    Kind::Win => {}
                 }
                 Ok(())
             });
@@ -332,4 +340,37 @@ pub(super) unsafe fn with_attributes(
             class
         }
     }
+}
+
+#[mpi]
+fn PMPI_Win_create_keyval(
+    copy: Option<CopyFn>,
+    delete: Option<DeleteFn>,
+    keyval: *mut c_int,
+    extra_state: *mut c_void,
+) -> c_int {
+    call("MPI_Win_create_keyval", MPI_COMM_WORLD, |m| {
+        let keyval = arg(keyval, "the keyval")?;
+        *keyval = (m.attrs).create_keyval(Kind::Win, copy, delete, extra_state as usize)?;
+        Ok(())
+    })
+}
+
+#[mpi]
+fn PMPI_Win_free_keyval(keyval: *mut c_int) -> c_int {
+    free_keyval("MPI_Win_free_keyval", keyval, Kind::Win)
+}
+
+#[mpi]
+fn PMPI_Win_set_attr(win: Handle, keyval: c_int, value: *mut c_void) -> c_int {
+    deleting("MPI_Win_set_attr", win, Kind::Win, |m| {
+        m.attrs.set(win, keyval, Kind::Win, value as usize)
+    })
+}
+
+#[mpi]
+fn PMPI_Win_delete_attr(win: Handle, keyval: c_int) -> c_int {
+    deleting("MPI_Win_delete_attr", win, Kind::Win, |m| {
+        m.attrs.delete(win, keyval, Kind::Win)
+    })
 }

@@ -337,6 +337,27 @@ unsafe fn scattered<C: CountArg>(
     })
 }
 
+/// A blocking allgather of `bytes` bytes from each member of `comm`.
+pub(crate) unsafe fn allgather_bytes(
+    m: &mut Mpi,
+    send: *const c_void,
+    recv: *mut c_void,
+    bytes: c_int,
+    comm: Handle,
+) -> MpiResult<()> {
+    allgather(
+        m,
+        send,
+        bytes,
+        MPI_BYTE,
+        recv,
+        bytes,
+        MPI_BYTE,
+        comm,
+        Mode::Blocking,
+    )
+}
+
 #[allow(clippy::too_many_arguments)]
 unsafe fn allgather<C: CountArg>(
     m: &mut Mpi,

@@ -248,7 +248,7 @@ fn PMPI_Comm_get_info(comm: Handle, info_used: *mut Handle) -> c_int {
 }
 
 /// A name given to an object (at most `MPI_MAX_OBJECT_NAME` - 1 bytes kept).
-unsafe fn set_name(m: &mut Mpi, h: Handle, name: *const c_char) -> MpiResult<()> {
+pub(super) unsafe fn set_name(m: &mut Mpi, h: Handle, name: *const c_char) -> MpiResult<()> {
     let name = c_str(name, "name")?;
     let mut end = name.len().min(MPI_MAX_OBJECT_NAME - 1);
     while !name.is_char_boundary(end) {
@@ -258,7 +258,7 @@ unsafe fn set_name(m: &mut Mpi, h: Handle, name: *const c_char) -> MpiResult<()>
     Ok(())
 }
 
-unsafe fn get_name(
+pub(super) unsafe fn get_name(
     m: &Mpi,
     h: Handle,
     name: *mut c_char,

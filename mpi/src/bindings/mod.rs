@@ -42,6 +42,7 @@ macro_rules! collective {
 
 mod attr;
 mod coll;
+pub(crate) use coll::allgather_bytes;
 pub(crate) mod comm;
 mod darray;
 mod datatype;
@@ -57,6 +58,7 @@ mod op;
 mod partitioned;
 mod pt2pt;
 mod request;
+mod rma;
 mod session;
 mod tool;
 mod topo;

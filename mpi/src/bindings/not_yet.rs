@@ -51,8 +51,6 @@ not_yet! {
     MPIX_Grequest_class_allocate
     MPIX_Grequest_class_create
     MPIX_Grequest_start
-    MPI_Accumulate
-    MPI_Accumulate_c
     MPI_Close_port
     MPI_Comm_accept
     MPI_Comm_connect
@@ -61,8 +59,6 @@ not_yet! {
     MPI_Comm_join
     MPI_Comm_spawn
     MPI_Comm_spawn_multiple
-    MPI_Compare_and_swap
-    MPI_Fetch_and_op
     MPI_File_c2f
     MPI_File_call_errhandler
     MPI_File_close
@@ -153,67 +149,12 @@ not_yet! {
     MPI_File_write_ordered_end
     MPI_File_write_shared
     MPI_File_write_shared_c
-    MPI_Get
-    MPI_Get_accumulate
-    MPI_Get_accumulate_c
-    MPI_Get_c
     MPI_Lookup_name
     MPI_Open_port
     MPI_Publish_name
-    MPI_Put
-    MPI_Put_c
-    MPI_Raccumulate
-    MPI_Raccumulate_c
     MPI_Register_datarep
     MPI_Register_datarep_c
-    MPI_Rget
-    MPI_Rget_accumulate
-    MPI_Rget_accumulate_c
-    MPI_Rget_c
-    MPI_Rput
-    MPI_Rput_c
     MPI_Unpublish_name
-    MPI_Win_allocate
-    MPI_Win_allocate_c
-    MPI_Win_allocate_shared
-    MPI_Win_allocate_shared_c
-    MPI_Win_attach
-    MPI_Win_call_errhandler
-    MPI_Win_complete
-    MPI_Win_create
-    MPI_Win_create_c
-    MPI_Win_create_dynamic
-    MPI_Win_create_errhandler
-    MPI_Win_create_keyval
-    MPI_Win_delete_attr
-    MPI_Win_detach
-    MPI_Win_fence
-    MPI_Win_flush
-    MPI_Win_flush_all
-    MPI_Win_flush_local
-    MPI_Win_flush_local_all
-    MPI_Win_free
-    MPI_Win_free_keyval
-    MPI_Win_get_attr
-    MPI_Win_get_errhandler
-    MPI_Win_get_group
-    MPI_Win_get_info
-    MPI_Win_get_name
-    MPI_Win_lock
-    MPI_Win_lock_all
-    MPI_Win_post
-    MPI_Win_set_attr
-    MPI_Win_set_errhandler
-    MPI_Win_set_info
-    MPI_Win_set_name
-    MPI_Win_shared_query
-    MPI_Win_shared_query_c
-    MPI_Win_start
-    MPI_Win_sync
-    MPI_Win_test
-    MPI_Win_unlock
-    MPI_Win_unlock_all
-    MPI_Win_wait
     PMPIX_Comm_agree
     PMPIX_Comm_failure_ack
     PMPIX_Comm_failure_get_acked
@@ -222,8 +163,6 @@ not_yet! {
     PMPIX_Grequest_class_allocate
     PMPIX_Grequest_class_create
     PMPIX_Grequest_start
-    PMPI_Accumulate
-    PMPI_Accumulate_c
     PMPI_Close_port
     PMPI_Comm_accept
     PMPI_Comm_connect
@@ -232,8 +171,6 @@ not_yet! {
     PMPI_Comm_join
     PMPI_Comm_spawn
     PMPI_Comm_spawn_multiple
-    PMPI_Compare_and_swap
-    PMPI_Fetch_and_op
     PMPI_File_c2f
     PMPI_File_call_errhandler
     PMPI_File_close
@@ -324,67 +261,12 @@ not_yet! {
     PMPI_File_write_ordered_end
     PMPI_File_write_shared
     PMPI_File_write_shared_c
-    PMPI_Get
-    PMPI_Get_accumulate
-    PMPI_Get_accumulate_c
-    PMPI_Get_c
     PMPI_Lookup_name
     PMPI_Open_port
     PMPI_Publish_name
-    PMPI_Put
-    PMPI_Put_c
-    PMPI_Raccumulate
-    PMPI_Raccumulate_c
     PMPI_Register_datarep
     PMPI_Register_datarep_c
-    PMPI_Rget
-    PMPI_Rget_accumulate
-    PMPI_Rget_accumulate_c
-    PMPI_Rget_c
-    PMPI_Rput
-    PMPI_Rput_c
     PMPI_Unpublish_name
-    PMPI_Win_allocate
-    PMPI_Win_allocate_c
-    PMPI_Win_allocate_shared
-    PMPI_Win_allocate_shared_c
-    PMPI_Win_attach
-    PMPI_Win_call_errhandler
-    PMPI_Win_complete
-    PMPI_Win_create
-    PMPI_Win_create_c
-    PMPI_Win_create_dynamic
-    PMPI_Win_create_errhandler
-    PMPI_Win_create_keyval
-    PMPI_Win_delete_attr
-    PMPI_Win_detach
-    PMPI_Win_fence
-    PMPI_Win_flush
-    PMPI_Win_flush_all
-    PMPI_Win_flush_local
-    PMPI_Win_flush_local_all
-    PMPI_Win_free
-    PMPI_Win_free_keyval
-    PMPI_Win_get_attr
-    PMPI_Win_get_errhandler
-    PMPI_Win_get_group
-    PMPI_Win_get_info
-    PMPI_Win_get_name
-    PMPI_Win_lock
-    PMPI_Win_lock_all
-    PMPI_Win_post
-    PMPI_Win_set_attr
-    PMPI_Win_set_errhandler
-    PMPI_Win_set_info
-    PMPI_Win_set_name
-    PMPI_Win_shared_query
-    PMPI_Win_shared_query_c
-    PMPI_Win_start
-    PMPI_Win_sync
-    PMPI_Win_test
-    PMPI_Win_unlock
-    PMPI_Win_unlock_all
-    PMPI_Win_wait
     QMPI_Get_calling_address
     QMPI_Get_function
     QMPI_Get_tool_storage

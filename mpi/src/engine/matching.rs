@@ -52,6 +52,8 @@ pub(crate) enum Op {
     /// A generalized request (`MPI_Grequest_start`), completed when the
     /// program says so (`MPI_Grequest_complete`).
     Generalized,
+    /// A one-sided access's (`MPI_Rput`…), completed by its answer.
+    Rma,
 }
 
 pub(crate) struct Request {
@@ -147,6 +149,8 @@ pub(crate) struct Matching {
     pub(crate) unexpected_rendezvous: usize,
     /// Bytes blocking sends may still copy aside ([`Engine::send`]).
     pub(crate) set_aside_room: usize,
+    /// Windows and the one-sided accesses under way on them.
+    pub(crate) rma: super::rma::Rma,
 }
 
 /// The matching state of the process. Every access is made by the thread

@@ -29,6 +29,7 @@ mod compound;
 mod deferred;
 mod handlers;
 mod matching;
+pub mod rma;
 mod wire;
 
 pub use agreements::Agreements;
@@ -111,7 +112,8 @@ impl Engine {
     pub fn start() -> MpiResult<Engine> {
         let shared = Arc::new(Shared::default());
         let s = |sh: &Arc<Shared>| sh.clone();
-        let (a, b, c, d, e, g) = (
+        let (a, b, c, d, e, g, h) = (
+            s(&shared),
             s(&shared),
             s(&shared),
             s(&shared),
@@ -126,6 +128,7 @@ impl Engine {
             .handler(CTS, "mpi-cts", move |m| on_cts(&c, m))
             .handler(DATA, "mpi-data", move |m| on_data(&d, m))
             .handler(ACK, "mpi-ack", move |m| on_ack(&e, m))
+            .handler(rma::RMA, "mpi-rma", move |m| rma::on_rma(&h, m))
             .from_env()?
             .build()?;
         let bytes = |setting, default| {
@@ -177,6 +180,9 @@ impl Engine {
         }
         if self.agreements.running() {
             self.advance_agreements();
+        }
+        if self.matching().rma.has_outbox() {
+            self.send_rma_answers()?;
         }
         Ok(())
     }
