@@ -384,11 +384,21 @@ impl Mpi {
         let Some(to) = to else {
             return Ok(request.then(|| self.engine.null_request()));
         };
-        // SAFETY: the caller's buffers, as MPI's caller promises.
-        let mut data = origin.map(|o| unsafe { o.pack() }).unwrap_or_default();
-        if let Some(c) = compare {
-            data.extend_from_slice(&unsafe { c.pack() });
-        }
+        // SAFETY: the caller's buffers, as MPI's caller promises. A
+        // contiguous origin goes as it is, without a packed copy.
+        let data: std::borrow::Cow<[u8]> = match (origin, compare) {
+            (Some(o), None) => match o.layout.contiguous_at() {
+                Some(at) => unsafe { slice_or_empty(o.buf.offset(at), o.bytes()) }.into(),
+                None => unsafe { o.pack() }.into(),
+            },
+            (o, c) => {
+                let mut v = o.map(|o| unsafe { o.pack() }).unwrap_or_default();
+                if let Some(c) = c {
+                    v.extend_from_slice(&unsafe { c.pack() });
+                }
+                v.into()
+            }
+        };
         let a = Access {
             disp: disp as i64,
             count: target.count as u64,

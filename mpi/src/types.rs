@@ -36,25 +36,43 @@ pub(crate) fn derived(h: Handle) -> MpiResult<Arc<Layout>> {
         })
 }
 
-/// Any datatype's layout.
+/// Any datatype's layout. A predefined type's is made once and shared
+/// (one slot per low byte of its handle): made afresh, it was an
+/// allocation and a free in every call naming it.
 pub(crate) fn layout(h: Handle) -> MpiResult<Arc<Layout>> {
-    if let Some((first, int_at)) = pair_type(h) {
-        return Ok(Arc::new(Layout::pair(first, int_at).of_predefined(h)));
+    static PREDEFINED: [std::sync::OnceLock<(Handle, Arc<Layout>)>; 256] =
+        [const { std::sync::OnceLock::new() }; 256];
+    let slot = &PREDEFINED[(h & 0xff) as usize];
+    if let Some((made_for, l)) = slot.get() {
+        if *made_for == h {
+            return Ok(l.clone());
+        }
     }
-    match builtin_type_size(h) {
-        Some(size) => {
-            let mut l = Layout::basic(size).of_predefined(h);
-            // A complex number is aligned as its parts are, as in C.
-            if let Some(crate::coll::op::Elem::Complex(_)) = crate::coll::op::Elem::of(h) {
-                l.align = (size / 2).max(1);
-            }
-            if let Some((basic, _)) = l.elements.first_mut() {
-                basic.external = external_of(h, size);
-            }
-            Ok(Arc::new(l))
+    let l = predefined_layout(h);
+    match l {
+        Some(l) => {
+            let _ = slot.set((h, l.clone()));
+            Ok(l)
         }
         None => derived(h),
     }
+}
+
+/// A predefined datatype's layout, made (`None`: `h` is not one).
+fn predefined_layout(h: Handle) -> Option<Arc<Layout>> {
+    if let Some((first, int_at)) = pair_type(h) {
+        return Some(Arc::new(Layout::pair(first, int_at).of_predefined(h)));
+    }
+    let size = builtin_type_size(h)?;
+    let mut l = Layout::basic(size).of_predefined(h);
+    // A complex number is aligned as its parts are, as in C.
+    if let Some(crate::coll::op::Elem::Complex(_)) = crate::coll::op::Elem::of(h) {
+        l.align = (size / 2).max(1);
+    }
+    if let Some((basic, _)) = l.elements.first_mut() {
+        basic.external = external_of(h, size);
+    }
+    Some(Arc::new(l))
 }
 
 /// How external32 writes predefined type `h` of `size` bytes (MPI-4.0

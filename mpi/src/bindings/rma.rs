@@ -14,7 +14,8 @@ const MPI_WIN_DISP_UNIT: c_int = 0x6600_0005;
 const MPI_WIN_CREATE_FLAVOR: c_int = 0x6600_0007;
 const MPI_WIN_MODEL: c_int = 0x6600_0009;
 
-/// A window `make` makes, with the hints of `info`, given back in `win`.
+/// A window `make` makes, with the hints of `info` (checked already),
+/// given back in `win`.
 unsafe fn out_win(
     m: &mut Mpi,
     win: *mut Handle,
@@ -22,7 +23,6 @@ unsafe fn out_win(
     make: impl FnOnce(&mut Mpi) -> MpiResult<Handle>,
 ) -> MpiResult<()> {
     let out = arg(win, "the window")?;
-    super::info::hints(m, info)?;
     let w = make(m)?;
     m.set_hints(w, info)?;
     *out = w;

@@ -74,6 +74,39 @@ impl Kind {
     }
 }
 
+/// Bytes of messages kept for windows not made yet: a peer's window is
+/// made at most a collective call later, so only a bug fills this.
+const EARLY_LIMIT: usize = 64 << 20;
+
+/// A map of this process's own small numbers (window ids, ranks,
+/// operation numbers), hashed by one multiplication: SipHash, the
+/// default, was a fifth of a small put's time.
+type Map<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Mix>>;
+
+#[derive(Default)]
+struct Mix(u64);
+
+impl std::hash::Hasher for Mix {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Data up to this many bytes is copied behind an access's head and
+/// sent as one piece (cheaper than a message of pieces).
+const GATHERED: usize = 1024;
+
 /// kind, window, the origin's number for the operation.
 const HEAD: usize = 9;
 /// disp, count, extent, op, element, number of blocks.
@@ -128,13 +161,13 @@ pub struct Window {
     attached: Vec<(usize, usize)>,
     lock: Lock,
     /// Accesses to each target without an answer yet, and in all.
-    outstanding: HashMap<Rank, usize>,
+    outstanding: Map<Rank, usize>,
     total: usize,
     /// Answers not consumed yet: locks granted, epochs posted to this
     /// origin, access epochs completed at this target.
-    granted: HashMap<Rank, usize>,
-    posted: HashMap<Rank, usize>,
-    completed: HashMap<Rank, usize>,
+    granted: Map<Rank, usize>,
+    posted: Map<Rank, usize>,
+    completed: Map<Rank, usize>,
     /// The first error a target answered, reported at the next
     /// synchronisation.
     failed: Option<MpiError>,
@@ -179,10 +212,15 @@ enum Out {
 /// it through the matching state: they apply accesses as they arrive.
 #[derive(Default)]
 pub(crate) struct Rma {
-    windows: HashMap<u32, Window>,
-    /// Messages for windows not made here yet, whole, in arrival order.
+    windows: Map<u32, Window>,
+    /// Messages for windows not made here yet, whole, in arrival order,
+    /// and their bytes.
     early: Vec<(Rank, Vec<u8>)>,
-    pending: HashMap<u32, Pending>,
+    early_bytes: usize,
+    /// Messages dropped because `early` was full: a window never made
+    /// (a peer's bug), counted and said.
+    pub(crate) dropped: u64,
+    pending: Map<u32, Pending>,
     next: u32,
     outbox: VecDeque<Out>,
 }
@@ -244,6 +282,16 @@ pub(crate) fn on_rma(shared: &Shared, m: &mut Incoming<'_>) -> fm::Result<()> {
     if !sh.rma.windows.contains_key(&u32_at(&h, 1)) {
         let mut whole = h.to_vec();
         whole.extend(m.receive_vec()?);
+        if sh.rma.early_bytes + whole.len() > EARLY_LIMIT {
+            sh.rma.dropped += 1;
+            tracing::warn!(
+                src,
+                dropped = sh.rma.dropped,
+                "mpi: one-sided messages for windows this process never made fill {EARLY_LIMIT} bytes: dropped"
+            );
+            return Ok(());
+        }
+        sh.rma.early_bytes += whole.len();
         sh.rma.early.push((src, whole));
         return Ok(());
     }
@@ -283,12 +331,22 @@ impl Window {
             dynamic,
             attached: Vec::new(),
             lock: Lock::default(),
-            outstanding: HashMap::new(),
+            outstanding: Map::default(),
             total: 0,
-            granted: HashMap::new(),
-            posted: HashMap::new(),
-            completed: HashMap::new(),
+            granted: Map::default(),
+            posted: Map::default(),
+            completed: Map::default(),
             failed: None,
+        }
+    }
+
+    /// The answers of `kind` (granted, posted, complete) not consumed
+    /// yet, by who sent them.
+    fn answers(&mut self, kind: Kind) -> &mut Map<Rank, usize> {
+        match kind {
+            Kind::Granted => &mut self.granted,
+            Kind::Posted => &mut self.posted,
+            _ => &mut self.completed,
         }
     }
 
@@ -341,8 +399,8 @@ impl Window {
         if lo > hi {
             return Ok(Vec::new());
         }
-        if !self.holds(lo, hi) {
-            return Err(range_error(match self.dynamic {
+        let outside = || {
+            range_error(match self.dynamic {
                 true => format!(
                     "bytes {lo:#x}..{hi:#x} are not all in regions attached to the dynamic window"
                 ),
@@ -352,9 +410,16 @@ impl Window {
                     hi - self.base as i128,
                     self.size
                 ),
-            }));
+            })
+        };
+        // The whole span inside: every block is. Otherwise only a dynamic
+        // window's blocks may still be, each in some region (with gaps
+        // between regions that no block touches).
+        let spanned = self.holds(lo, hi);
+        if !spanned && !self.dynamic {
+            return Err(outside());
         }
-        if let [(off, len)] = a.blocks {
+        if let ([(off, len)], true) = (a.blocks, spanned) {
             if *len as i64 == a.extent {
                 // Elements that follow each other without a gap: one block.
                 let at = (origin + *off as i128) as usize;
@@ -365,10 +430,13 @@ impl Window {
         let mut out: Vec<(usize, usize)> = Vec::new();
         for i in 0..a.count as i128 {
             for &(off, len) in a.blocks {
-                let at = (origin + i * a.extent as i128 + off as i128) as usize;
+                let at = origin + i * a.extent as i128 + off as i128;
+                if !spanned && !self.holds(at, at + len as i128) {
+                    return Err(outside());
+                }
                 match out.last_mut() {
-                    Some((p, l)) if *p + *l == at => *l += len,
-                    _ => out.push((at, len)),
+                    Some((p, l)) if *p as i128 + *l as i128 == at => *l += len,
+                    _ => out.push((at as usize, len)),
                 }
             }
         }
@@ -414,12 +482,7 @@ fn serve(sh: &mut Matching, src: Rank, head: &[u8; HEAD], m: &mut impl Source) -
     match kind {
         Kind::Done => answered(sh, src, op, m),
         Kind::Granted | Kind::Posted | Kind::Complete => {
-            let counts = match kind {
-                Kind::Granted => &mut w.granted,
-                Kind::Posted => &mut w.posted,
-                _ => &mut w.completed,
-            };
-            *counts.entry(src).or_default() += 1;
+            *w.answers(kind).entry(src).or_default() += 1;
             Ok(())
         }
         Kind::Lock => {
@@ -558,28 +621,7 @@ fn access(w: &Window, kind: Kind, m: &mut impl Source) -> fm::Result<MpiResult<A
             Ok(Ok(Answer::Old(Vec::new())))
         }
         Kind::Get => Ok(Ok(Answer::Get(blocks))),
-        Kind::Accumulate | Kind::GetAccumulate => {
-            let (p, e) = match (Predefined::of(a.op), Elem::of(a.elem)) {
-                (Some(p), Some(e)) if defined(p, e) && bytes.is_multiple_of(e.size()) => (p, e),
-                _ => {
-                    return Ok(err(
-                        MPI_ERR_OP,
-                        "the operation is not defined on the target's datatype",
-                    ))
-                }
-            };
-            let data = m.read_vec()?;
-            let old = unsafe { gather(&blocks) };
-            if p != Predefined::NoOp {
-                let mut new = old.clone();
-                combine(p, e, &data, &mut new);
-                unsafe { scatter(&blocks, &new) };
-            }
-            Ok(Ok(Answer::Old(match kind {
-                Kind::GetAccumulate => old,
-                _ => Vec::new(),
-            })))
-        }
+        Kind::Accumulate | Kind::GetAccumulate => accumulate(kind, &a, &blocks, m),
         Kind::CompareSwap => {
             let data = m.read_vec()?;
             let old = unsafe { gather(&blocks) };
@@ -591,6 +633,46 @@ fn access(w: &Window, kind: Kind, m: &mut impl Source) -> fm::Result<MpiResult<A
         }
         _ => Ok(err(MPI_ERR_OTHER, "not an access")),
     }
+}
+
+/// An accumulate (or get-accumulate) applied to the window's `blocks`.
+///
+/// # Safety (inside)
+/// The blocks were checked to lie in the window ([`Window::blocks`]).
+fn accumulate(
+    kind: Kind,
+    a: &Access<'_>,
+    blocks: &[(usize, usize)],
+    m: &mut impl Source,
+) -> fm::Result<MpiResult<Answer>> {
+    let bytes: usize = blocks.iter().map(|b| b.1).sum();
+    let (p, e) = match (Predefined::of(a.op), Elem::of(a.elem)) {
+        (Some(p), Some(e)) if defined(p, e) && bytes.is_multiple_of(e.size()) => (p, e),
+        _ => {
+            return Ok(err(
+                MPI_ERR_OP,
+                "the operation is not defined on the target's datatype",
+            ))
+        }
+    };
+    let data = m.read_vec()?;
+    let old = match kind {
+        Kind::GetAccumulate => unsafe { gather(blocks) },
+        _ => Vec::new(),
+    };
+    match (p, blocks) {
+        (Predefined::NoOp, _) => {}
+        // One block: combined where it lies.
+        (_, &[(at, len)]) => combine(p, e, &data, unsafe {
+            std::slice::from_raw_parts_mut(at as *mut u8, len)
+        }),
+        _ => {
+            let mut new = unsafe { gather(blocks) };
+            combine(p, e, &data, &mut new);
+            unsafe { scatter(blocks, &new) };
+        }
+    }
+    Ok(Ok(Answer::Old(old)))
 }
 
 /// An access's answer came: its old data into its result, its count down.
@@ -652,6 +734,7 @@ impl Engine {
             .into_iter()
             .partition(|(_, b)| u32_at(b, 1) == id);
         sh.rma.early = later;
+        sh.rma.early_bytes -= now.iter().map(|(_, b)| b.len()).sum::<usize>();
         for (src, msg) in now {
             let (h, mut rest) = msg.split_at(HEAD);
             let h: [u8; HEAD] = h.try_into().unwrap_or([0; HEAD]);
@@ -727,28 +810,30 @@ impl Engine {
             sh.rma.pending.insert(op, p);
             (op, request)
         };
-        let mut h = [0u8; HEAD + ACCESS];
-        h[..HEAD].copy_from_slice(&head(kind, id, op));
-        let f = &mut h[HEAD..];
-        f[0..8].copy_from_slice(&a.disp.to_le_bytes());
-        f[8..16].copy_from_slice(&a.count.to_le_bytes());
-        f[16..24].copy_from_slice(&a.extent.to_le_bytes());
-        f[24..28].copy_from_slice(&a.op.to_le_bytes());
-        f[28..32].copy_from_slice(&a.elem.to_le_bytes());
-        f[32..36].copy_from_slice(&(a.blocks.len() as u32).to_le_bytes());
-        let blocks: Vec<u8> = (a.blocks.iter())
-            .flat_map(|&(off, l)| {
-                let mut b = [0u8; 16];
-                b[..8].copy_from_slice(&(off as i64).to_le_bytes());
-                b[8..].copy_from_slice(&(l as u64).to_le_bytes());
-                b
-            })
-            .collect();
-        self.fm.begin_message(to, len, RMA)?;
-        self.fm.send_piece(&h)?;
-        self.fm.send_piece(&blocks)?;
-        self.fm.send_piece(data)?;
-        self.fm.end_message()?;
+        // The head, the target's blocks and (if small) the data, gathered
+        // to go as one piece.
+        let b = &mut self.scratch;
+        b.clear();
+        b.extend_from_slice(&head(kind, id, op));
+        b.extend_from_slice(&a.disp.to_le_bytes());
+        b.extend_from_slice(&a.count.to_le_bytes());
+        b.extend_from_slice(&a.extent.to_le_bytes());
+        b.extend_from_slice(&a.op.to_le_bytes());
+        b.extend_from_slice(&a.elem.to_le_bytes());
+        b.extend_from_slice(&(a.blocks.len() as u32).to_le_bytes());
+        for &(off, l) in a.blocks {
+            b.extend_from_slice(&(off as i64).to_le_bytes());
+            b.extend_from_slice(&(l as u64).to_le_bytes());
+        }
+        if data.len() <= GATHERED {
+            b.extend_from_slice(data);
+            self.fm.send(to, RMA, &self.scratch)?;
+        } else {
+            self.fm.begin_message(to, len, RMA)?;
+            self.fm.send_piece(&self.scratch)?;
+            self.fm.send_piece(data)?;
+            self.fm.end_message()?;
+        }
         Ok(request)
     }
 
@@ -784,12 +869,7 @@ impl Engine {
         let take = |e: &mut Engine| {
             let mut sh = e.matching();
             let w = sh.rma.windows.get_mut(&id)?;
-            let counts = match kind {
-                Kind::Granted => &mut w.granted,
-                Kind::Posted => &mut w.posted,
-                _ => &mut w.completed,
-            };
-            let n = counts.get_mut(&from).filter(|n| **n > 0)?;
+            let n = w.answers(kind).get_mut(&from).filter(|n| **n > 0)?;
             *n -= 1;
             Some(())
         };
@@ -823,11 +903,17 @@ impl Engine {
                     class,
                     data,
                 } => {
-                    self.fm.begin_message(to, HEAD + 4 + data.len(), RMA)?;
-                    self.fm.send_piece(&head(Kind::Done, window, op))?;
-                    self.fm.send_piece(&class.to_le_bytes())?;
-                    self.fm.send_piece(&data)?;
-                    self.fm.end_message()?;
+                    let mut h = [0u8; HEAD + 4];
+                    h[..HEAD].copy_from_slice(&head(Kind::Done, window, op));
+                    h[HEAD..].copy_from_slice(&class.to_le_bytes());
+                    if data.is_empty() {
+                        self.fm.send(to, RMA, &h)?;
+                    } else {
+                        self.fm.begin_message(to, h.len() + data.len(), RMA)?;
+                        self.fm.send_piece(&h)?;
+                        self.fm.send_piece(&data)?;
+                        self.fm.end_message()?;
+                    }
                 }
                 Out::Get {
                     to,
@@ -861,4 +947,95 @@ fn window(sh: &mut Matching, id: u32) -> MpiResult<&mut Window> {
         class: MPI_ERR_WIN,
         message: "the window is gone".into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Every byte an access names, by brute force: (address, in order).
+    fn bytes_named(w: &Window, a: &Access<'_>) -> Vec<i128> {
+        let base = if w.dynamic { 0 } else { w.base as i128 };
+        let origin = base + a.disp as i128 * w.disp_unit as i128;
+        let mut out = Vec::new();
+        for i in 0..a.count as i128 {
+            for &(off, len) in a.blocks {
+                let at = origin + i * a.extent as i128 + off as i128;
+                out.extend(at..at + len as i128);
+            }
+        }
+        out
+    }
+
+    fn inside(w: &Window, at: i128) -> bool {
+        match w.dynamic {
+            false => at >= w.base as i128 && at < (w.base + w.size) as i128,
+            true => (w.attached.iter()).any(|&(a, l)| at >= a as i128 && at < (a + l) as i128),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+
+        /// An access is taken exactly when every byte it names lies in
+        /// the window (or in its attached regions), and then its blocks
+        /// name those bytes in order: nothing outside is ever written.
+        #[test]
+        fn an_access_is_refused_unless_every_byte_lies_in_the_window(
+            size in 0usize..64,
+            unit in 1usize..5,
+            disp in -16i64..48,
+            count in 0u64..6,
+            extent in -12i64..24,
+            blocks in prop::collection::vec((-16isize..32, 1usize..9), 0..4),
+            regions in prop::collection::vec((0usize..6, 1usize..40), 0..4),
+            dynamic in any::<bool>(),
+        ) {
+            let base = 0x10_0000;
+            let mut w = Window::new(base, size, unit, dynamic);
+            if dynamic {
+                w.disp_unit = 1;
+                // Regions of a few slots, some following each other.
+                let mut at = base;
+                for (gap, len) in regions {
+                    at += gap * 8;
+                    w.attached.push((at, len));
+                    at += len;
+                }
+            }
+            let disp = if dynamic { disp + base as i64 } else { disp };
+            let a = Access { disp, count, extent, blocks: &blocks, op: 0, elem: 0 };
+            let named = bytes_named(&w, &a);
+            let all_inside = named.iter().all(|&b| inside(&w, b));
+            match w.blocks(&a) {
+                Ok(list) => {
+                    prop_assert!(all_inside, "taken: {list:?}");
+                    let got: Vec<i128> = (list.iter())
+                        .flat_map(|&(at, len)| at as i128..(at + len) as i128)
+                        .collect();
+                    prop_assert_eq!(got, named);
+                }
+                Err(e) => {
+                    prop_assert!(!all_inside, "refused: {}", e.message);
+                    prop_assert_eq!(e.class, MPI_ERR_RMA_RANGE);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_count_of_empty_steps_is_refused_before_its_list_is_made() {
+        let w = Window::new(0x1000, 64, 1, false);
+        let blocks = [(0isize, 1usize)];
+        let a = Access {
+            disp: 0,
+            count: u64::MAX / 2,
+            extent: 0,
+            blocks: &blocks,
+            op: 0,
+            elem: 0,
+        };
+        assert_eq!(w.blocks(&a).unwrap_err().class, MPI_ERR_RMA_RANGE);
+    }
 }
