@@ -365,48 +365,60 @@ unsafe fn put_or_get<C: CountArg>(
     )
 }
 
-macro_rules! put_get {
-    ($($name:ident $rname:ident => $kind:expr;)*) => {$(
+/// An access's blocking form and its request form (`MPI_R…`, the same
+/// arguments and a request), both running `$body` with `request` saying
+/// whether a request is wanted; the body gives the request, if any.
+macro_rules! with_request_form {
+    ($($name:ident $rname:ident ($($a:ident: $t:ty),*) on $win:ident => |$m:ident, $request:ident| $body:expr;)*) => {$(
         #[mpi]
-        fn $name(
-            buf: *const c_void,
-            count: IntOrCount,
-            datatype: Handle,
-            rank: c_int,
-            disp: isize,
-            target_count: IntOrCount,
-            target_type: Handle,
-            win: Handle,
-        ) -> c_int {
-            call(&stringify!($name)[1..], win, |m| {
-                put_or_get(m, $kind, buf, count, datatype, rank, disp, target_count, target_type, win, false).map(drop)
+        fn $name($($a: $t),*) -> c_int {
+            call(&stringify!($name)[1..], $win, |$m| {
+                let $request = false;
+                $body.map(drop)
             })
         }
 
         #[mpi]
-        fn $rname(
-            buf: *const c_void,
-            count: IntOrCount,
-            datatype: Handle,
-            rank: c_int,
-            disp: isize,
-            target_count: IntOrCount,
-            target_type: Handle,
-            win: Handle,
-            request: *mut Handle,
-        ) -> c_int {
-            call(&stringify!($rname)[1..], win, |m| {
+        fn $rname($($a: $t,)* request: *mut Handle) -> c_int {
+            call(&stringify!($rname)[1..], $win, |$m| {
                 arg(request, "the request")?;
-                let id = put_or_get(m, $kind, buf, count, datatype, rank, disp, target_count, target_type, win, true)?;
+                let id = {
+                    let $request = true;
+                    $body?
+                };
                 give_request(request, id)
             })
         }
     )*};
 }
 
-put_get! {
-    PMPI_Put PMPI_Rput => Kind::Put;
-    PMPI_Get PMPI_Rget => Kind::Get;
+with_request_form! {
+    PMPI_Put PMPI_Rput (
+        buf: *const c_void, count: IntOrCount, datatype: Handle, rank: c_int, disp: isize,
+        target_count: IntOrCount, target_type: Handle, win: Handle
+    ) on win => |m, request| put_or_get(
+        m, Kind::Put, buf, count, datatype, rank, disp, target_count, target_type, win, request
+    );
+    PMPI_Get PMPI_Rget (
+        buf: *const c_void, count: IntOrCount, datatype: Handle, rank: c_int, disp: isize,
+        target_count: IntOrCount, target_type: Handle, win: Handle
+    ) on win => |m, request| put_or_get(
+        m, Kind::Get, buf, count, datatype, rank, disp, target_count, target_type, win, request
+    );
+    PMPI_Accumulate PMPI_Raccumulate (
+        buf: *const c_void, count: IntOrCount, datatype: Handle, rank: c_int, disp: isize,
+        target_count: IntOrCount, target_type: Handle, op: Handle, win: Handle
+    ) on win => |m, request| accumulate(
+        m, (buf, count, datatype), None, rank, disp, target_count, target_type, op, win, request
+    );
+    PMPI_Get_accumulate PMPI_Rget_accumulate (
+        buf: *const c_void, count: IntOrCount, datatype: Handle, result: *mut c_void,
+        result_count: IntOrCount, result_type: Handle, rank: c_int, disp: isize,
+        target_count: IntOrCount, target_type: Handle, op: Handle, win: Handle
+    ) on win => |m, request| accumulate(
+        m, (buf, count, datatype), Some((result, result_count, result_type)), rank, disp,
+        target_count, target_type, op, win, request
+    );
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -452,134 +464,6 @@ unsafe fn accumulate<C: CountArg>(
 }
 
 const MPI_NO_OP: Handle = 0x5800_000e;
-
-#[mpi]
-fn PMPI_Accumulate(
-    buf: *const c_void,
-    count: IntOrCount,
-    datatype: Handle,
-    rank: c_int,
-    disp: isize,
-    target_count: IntOrCount,
-    target_type: Handle,
-    op: Handle,
-    win: Handle,
-) -> c_int {
-    call("MPI_Accumulate", win, |m| {
-        accumulate(
-            m,
-            (buf, count, datatype),
-            None,
-            rank,
-            disp,
-            target_count,
-            target_type,
-            op,
-            win,
-            false,
-        )
-        .map(drop)
-    })
-}
-
-#[mpi]
-fn PMPI_Raccumulate(
-    buf: *const c_void,
-    count: IntOrCount,
-    datatype: Handle,
-    rank: c_int,
-    disp: isize,
-    target_count: IntOrCount,
-    target_type: Handle,
-    op: Handle,
-    win: Handle,
-    request: *mut Handle,
-) -> c_int {
-    call("MPI_Raccumulate", win, |m| {
-        arg(request, "the request")?;
-        let id = accumulate(
-            m,
-            (buf, count, datatype),
-            None,
-            rank,
-            disp,
-            target_count,
-            target_type,
-            op,
-            win,
-            true,
-        )?;
-        give_request(request, id)
-    })
-}
-
-#[mpi]
-fn PMPI_Get_accumulate(
-    buf: *const c_void,
-    count: IntOrCount,
-    datatype: Handle,
-    result: *mut c_void,
-    result_count: IntOrCount,
-    result_type: Handle,
-    rank: c_int,
-    disp: isize,
-    target_count: IntOrCount,
-    target_type: Handle,
-    op: Handle,
-    win: Handle,
-) -> c_int {
-    call("MPI_Get_accumulate", win, |m| {
-        let r = Some((result, result_count, result_type));
-        accumulate(
-            m,
-            (buf, count, datatype),
-            r,
-            rank,
-            disp,
-            target_count,
-            target_type,
-            op,
-            win,
-            false,
-        )
-        .map(drop)
-    })
-}
-
-#[mpi]
-fn PMPI_Rget_accumulate(
-    buf: *const c_void,
-    count: IntOrCount,
-    datatype: Handle,
-    result: *mut c_void,
-    result_count: IntOrCount,
-    result_type: Handle,
-    rank: c_int,
-    disp: isize,
-    target_count: IntOrCount,
-    target_type: Handle,
-    op: Handle,
-    win: Handle,
-    request: *mut Handle,
-) -> c_int {
-    call("MPI_Rget_accumulate", win, |m| {
-        arg(request, "the request")?;
-        let r = Some((result, result_count, result_type));
-        let id = accumulate(
-            m,
-            (buf, count, datatype),
-            r,
-            rank,
-            disp,
-            target_count,
-            target_type,
-            op,
-            win,
-            true,
-        )?;
-        give_request(request, id)
-    })
-}
 
 #[mpi]
 fn PMPI_Fetch_and_op(

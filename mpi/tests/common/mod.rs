@@ -124,3 +124,22 @@ pub fn passes_fails_and_agrees_with_mpich(dir: &TempDir, exe: &Path, n: usize, p
         assert_eq!(t.contains(passed), ok, "mpiexec.mpich {args:?}:\n{t}");
     }
 }
+
+/// `fmrun FMRUN_ARGS PROGRAM ARGS` (the second of FMRUN_ARGS the number
+/// of ranks) with `env` succeeds and prints `{passed} {n} ranks`.
+pub fn passes_on(
+    dir: &TempDir,
+    exe: &Path,
+    fmrun_args: &[&str],
+    args: &[&str],
+    env: &[(&str, &str)],
+    passed: &str,
+) {
+    let n = fmrun_args[1];
+    let o = run(dir, fmrun_args, exe, args, env);
+    let t = text(&o);
+    assert!(
+        o.status.success() && t.contains(&format!("{passed} {n} ranks")),
+        "{fmrun_args:?} {env:?}:\n{t}"
+    );
+}
