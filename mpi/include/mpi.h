@@ -234,6 +234,7 @@ typedef void(MPI_Win_errhandler_function)(MPI_Win *, int *, ...);
 #define MPI_ERR_RMA_SYNC 50
 #define MPI_ERR_SIZE 51
 #define MPI_ERR_DISP 52
+#define MPI_ERR_ASSERT 53
 #define MPI_ERR_RMA_RANGE 55
 #define MPI_ERR_RMA_ATTACH 56
 #define MPI_ERR_RMA_SHARED 57

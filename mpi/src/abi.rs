@@ -44,6 +44,7 @@ pub const MPI_ERR_LOCKTYPE: c_int = 47;
 pub const MPI_ERR_RMA_SYNC: c_int = 50;
 pub const MPI_ERR_SIZE: c_int = 51;
 pub const MPI_ERR_DISP: c_int = 52;
+pub const MPI_ERR_ASSERT: c_int = 53;
 pub const MPI_ERR_RMA_RANGE: c_int = 55;
 pub const MPI_ERR_RMA_ATTACH: c_int = 56;
 pub const MPI_ERR_RMA_SHARED: c_int = 57;

@@ -97,7 +97,7 @@ fn check_assert(assert: c_int) -> MpiResult<()> {
     match assert & !MODES {
         0 => Ok(()),
         _ => err(
-            53,
+            MPI_ERR_ASSERT,
             format!("{assert:#x} is not a combination of MPI_MODE_ assertions"),
         ),
     }
@@ -114,11 +114,14 @@ impl Mpi {
             })
     }
 
-    fn win_mut(&mut self, h: Handle) -> MpiResult<&mut Win> {
+    pub(crate) fn win_mut(&mut self, h: Handle) -> MpiResult<&mut Win> {
         self.win(h)?;
-        Ok(self.wins[(h & HANDLE_INDEX) as usize]
-            .as_mut()
-            .expect("checked"))
+        (self.wins.get_mut((h & HANDLE_INDEX) as usize))
+            .and_then(Option::as_mut)
+            .ok_or_else(|| MpiError {
+                class: MPI_ERR_WIN,
+                message: format!("{h:#x} is not a window"),
+            })
     }
 
     /// Make a window over `size` bytes at `base` on `comm` (collective).
@@ -303,9 +306,10 @@ impl Mpi {
         self.engine.rma_settle(id, None)?;
         self.win_barrier(win)?;
         self.engine.remove_window(id);
-        let w = self.wins[(win & HANDLE_INDEX) as usize]
-            .take()
-            .expect("checked");
+        let Some(w) = (self.wins.get_mut((win & HANDLE_INDEX) as usize)).and_then(Option::take)
+        else {
+            return err(MPI_ERR_WIN, format!("{win:#x} is not a window"));
+        };
         self.remove_comm(w.comm);
         self.names.remove(&win);
         Ok(w)

@@ -272,11 +272,7 @@ fn PMPI_Win_get_attr(win: Handle, keyval: c_int, value: *mut c_void, flag: *mut 
 fn PMPI_Win_set_errhandler(win: Handle, errhandler: Handle) -> c_int {
     call("MPI_Win_set_errhandler", win, |m| {
         let h = m.errors.settable(errhandler)?;
-        m.win(win)?;
-        m.wins[(win & HANDLE_INDEX) as usize]
-            .as_mut()
-            .expect("checked")
-            .errhandler = h;
+        m.win_mut(win)?.errhandler = h;
         Ok(())
     })
 }
