@@ -56,6 +56,31 @@ fn PMPI_Win_create(
     })
 }
 
+/// A window over memory the library holds (`memory`, with this member's
+/// part at `base`): its base given back in `baseptr`, the window in `win`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn allocated(
+    m: &mut Mpi,
+    comm: Handle,
+    size: isize,
+    disp_unit: i64,
+    info: Handle,
+    baseptr: *mut c_void,
+    win: *mut Handle,
+    flavor: c_int,
+    make_memory: impl FnOnce(&mut Mpi) -> MpiResult<(usize, Memory)>,
+) -> MpiResult<()> {
+    super::info::hints(m, info)?;
+    let out = arg(baseptr.cast::<*mut c_void>(), "the base pointer")?;
+    arg(win, "the window")?;
+    let (base, memory) = make_memory(m)?;
+    out_win(m, win, info, |m| {
+        m.make_window(comm, base, size as i64, disp_unit, flavor, memory)
+    })?;
+    *out = base as *mut c_void;
+    Ok(())
+}
+
 #[mpi]
 fn PMPI_Win_allocate(
     size: isize,
@@ -66,23 +91,22 @@ fn PMPI_Win_allocate(
     win: *mut Handle,
 ) -> c_int {
     call("MPI_Win_allocate", comm, |m| {
-        super::info::hints(m, info)?;
-        let out = arg(baseptr.cast::<*mut c_void>(), "the base pointer")?;
-        let bytes = nonneg(size as i64, "the window's size")?;
-        let mut mem = vec![0u64; bytes.div_ceil(8)];
-        let base = mem.as_mut_ptr() as usize;
-        out_win(m, win, info, |m| {
-            m.make_window(
-                comm,
-                base,
-                size as i64,
-                disp_unit.into(),
-                MPI_WIN_FLAVOR_ALLOCATE,
-                Memory::Owned(mem),
-            )
-        })?;
-        *out = base as *mut c_void;
-        Ok(())
+        let flavor = MPI_WIN_FLAVOR_ALLOCATE;
+        allocated(
+            m,
+            comm,
+            size,
+            disp_unit.into(),
+            info,
+            baseptr,
+            win,
+            flavor,
+            |_| {
+                let bytes = nonneg(size as i64, "the window's size")?;
+                let mut mem = vec![0u64; bytes.div_ceil(8)];
+                Ok((mem.as_mut_ptr() as usize, Memory::Owned(mem)))
+            },
+        )
     })
 }
 
@@ -96,27 +120,25 @@ fn PMPI_Win_allocate_shared(
     win: *mut Handle,
 ) -> c_int {
     call("MPI_Win_allocate_shared", comm, |m| {
-        super::info::hints(m, info)?;
-        let out = arg(baseptr.cast::<*mut c_void>(), "the base pointer")?;
-        arg(win, "the window")?;
-        let memory = m.shared_memory(comm, size as i64, disp_unit.into())?;
-        let rank = m.comm(comm)?.rank as usize;
-        let Memory::Shared { parts, .. } = &memory else {
-            return err(MPI_ERR_INTERN, "shared memory is not shared");
-        };
-        let base = parts[rank].0;
-        out_win(m, win, info, |m| {
-            m.make_window(
-                comm,
-                base,
-                size as i64,
-                disp_unit.into(),
-                MPI_WIN_FLAVOR_SHARED,
-                memory,
-            )
-        })?;
-        *out = base as *mut c_void;
-        Ok(())
+        let flavor = MPI_WIN_FLAVOR_SHARED;
+        allocated(
+            m,
+            comm,
+            size,
+            disp_unit.into(),
+            info,
+            baseptr,
+            win,
+            flavor,
+            |m| {
+                let memory = m.shared_memory(comm, size as i64, disp_unit.into())?;
+                let rank = m.comm(comm)?.rank as usize;
+                match &memory {
+                    Memory::Shared { parts, .. } => Ok((parts[rank].0, memory)),
+                    _ => err(MPI_ERR_INTERN, "shared memory is not shared"),
+                }
+            },
+        )
     })
 }
 

@@ -168,7 +168,14 @@ impl Engine {
     /// Run arrived handlers and send what they asked for, without waiting.
     pub fn progress(&mut self) -> MpiResult<()> {
         self.fm.extract(usize::MAX)?;
-        self.act()?;
+        // One look at what handlers left: actions, and one-sided answers.
+        let (actions, answers) = {
+            let sh = self.matching();
+            (!sh.actions.is_empty(), sh.rma.has_outbox())
+        };
+        if actions {
+            self.act_on_actions()?;
+        }
         if !self.deferred.is_empty() {
             self.send_deferred(None, None)?;
         }
@@ -181,7 +188,7 @@ impl Engine {
         if self.agreements.running() {
             self.advance_agreements();
         }
-        if self.matching().rma.has_outbox() {
+        if answers {
             self.send_rma_answers()?;
         }
         Ok(())

@@ -156,7 +156,7 @@ pub struct Window {
     size: usize,
     disp_unit: usize,
     /// A dynamic window: displacements are addresses, which must lie in
-    /// the regions attached (`MPI_Win_attach`).
+    /// the regions attached (`MPI_Win_attach`), kept in address order.
     dynamic: bool,
     attached: Vec<(usize, usize)>,
     lock: Lock,
@@ -357,10 +357,9 @@ impl Window {
             let base = self.base as i128;
             return lo >= base && hi <= base + self.size as i128;
         }
-        let mut regions = self.attached.clone();
-        regions.sort_unstable();
+        // `attached` is kept sorted by address.
         let mut covered = lo;
-        for (at, len) in regions {
+        for &(at, len) in &self.attached {
             let (at, end) = (at as i128, at as i128 + len as i128);
             if at <= covered && end > covered {
                 covered = end;
@@ -757,7 +756,8 @@ impl Engine {
                 "the region overlaps one already attached to the window",
             );
         }
-        w.attached.push((at, len));
+        let i = w.attached.partition_point(|&(a, _)| a < at);
+        w.attached.insert(i, (at, len));
         Ok(())
     }
 
