@@ -111,11 +111,16 @@ pub struct FmStats {
     pub dropped_unknown_handler: u64,
     /// Packets that broke the protocol (bad header, stray continuation): dropped.
     pub dropped_malformed: u64,
+    /// One-sided requests this process refused as a target (no such
+    /// window, out of its range, misaligned, unreadable), and answers
+    /// that came for no operation waiting here: neither wrote anything.
+    pub window_refused: u64,
+    pub window_answers_dropped: u64,
 }
 
 impl FmStats {
     /// Every counter by name.
-    pub fn fields(&self) -> [(&'static str, u64); 15] {
+    pub fn fields(&self) -> [(&'static str, u64); 17] {
         [
             ("messages_sent", self.messages_sent),
             ("messages_received", self.messages_received),
@@ -135,6 +140,8 @@ impl FmStats {
             ("single_copy_bytes", self.single_copy_bytes),
             ("dropped_unknown_handler", self.dropped_unknown_handler),
             ("dropped_malformed", self.dropped_malformed),
+            ("window_refused", self.window_refused),
+            ("window_answers_dropped", self.window_answers_dropped),
         ]
     }
 }
@@ -215,6 +222,12 @@ pub struct Endpoint {
     /// fm's own barrier: messages counted as they arrive.
     /// Collectives' messages waiting for their receives.
     pub(crate) coll_mailbox: crate::coll::Mailbox,
+    /// One-sided operations: this process's windows, and its operations
+    /// not answered yet.
+    pub(crate) windows: crate::window::Windows,
+    /// Tells endpoints of one process apart (a window is served by the
+    /// one that made it).
+    pub(crate) id: u64,
     /// An error of a handler that a stalled sender ran, for the next extract.
     pub(crate) deferred_error: Option<crate::FmError>,
     /// How long fm's internal waits may take (`None`: for ever).
@@ -282,6 +295,12 @@ impl Endpoint {
             in_handler: false,
             handlers,
             coll_mailbox: Default::default(),
+            windows: Default::default(),
+            id: {
+                static ENDPOINTS: std::sync::atomic::AtomicU64 =
+                    std::sync::atomic::AtomicU64::new(0);
+                ENDPOINTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            },
             deferred_error: None,
             wait_limit: c.wait_timeout,
             wait: WaitPolicy {

@@ -60,6 +60,10 @@ pub enum ErrorKind {
     #[error("group: {0}")]
     Group(String),
 
+    /// A one-sided operation that cannot be, or that its target refused.
+    #[error("window: {0}")]
+    Window(String),
+
     #[error("rank {rank} sent {got} bytes for a collective where {want} were expected: do all members make the same calls, with the same root and lengths?")]
     CollectiveMismatch { rank: Rank, got: usize, want: usize },
 

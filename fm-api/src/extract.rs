@@ -179,6 +179,7 @@ impl Endpoint {
                 r
             }
             None if id == crate::coll::COLLECTIVE => crate::coll::intake(&mut m),
+            None if id == crate::window::ONE_SIDED => crate::window::intake(&mut m),
             None => {
                 m.ep_mut().fm_handler(src, id, len);
                 Ok(())

@@ -55,6 +55,7 @@ mod path_choice;
 mod sender;
 pub mod settings;
 pub mod wait;
+pub mod window;
 pub mod wire;
 pub mod wireup;
 
@@ -71,6 +72,7 @@ pub use extract::RESERVED_HANDLERS;
 pub use fm_devices::{JobKey, Rank};
 pub use incoming::Incoming;
 pub use sender::{FmSender, OUTBOX_BYTES};
+pub use window::Window;
 
 use fm_devices::DeviceKind;
 use std::ops::{Deref, DerefMut};

@@ -6,6 +6,7 @@
 //! the others wait). Rank 0 prints the results.
 
 mod coll;
+mod rma;
 mod stats;
 
 use fm_platform::setting::{Scope, Setting};
@@ -113,6 +114,15 @@ enum Bench {
     /// median, minimum and maximum over ranks of each one's average time
     /// per call.
     Coll(coll::CollOpts),
+    /// One-sided put latency (a put and its flush: complete at the
+    /// target) and bandwidth (--window puts, one flush), on the peer's
+    /// part of an `fm::Window`.
+    Put(Opts),
+    /// One-sided get latency (each get waits for its data).
+    Get(Opts),
+    /// 64-bit atomics on the peer's window: fetch-add, compare-and-swap
+    /// and swap, each to completion.
+    Atomic(Opts),
     /// Every rank waits in `extract_wait` with nothing arriving, then
     /// exits: for measuring what an idle rank costs (`FM_WAIT`).
     Idle(IdleOpts),
@@ -269,7 +279,10 @@ fn main() -> ExitCode {
         | Bench::Bw(o)
         | Bench::Rate(o)
         | Bench::Pollcost(o)
-        | Bench::Overhead(o) => o.clone(),
+        | Bench::Overhead(o)
+        | Bench::Put(o)
+        | Bench::Get(o)
+        | Bench::Atomic(o) => o.clone(),
         Bench::Idle(o) => return idle(o),
         Bench::Coll(o) => return collectives(o),
     };
@@ -539,7 +552,18 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
             (_, true) => Format::Csv,
             _ => Format::Table,
         };
-        let meta = run_metadata(&fm, !opts.no_pin, cpus);
+        let mut meta = run_metadata(&fm, !opts.no_pin, cpus);
+        if matches!(bench, Bench::Put(_) | Bench::Get(_) | Bench::Atomic(_)) {
+            meta.retain(|(k, _)| *k != "timing");
+            meta.push((
+                "timing",
+                "put: half a round trip of puts each rank waits to land in its \
+                 own window (ucp_put_lat's measure); get and atomics: each \
+                 operation to its answer; put_bw: windows of --window puts and \
+                 one flush; medians over batches"
+                    .into(),
+            ));
+        }
         let mut ctx = Ctx {
             epoch: 0,
             oversubscribed,
@@ -558,6 +582,9 @@ fn run_rank(bench: &Bench, opts: &Opts) -> Res<()> {
             Bench::Rate(_) => ctx.stream(true)?,
             Bench::Pollcost(_) => ctx.pollcost()?,
             Bench::Overhead(_) => ctx.overhead()?,
+            Bench::Put(_) => ctx.one_sided(rma::OneSided::Put)?,
+            Bench::Get(_) => ctx.one_sided(rma::OneSided::Get)?,
+            Bench::Atomic(_) => ctx.one_sided(rma::OneSided::Atomic)?,
             Bench::Idle(_) | Bench::Coll(_) => {
                 unreachable!("idle and coll run on their own (main)")
             }

@@ -92,6 +92,11 @@ impl Groups {
         })
     }
 
+    /// The ID the next group of `members` will have.
+    pub(crate) fn next_id(&self, members: &[Rank]) -> u64 {
+        group_id(members, self.made.get(members).copied().unwrap_or(0))
+    }
+
     /// The group of `members` (job ranks, in the group's order), of
     /// which `me` is one.
     pub(crate) fn group(&mut self, me: Rank, size: usize, members: &[Rank]) -> Result<Group> {
@@ -240,6 +245,11 @@ fn blocks(all: Span, n: usize) -> Vec<Span> {
 
 impl Group {
     /// Its members (job ranks), in its order.
+    /// The group's ID, the same on every member.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     pub fn members(&self) -> &[Rank] {
         &self.members
     }
