@@ -328,3 +328,32 @@ fn netpipe_built_for_mpich_runs_over_nic() {
     }
     assert!(dir.segments().is_empty());
 }
+
+/// FM's one-sided windows between two namespace hosts through nic (2
+/// ranks each: the two of a host share mapped windows), under loss: the
+/// same checks as `tests/windows.rs`, guard bytes and refusals included.
+#[test]
+fn one_sided_windows_are_right_through_nic_under_faults() {
+    let _one = exclusive();
+    let Some(c) = Cluster::new("one_sided_windows_are_right_through_nic", 2) else {
+        return;
+    };
+    let window = env!("CARGO_BIN_EXE_fm-window");
+    let dir = TempDir::for_segments("ns-nic-window");
+    let mut args = c.fmrun_args(&c.hosts_spec(2), NET_NIC);
+    args.push("--stats".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (o, e) = succeed(
+        fm_tests::fmrun(window, &dir, &args, Path::new(window), &["2", "35"])
+            .env("FM_FAULTS", "drop=0.02,dup=0.01,reorder=0.02")
+            .env("FM_WAIT_TIMEOUT", "120"),
+    );
+    let all = format!("{o}{e}");
+    assert!(
+        all.contains("windows ok") && all.contains("on 4 ranks"),
+        "{all}"
+    );
+    // Every rank received data through nic (its counters at the end).
+    assert_eq!(all.matches("; nic bytes_received").count(), 4, "{all}");
+    assert!(dir.segments().is_empty());
+}
