@@ -12,6 +12,8 @@
 //! a target computing outside MPI delays its origins until its next MPI
 //! call, as in MPICH without an asynchronous progress thread.
 
+mod direct;
+
 use crate::engine::rma::{Access, Kind, Window};
 use crate::*;
 use std::collections::HashMap;
@@ -36,8 +38,10 @@ const MODES: c_int = 1024 | 2048 | 4096 | 8192 | 16384;
 pub(crate) enum Memory {
     /// The program's (`MPI_Win_create`), or none (dynamic).
     Program,
-    /// `MPI_Win_allocate`'s.
+    /// `MPI_Win_allocate`'s, where no other member shares this host.
     Owned(#[allow(dead_code)] Vec<u64>),
+    /// `MPI_Win_allocate`'s, where others do: shared mappings.
+    Mapped(direct::Mapped),
     /// `MPI_Win_allocate_shared`'s: one mapping all members on the host
     /// share, and each member's part of it (base, size, unit).
     Shared {
@@ -87,6 +91,10 @@ pub(crate) struct Win {
     access: Option<Vec<fm::Rank>>,
     /// The origins of the exposure epoch `MPI_Win_post` opened.
     exposure: Option<Vec<fm::Rank>>,
+    /// Per member, its part where this process reaches it with loads and
+    /// stores (`direct`), and the mappings of other members' parts.
+    direct: Vec<Option<direct::Part>>,
+    peer_maps: Vec<memmap2::MmapMut>,
 }
 
 fn sync_error<T>(why: &str) -> MpiResult<T> {
@@ -164,8 +172,12 @@ impl Mpi {
             all_locked: None,
             access: None,
             exposure: None,
+            direct: Vec::new(),
+            peer_maps: Vec::new(),
         };
-        place(&mut self.wins, win, WIN_DIRECT, "windows")
+        let h = place(&mut self.wins, win, WIN_DIRECT, "windows")?;
+        self.find_direct(h)?;
+        Ok(h)
     }
 
     /// Take the window hints of info object `info` (`MPI_INFO_NULL`: none).
@@ -388,6 +400,11 @@ impl Mpi {
         let Some(to) = to else {
             return Ok(request.then(|| self.engine.null_request()));
         };
+        if let (Kind::Put | Kind::Get, Some(at)) = (kind, target.layout.contiguous_at()) {
+            if self.direct_access(win, kind, origin.or(result), rank, disp, at, bytes)? {
+                return Ok(request.then(|| self.engine.null_request()));
+            }
+        }
         // SAFETY: the caller's buffers, as MPI's caller promises. A
         // contiguous origin goes as it is, without a packed copy.
         let data: std::borrow::Cow<[u8]> = match (origin, compare) {

@@ -101,10 +101,9 @@ fn PMPI_Win_allocate(
             baseptr,
             win,
             flavor,
-            |_| {
+            |m| {
                 let bytes = nonneg(size as i64, "the window's size")?;
-                let mut mem = vec![0u64; bytes.div_ceil(8)];
-                Ok((mem.as_mut_ptr() as usize, Memory::Owned(mem)))
+                m.allocate_memory(comm, bytes)
             },
         )
     })

@@ -846,6 +846,9 @@ impl Engine {
     /// Wait until every access to `to` (all targets: `None`) on window
     /// `id` was answered; the first error a target answered, if any.
     pub fn rma_settle(&mut self, id: u32, to: Option<Rank>) -> MpiResult<()> {
+        // Puts done as the origin's own stores into a mapped part
+        // (`rma::direct`) are seen before whatever ends the epoch.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         window(&mut self.matching(), id)?;
         self.progress_until(|e| {
             let sh = e.matching();

@@ -1,6 +1,8 @@
 /* One-sided communication, each result checked against what every rank
  * computes alone from the seed:
- *  - fence epochs on MPI_Win_create windows: puts and gets of random
+ *  - fence epochs on MPI_Win_create and MPI_Win_allocate windows (the
+ *    latter's parts on one host are loaded and stored directly): puts and
+ *    gets of random
  *    offsets and lengths (0 included) to and from every rank, accumulates
  *    (MPI_SUM, MPI_MAX, MPI_REPLACE) from every rank, a vector datatype at
  *    the target; guard bytes around every window must stay untouched;
@@ -47,15 +49,24 @@ static void put_of(unsigned seed, int from, int k, int *to, int *off, int *len)
     *off = from * slice + k * (slice / OPS) + next_random(&s) % (slice / OPS - *len + 1);
 }
 
-static void fence_epochs(unsigned seed)
+/* With `allocate`, the window is MPI_Win_allocate's, guard bytes and all
+ * (accesses are shifted past the first guard); else MPI_Win_create's over
+ * the bytes between the guards. */
+static void fence_epochs(unsigned seed, int allocate)
 {
-    unsigned char *mem = malloc(WIN + 2 * GUARD), *want = malloc(WIN);
+    unsigned char *mem, *want = malloc(WIN);
+    MPI_Win win;
+    MPI_Aint shift = allocate ? GUARD : 0;
+    if (allocate) {
+        MPI_Win_allocate(WIN + 2 * GUARD, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
+    } else {
+        mem = malloc(WIN + 2 * GUARD);
+        MPI_Win_create(mem + GUARD, WIN, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    }
     unsigned char *base = mem + GUARD;
     memset(mem, 0xEE, WIN + 2 * GUARD);
     memset(base, 0, WIN);
     memset(want, 0, WIN);
-    MPI_Win win;
-    MPI_Win_create(base, WIN, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
     MPI_Win_fence(MPI_MODE_NOPRECEDE, win);
     unsigned char src[OPS][WIN];
     for (int k = 0; k < OPS; k++) {
@@ -63,7 +74,7 @@ static void fence_epochs(unsigned seed)
         put_of(seed, rank, k, &to, &off, &len);
         for (int i = 0; i < len; i++)
             src[k][i] = pattern(rank, k, i);
-        MPI_Put(src[k], len, MPI_BYTE, to, off, len, MPI_BYTE, win);
+        MPI_Put(src[k], len, MPI_BYTE, to, shift + off, len, MPI_BYTE, win);
     }
     MPI_Win_fence(0, win);
     for (int from = 0; from < size; from++)
@@ -88,7 +99,7 @@ static void fence_epochs(unsigned seed)
         unsigned s = seed + 77u * (unsigned)k + (unsigned)rank;
         put_of(seed, next_random(&s) % size, k, &to[k], &off[k], &len[k]);
         to[k] = next_random(&s) % size;
-        MPI_Get(got[k], len[k], MPI_BYTE, to[k], off[k], len[k], MPI_BYTE, win);
+        MPI_Get(got[k], len[k], MPI_BYTE, to[k], shift + off[k], len[k], MPI_BYTE, win);
     }
     MPI_Win_fence(0, win);
     for (int k = 0; k < OPS; k++) {
@@ -116,8 +127,8 @@ static void fence_epochs(unsigned seed)
     for (int i = 0; i < 64; i++)
         mine[i] = rank * 100 + i;
     for (int t = 0; t < size; t++) {
-        MPI_Accumulate(mine, 32, MPI_INT, t, 0, 32, MPI_INT, MPI_SUM, win);
-        MPI_Accumulate(mine + 32, 16, MPI_INT, t, 32 * sizeof(int), 16, MPI_INT, MPI_MAX, win);
+        MPI_Accumulate(mine, 32, MPI_INT, t, shift, 32, MPI_INT, MPI_SUM, win);
+        MPI_Accumulate(mine + 32, 16, MPI_INT, t, shift + 32 * sizeof(int), 16, MPI_INT, MPI_MAX, win);
     }
     /* Every other int of 48..63 replaced by this rank's rank (vector target). */
     MPI_Datatype every_other;
@@ -126,7 +137,7 @@ static void fence_epochs(unsigned seed)
     int r8[8];
     for (int i = 0; i < 8; i++)
         r8[i] = 1000 + i;
-    MPI_Accumulate(r8, 8, MPI_INT, (rank + 1) % size, 48 * sizeof(int), 1, every_other, MPI_REPLACE, win);
+    MPI_Accumulate(r8, 8, MPI_INT, (rank + 1) % size, shift + 48 * sizeof(int), 1, every_other, MPI_REPLACE, win);
     MPI_Win_fence(0, win);
     for (int i = 0; i < 32; i++) {
         int w = 0;
@@ -140,9 +151,12 @@ static void fence_epochs(unsigned seed)
         CHECK(ints[i] == ((i - 48) % 2 ? 0 : 1000 + (i - 48) / 2), "replace %d: %d", i, ints[i]);
     MPI_Type_free(&every_other);
     MPI_Win_fence(MPI_MODE_NOSUCCEED, win);
+    for (int i = 0; i < GUARD; i++)
+        CHECK(mem[i] == 0xEE && mem[GUARD + WIN + i] == 0xEE, "a guard byte was written");
     MPI_Win_free(&win);
     CHECK(win == MPI_WIN_NULL, "MPI_Win_free did not set MPI_WIN_NULL");
-    free(mem);
+    if (!allocate)
+        free(mem);
     free(want);
 }
 
@@ -297,18 +311,26 @@ static void shared_and_dynamic(void)
     free(addrs);
 }
 
-static void out_of_range(void)
+/* With `allocate`, on an MPI_Win_allocate window of the guards and the
+ * bytes between (puts to a part on this host are the origin's stores:
+ * checked at the origin). */
+static void out_of_range(int allocate)
 {
-    unsigned char mem[3 * GUARD];
-    memset(mem, 0xEE, sizeof mem);
+    unsigned char stack[3 * GUARD], *mem = stack;
     MPI_Win win;
-    MPI_Win_create(mem + GUARD, GUARD, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Aint shift = allocate ? GUARD : 0;
+    if (allocate)
+        MPI_Win_allocate(3 * GUARD, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win);
+    else
+        MPI_Win_create(mem + GUARD, GUARD, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    memset(mem, 0xEE, 3 * GUARD);
+    MPI_Win_fence(0, win);
     MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
     unsigned char junk[2 * GUARD];
     memset(junk, 0x11, sizeof junk);
     int t = (rank + 1) % size;
     MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t, 0, win);
-    int rc = MPI_Put(junk, 2 * GUARD, MPI_BYTE, t, 0, 2 * GUARD, MPI_BYTE, win);
+    int rc = MPI_Put(junk, 2 * GUARD, MPI_BYTE, t, 2 * shift, 2 * GUARD, MPI_BYTE, win);
     if (rc == MPI_SUCCESS)
         rc = MPI_Win_flush(t, win);
     int rc2 = MPI_Put(junk, 1, MPI_BYTE, t, -1, 1, MPI_BYTE, win);
@@ -320,7 +342,7 @@ static void out_of_range(void)
     MPI_Error_class(rc2, &cls2);
     CHECK(cls == MPI_ERR_RMA_RANGE && cls2 == MPI_ERR_DISP, "out of range: classes %d and %d", cls, cls2);
     MPI_Barrier(MPI_COMM_WORLD);
-    for (size_t i = 0; i < sizeof mem; i++)
+    for (size_t i = 0; i < 3 * GUARD; i++)
         CHECK(mem[i] == 0xEE, "byte %zu written by an access out of range", i);
     MPI_Win_free(&win);
 }
@@ -332,13 +354,18 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     sabotage = argc > 1 && !strcmp(argv[1], "sabotage");
     unsigned seed = argc > 1 && !sabotage ? (unsigned)atoi(argv[1]) : 1;
-    for (unsigned s = seed; s < seed + 3; s++)
-        fence_epochs(s);
+    for (unsigned s = seed; s < seed + 3; s++) {
+        fence_epochs(s, 0);
+        fence_epochs(s, 1);
+    }
     passive_target();
     pscw_ring();
     shared_and_dynamic();
-    if (!getenv("ON_MPICH"))
-        out_of_range(); /* MPICH 4.0.2 checks no target's bounds (it writes past them) */
+    if (!getenv("ON_MPICH")) {
+        /* MPICH 4.0.2 checks no target's bounds (it writes past them) */
+        out_of_range(0);
+        out_of_range(1);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0)
         printf("all one-sided checks passed on %d ranks\n", size);
