@@ -232,7 +232,7 @@ unsafe impl Send for Window {}
 
 /// The file of member `rank`'s shared window `id`, made by process `pid`.
 fn shared_path(pid: u64, id: u64, rank: Rank) -> std::path::PathBuf {
-    format!("/dev/shm/fm-win-{pid}-{id:016x}-{rank}").into()
+    format!("/dev/shm/fm-window-{pid}-{id:016x}-{rank}").into()
 }
 
 /// Map `len` bytes of another member's shared window.

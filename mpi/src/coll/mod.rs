@@ -270,7 +270,10 @@ pub unsafe fn reduce(
     root: usize,
 ) -> Plan {
     let mut p = plan(comm);
-    let acc = operand(&mut p, send, recv);
+    let acc = match p.me == root {
+        true => accumulator(&mut p, send, recv),
+        false => operand(&mut p, send, recv),
+    };
     let commutative = reduction.commutative();
     p.reducing(reduction);
     match two_levels(comm, &tuning::current()).filter(|_| commutative) {
@@ -278,9 +281,29 @@ pub unsafe fn reduce(
         None => algorithms::reduce_binomial(&mut p, root, acc, commutative),
     }
     if p.me == root {
-        p.output(acc, recv.output());
+        deliver(&mut p, acc, recv);
     }
     p
+}
+
+/// Where a reduction's result forms: the program's output buffer where
+/// it is one run of bytes (the input copied in first, or already there
+/// for `MPI_IN_PLACE`), so that no copy of the result follows; else a
+/// packed copy of the input.
+///
+/// # Safety
+/// As [`bcast`].
+unsafe fn accumulator(p: &mut Plan, send: Option<&Elements>, recv: &Elements) -> Span {
+    match (recv.contiguous(), send) {
+        (Some(_), None) => output(p, recv),
+        (Some(_), Some(s)) => {
+            let from = input(p, s);
+            let acc = output(p, recv);
+            p.copy(from, acc);
+            acc
+        }
+        (None, _) => operand(p, send, recv),
+    }
 }
 
 /// # Safety
@@ -292,18 +315,7 @@ pub unsafe fn allreduce(
     reduction: Reduction,
 ) -> Plan {
     let mut p = plan(comm);
-    // The reduction runs in the program's output buffer where it can (the
-    // input copied in first, or already there for MPI_IN_PLACE).
-    let acc = match (recv.contiguous(), send) {
-        (Some(_), None) => output(&mut p, recv),
-        (Some(_), Some(s)) => {
-            let from = input(&mut p, s);
-            let acc = output(&mut p, recv);
-            p.copy(from, acc);
-            acc
-        }
-        (None, _) => operand(&mut p, send, recv),
-    };
+    let acc = accumulator(&mut p, send, recv);
     let unit = recv.layout.size.max(1);
     let commutative = reduction.commutative();
     p.reducing(reduction);
