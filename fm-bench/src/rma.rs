@@ -73,43 +73,23 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// Time `op` of `size` bytes on the peer's window: batches as the
-    /// ping-pong's, each operation to completion.
+    /// Time `op` of `size` bytes on the peer's window, each operation to
+    /// completion.
     fn time_one_sided(&mut self, win: &mut Window, op: Op, size: usize) -> Res<()> {
-        let iters = self.opts.iters.unwrap_or(default_iters(size) / 4).max(1);
-        let warmup = self.opts.warmup.unwrap_or(iters / 10 + 10);
-        let batch = batch_for(size);
-        let (warm_rounds, rounds) = (warmup.div_ceil(batch), iters.div_ceil(batch).max(1));
         let t = self.peer as usize;
         let mut buf = vec![0x5au8; size];
-        let mut samples = Vec::with_capacity(rounds as usize);
-        for round in 0..warm_rounds + rounds {
-            let start = Instant::now();
-            for i in 0..batch {
-                let fm = &mut *self.fm;
-                match op {
-                    Op::PutPingpong => unreachable!("timed by put_pingpong"),
-                    Op::Get => win.get(fm, t, 0, &mut buf),
-                    Op::FetchAdd => win.fetch_add(fm, t, 0, 1).map(drop),
-                    Op::CompareSwap => win.compare_swap(fm, t, 0, i, i + 1).map(drop),
-                    Op::Swap => win.swap(fm, t, 0, i).map(drop),
-                }
-                .map_err(e)?;
+        let (iters, samples) = self.batches(win, size, 1.0, |ctx, win, i| {
+            let fm = &mut *ctx.fm;
+            match op {
+                Op::PutPingpong => unreachable!("timed by put_pingpong"),
+                Op::Get => win.get(fm, t, 0, &mut buf),
+                Op::FetchAdd => win.fetch_add(fm, t, 0, 1).map(drop),
+                Op::CompareSwap => win.compare_swap(fm, t, 0, i, i + 1).map(drop),
+                Op::Swap => win.swap(fm, t, 0, i).map(drop),
             }
-            if round >= warm_rounds {
-                samples.push(start.elapsed().as_secs_f64() * 1e6 / batch as f64);
-            }
-        }
-        let device = self.device_name();
-        let row = Sample::latency(
-            op.name(),
-            device,
-            "fm",
-            size,
-            rounds * batch,
-            &Summary::of(&samples),
-        );
-        self.printer.row(&row);
+            .map_err(e)
+        })?;
+        self.latency_row(op.name(), size, iters, &samples);
         Ok(())
     }
 
@@ -118,47 +98,60 @@ impl Ctx<'_> {
     /// the round trip.
     fn put_pingpong(&mut self, win: &mut Window, size: usize) -> Res<()> {
         let size = size.max(8);
-        let iters = self.opts.iters.unwrap_or(default_iters(size) / 4).max(1);
-        let warmup = self.opts.warmup.unwrap_or(iters / 10 + 10);
-        let batch = batch_for(size);
-        let (warm_rounds, rounds) = (warmup.div_ceil(batch), iters.div_ceil(batch).max(1));
         // The sequence number: the data's last aligned word.
         let flag = (size - 8) & !7;
         let t = self.peer as usize;
         let mut buf = vec![0x5au8; size];
-        let mut samples = Vec::with_capacity(rounds as usize);
         let mut seq = win.load(self.fm, flag).map_err(e)?;
         let leader = self.leader();
-        for round in 0..warm_rounds + rounds {
-            let start = Instant::now();
-            for _ in 0..batch {
-                seq += 1;
-                if !leader {
-                    self.landed(win, flag, seq)?;
-                }
-                buf[flag..flag + 8].copy_from_slice(&seq.to_ne_bytes());
-                win.put(self.fm, t, 0, &buf).map_err(e)?;
-                if leader {
-                    self.landed(win, flag, seq)?;
-                }
+        let (iters, samples) = self.batches(win, size, 2.0, |ctx, win, _| {
+            seq += 1;
+            if !leader {
+                ctx.landed(win, flag, seq)?;
             }
-            if round >= warm_rounds {
-                samples.push(start.elapsed().as_secs_f64() * 1e6 / batch as f64 / 2.0);
+            buf[flag..flag + 8].copy_from_slice(&seq.to_ne_bytes());
+            win.put(ctx.fm, t, 0, &buf).map_err(e)?;
+            if leader {
+                ctx.landed(win, flag, seq)?;
             }
-        }
+            Ok(())
+        })?;
         if leader {
-            let device = self.device_name();
-            let row = Sample::latency(
-                "put",
-                device,
-                "fm",
-                size,
-                rounds * batch,
-                &Summary::of(&samples),
-            );
-            self.printer.row(&row);
+            self.latency_row("put", size, iters, &samples);
         }
         Ok(())
+    }
+
+    /// Run `once` in timed batches as the ping-pong's (warm-up batches
+    /// first): the calls timed, and each batch's µs per call over `per`.
+    fn batches(
+        &mut self,
+        win: &mut Window,
+        size: usize,
+        per: f64,
+        mut once: impl FnMut(&mut Self, &mut Window, u64) -> Res<()>,
+    ) -> Res<(u64, Vec<f64>)> {
+        let iters = self.opts.iters.unwrap_or(default_iters(size) / 4).max(1);
+        let warmup = self.opts.warmup.unwrap_or(iters / 10 + 10);
+        let batch = batch_for(size);
+        let (warm_rounds, rounds) = (warmup.div_ceil(batch), iters.div_ceil(batch).max(1));
+        let mut samples = Vec::with_capacity(rounds as usize);
+        for round in 0..warm_rounds + rounds {
+            let start = Instant::now();
+            for i in 0..batch {
+                once(self, win, i)?;
+            }
+            if round >= warm_rounds {
+                samples.push(start.elapsed().as_secs_f64() * 1e6 / batch as f64 / per);
+            }
+        }
+        Ok((rounds * batch, samples))
+    }
+
+    fn latency_row(&mut self, name: &'static str, size: usize, iters: u64, samples: &[f64]) {
+        let device = self.device_name();
+        let row = Sample::latency(name, device, "fm", size, iters, &Summary::of(samples));
+        self.printer.row(&row);
     }
 
     /// Wait until the word at `flag` of this rank's window is `seq`,

@@ -215,6 +215,41 @@ pub fn fmrun(
     c
 }
 
+/// Checker program `name` (one of this package's, `own_bin` being the
+/// path Cargo gave for it) under fmrun with `fmrun_args`, `args` and
+/// `env`: a wait that hangs fails rather than holds the suite (every wait
+/// gives up after 120 s, and fmrun stops the job after 300 s).
+pub fn checker(
+    own_bin: &str,
+    name: &str,
+    dir: &TempDir,
+    fmrun_args: &[&str],
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let exe = workspace_bin(own_bin, name);
+    let fmrun_args = [&["--timeout", "300s"][..], fmrun_args].concat();
+    let mut c = fmrun(own_bin, dir, &fmrun_args, &exe, args);
+    c.env("FM_WAIT_TIMEOUT", "120").envs(env.iter().copied());
+    c.output().expect("run fmrun")
+}
+
+/// A job's stdout and stderr, together.
+pub fn output_text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The checker's job succeeded and said "checks on RANKS ranks".
+pub fn checks_passed(o: &std::process::Output, ranks: usize) {
+    let t = output_text(o);
+    let ok = format!("checks on {ranks} ranks");
+    assert!(o.status.success() && t.contains(&ok), "{t}");
+}
+
 /// The sum over the ranks' `DEVICE rank R: NAME VALUE …` lines (printed by
 /// fm-testprog) of counter NAME of network device DEVICE.
 pub fn network_counter(out: &str, device: &str, name: &str) -> u64 {

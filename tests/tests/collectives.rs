@@ -7,32 +7,19 @@
 
 use fm::coll::{Bitwise, Op};
 use fm::{Config, ErrorKind, Fm, JobKey};
-use fm_tests::{fmrun, workspace_bin, TempDir};
+use fm_tests::{checker, checks_passed as passes, output_text as text, TempDir};
 use std::process::Output;
 
-/// `fm-coll ARGS` under fmrun: a collective that hangs fails the test
-/// (every wait gives up after 120 s, and fmrun stops the job after 300 s)
-/// instead of holding the suite.
+/// `fm-coll ARGS` under fmrun.
 fn coll(dir: &TempDir, fmrun_args: &[&str], args: &[&str], env: &[(&str, &str)]) -> Output {
-    let exe = workspace_bin(env!("CARGO_BIN_EXE_fm-coll"), "fm-coll");
-    let fmrun_args = [&["--timeout", "300s"][..], fmrun_args].concat();
-    let mut c = fmrun(env!("CARGO_BIN_EXE_fm-coll"), dir, &fmrun_args, &exe, args);
-    c.env("FM_WAIT_TIMEOUT", "120").envs(env.iter().copied());
-    c.output().expect("run fmrun")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
+    checker(
+        env!("CARGO_BIN_EXE_fm-coll"),
+        "fm-coll",
+        dir,
+        fmrun_args,
+        args,
+        env,
     )
-}
-
-fn passes(o: &Output, ranks: usize) {
-    let t = text(o);
-    let ok = format!("checks on {ranks} ranks");
-    assert!(o.status.success() && t.contains(&ok), "{t}");
 }
 
 #[test]

@@ -3,36 +3,19 @@
 //! on 1–8 ranks, across two virtual hosts over ethernet, under packet
 //! loss, duplication and reordering; the checker fails on wrong data.
 
-use fm_tests::{fmrun, workspace_bin, TempDir};
+use fm_tests::{checker, checks_passed as passes, output_text as text, TempDir};
 use std::process::Output;
 
-/// `fm-window ARGS` under fmrun; a wait that hangs fails the test.
+/// `fm-window ARGS` under fmrun.
 fn window(dir: &TempDir, fmrun_args: &[&str], args: &[&str], env: &[(&str, &str)]) -> Output {
-    let exe = workspace_bin(env!("CARGO_BIN_EXE_fm-window"), "fm-window");
-    let fmrun_args = [&["--timeout", "300s"][..], fmrun_args].concat();
-    let mut c = fmrun(
+    checker(
         env!("CARGO_BIN_EXE_fm-window"),
+        "fm-window",
         dir,
-        &fmrun_args,
-        &exe,
+        fmrun_args,
         args,
-    );
-    c.env("FM_WAIT_TIMEOUT", "120").envs(env.iter().copied());
-    c.output().expect("run fmrun")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
+        env,
     )
-}
-
-fn passes(o: &Output, ranks: usize) {
-    let t = text(o);
-    let ok = format!("checks on {ranks} ranks");
-    assert!(o.status.success() && t.contains(&ok), "{t}");
 }
 
 #[test]

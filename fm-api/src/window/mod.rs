@@ -37,8 +37,14 @@
 //!   get or atomic as [`crate::ErrorKind::Window`].
 //! - The program reads and writes its own part with
 //!   [`Window::local`] and [`Window::local_mut`], which borrow the
-//!   endpoint: while the slice lives, no handler runs, so no remote
-//!   operation changes it under the program's feet.
+//!   endpoint: while the slice lives, no handler runs, so no operation
+//!   that came as a message changes it. Members on this host store into
+//!   a window made by [`crate::Fm::window`] directly, at any time: as in
+//!   MPI's shared windows, read what they write after a fence (or a
+//!   flag they set, with [`Window::load`]), and do not write a place
+//!   another member writes in the same epoch. A window made over a
+//!   vector ([`crate::Fm::window_over`]) is reached only by messages
+//!   (and by its own member).
 //!
 //! ```
 //! let mut fm = fm::Fm::init()?;
@@ -389,7 +395,9 @@ impl Window {
     }
 
     /// This member's own window, to read. Borrows the endpoint, so that
-    /// no handler (and so no remote operation) runs while it is read.
+    /// no handler (and so no operation that came as a message) runs
+    /// while it is read; members on this host may store into a window of
+    /// [`crate::Fm::window`] meanwhile (the module's documentation).
     ///
     /// # Panics
     /// If `ep` is not the endpoint that made the window.
