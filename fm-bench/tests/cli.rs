@@ -257,3 +257,49 @@ fn collectives_report_a_row_per_collective_and_size() {
         assert!(svg.contains(text), "no {text:?} in the plot");
     }
 }
+
+/// `put`, `get` and `atomic`: a row per operation and size, over shared
+/// memory (standalone) and over the ethernet device (two ranks as hosts
+/// of their own).
+#[test]
+fn one_sided_benchmarks_report_a_row_per_operation_and_size() {
+    let rows_of = |args: &[&str]| {
+        let out = Command::new(BENCH)
+            .args(args)
+            .args(["--iters", "200", "--warmup", "20", "--json"])
+            .env_remove("FM_RANK")
+            .output()
+            .expect("fm-bench");
+        succeeded(&out);
+        let rows = json_rows(&out.stdout);
+        for r in &rows {
+            let median = r["median_us"].as_f64().expect("median_us");
+            assert!(median > 0.0, "{r}");
+        }
+        (rows.iter())
+            .map(|r| {
+                (
+                    r["bench"].as_str().unwrap_or("").to_string(),
+                    r["size"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let named = |v: &[(&str, u64)]| {
+        v.iter()
+            .map(|(b, s)| (b.to_string(), *s))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        rows_of(&["put", "--sizes", "8,4k"]),
+        named(&[("put", 8), ("put_bw", 8), ("put", 4096), ("put_bw", 4096)])
+    );
+    assert_eq!(
+        rows_of(&["get", "--sizes", "8,64k", "--device", "ethernet"]),
+        named(&[("get", 8), ("get", 65536)])
+    );
+    assert_eq!(
+        rows_of(&["atomic"]),
+        named(&[("fetch_add", 8), ("compare_swap", 8), ("swap", 8)])
+    );
+}
