@@ -99,7 +99,7 @@ enum Backing {
     /// map it (then unlinked).
     Shared {
         _mapping: memmap2::MmapMut,
-        file: Option<std::path::PathBuf>,
+        file: std::sync::Mutex<Option<std::path::PathBuf>>,
     },
     Vec(Vec<u8>),
 }
@@ -152,16 +152,17 @@ impl Memory {
             len,
             backing: Backing::Shared {
                 _mapping: map,
-                file: Some(path),
+                file: std::sync::Mutex::new(Some(path)),
             },
         })
     }
 
     /// The shared file's name is no longer needed: every member that
     /// could map it has.
-    fn unlink(&mut self) {
-        if let Backing::Shared { file, .. } = &mut self.backing {
-            if let Some(p) = file.take() {
+    fn unlink(&self) {
+        if let Backing::Shared { file, .. } = &self.backing {
+            let taken = file.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(p) = taken {
                 let _ = std::fs::remove_file(p);
             }
         }
@@ -208,7 +209,9 @@ fn window_error(why: String) -> FmError {
 
 /// Memory every member of a group exposes to the others (the module's
 /// documentation says how it behaves). Dropped without [`Window::free`],
-/// its memory goes at once and later requests for it are refused.
+/// its memory goes at once: later requests for it are refused, and the
+/// stores of members on this host that mapped it land in memory nobody
+/// reads any more.
 pub struct Window {
     /// The window's own group (of the members it was made on): its ID
     /// names the window on the wire, the same on every member.
@@ -302,7 +305,7 @@ impl crate::Fm {
 
     fn make_window(&mut self, on: &Group, memory: Memory) -> Result<Window> {
         let mut group = self.group(on.members())?;
-        let mut memory = Arc::new(memory);
+        let memory = Arc::new(memory);
         // Registered before the members tell each other their lengths:
         // once a member knows everyone's, everyone has registered, so no
         // request can come before its window is there.
@@ -345,9 +348,7 @@ impl crate::Fm {
             // Every member that could map a shared window has: their
             // files go (the memory stays until the last mapping does).
             let mapped = group.barrier(self);
-            if let Some(m) = Arc::get_mut(&mut memory) {
-                m.unlink();
-            }
+            memory.unlink();
             if let Err(e) = mapped {
                 self.windows.deregister(id);
                 return Err(e);
@@ -424,11 +425,15 @@ impl Window {
     /// member's put or atomic sets.
     pub fn load(&self, ep: &Endpoint, offset: usize) -> Result<u64> {
         self.same_endpoint(ep);
-        let me = self.group.me();
-        let at = (self.memory.range(offset as u64, 8)).map_err(|s| refused(ep.rank(), s))?;
-        if !(at as usize).is_multiple_of(8) {
-            return Err(refused(self.group.members()[me], Status::Misaligned));
-        }
+        let len = self.memory.len;
+        let at = (self.memory.range(offset as u64, 8))
+            .ok()
+            .filter(|&at| (at as usize).is_multiple_of(8))
+            .ok_or_else(|| {
+                window_error(format!(
+                    "no aligned 8-byte word at offset {offset} of this member's window of {len} bytes"
+                ))
+            })?;
         // SAFETY: in the window (checked), aligned.
         Ok(unsafe { AtomicU64::from_ptr(at.cast::<u64>()) }.load(Ordering::Acquire))
     }

@@ -269,10 +269,12 @@ fn serve(m: &mut Incoming<'_>, r: Request) -> Result<()> {
         }
     };
     // SAFETY (all three arms): `at..at + len` lies in the window's memory
-    // (`Memory::range`), which `memory` keeps alive; the program reaches
-    // that memory only through `Window::local` and `local_mut`, which
-    // borrow the endpoint this handler runs on, so nothing else touches
-    // it now.
+    // (`Memory::range`), which `memory` keeps alive; this process reaches
+    // that memory otherwise only through `Window::local` and `local_mut`,
+    // which borrow the endpoint this handler runs on, so no borrow of the
+    // program's is alive now. (Other processes on this host may store
+    // into a shared window at the same time: what their stores and these
+    // do to the same bytes is the program's to order, as in MPI.)
     match r.kind {
         Kind::Put => {
             let into = unsafe { std::slice::from_raw_parts_mut(at, len as usize) };

@@ -162,6 +162,15 @@ fn puts_and_gets(fm: &mut Fm, c: &mut Checker, seed: u64, round: u64, shared: bo
             w.local_mut(fm).copy_from_slice(&first);
             // Nobody writes into a window before its member filled it.
             fm.barrier().map_err(err)?;
+            // Its file is gone once every member mapped it: nothing is
+            // left in /dev/shm however the job ends.
+            let prefix = format!("fm-window-{}-", std::process::id());
+            let files = std::fs::read_dir("/dev/shm").map_or(0, |d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                    .count()
+            });
+            c.holds("a shared window's file unlinked once made", files == 0)?;
             w
         }
     };
