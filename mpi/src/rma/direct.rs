@@ -255,16 +255,13 @@ impl Mpi {
         // SAFETY: `there..there + bytes` lies in the member's part
         // (checked), which this process maps for as long as the window
         // lives; `data` is the caller's buffer of `bytes` bytes of its
-        // layout (MPI's rule).
+        // layout (MPI's rule). `copy`, not `copy_nonoverlapping`: a
+        // program may name its own part as the other buffer.
         unsafe {
             match (kind, data.layout.contiguous_at()) {
-                (Kind::Put, Some(o)) => {
-                    std::ptr::copy_nonoverlapping(data.buf.offset(o), there, bytes)
-                }
-                (Kind::Put, None) => {
-                    std::ptr::copy_nonoverlapping(data.pack().as_ptr(), there, bytes)
-                }
-                (_, Some(o)) => std::ptr::copy_nonoverlapping(there, data.buf.offset(o), bytes),
+                (Kind::Put, Some(o)) => std::ptr::copy(data.buf.offset(o), there, bytes),
+                (Kind::Put, None) => std::ptr::copy(data.pack().as_ptr(), there, bytes),
+                (_, Some(o)) => std::ptr::copy(there, data.buf.offset(o), bytes),
                 (_, None) => {
                     let from = std::slice::from_raw_parts(there, bytes);
                     data.layout.unpack(from, data.buf, data.count);
