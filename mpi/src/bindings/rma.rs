@@ -362,7 +362,22 @@ unsafe fn put_or_get<C: CountArg>(
     win: Handle,
     request: bool,
 ) -> MpiResult<Option<u32>> {
-    let e = buffer(m, buf, count, datatype)?;
+    let (n, target_n) = (count.into(), target_count.into());
+    let quick = m.quick_put_get(
+        win,
+        kind,
+        buf,
+        n,
+        datatype,
+        rank,
+        disp,
+        target_n,
+        target_type,
+    );
+    if quick?.is_some() {
+        return Ok(request.then(|| m.engine.null_request()));
+    }
+    let e = buffer(m, buf, n, datatype)?;
     let (origin, result) = match kind {
         Kind::Put => (Some(&e), None),
         _ => (None, Some(&e)),
@@ -375,7 +390,7 @@ unsafe fn put_or_get<C: CountArg>(
         result,
         rank,
         disp,
-        target_count.into(),
+        target_n,
         target_type,
         0,
         request,

@@ -27,6 +27,25 @@ pub(crate) struct Part {
     pub(crate) disp_unit: usize,
 }
 
+impl Part {
+    /// Where `bytes` bytes from displacement `disp` (and `at` bytes) lie
+    /// here, checked as the target checks (`engine::rma::Window::blocks`).
+    fn at(&self, disp: isize, at: isize, bytes: usize) -> MpiResult<*mut u8> {
+        let start = disp as i128 * self.disp_unit as i128 + at as i128;
+        if start < 0 || start + bytes as i128 > self.size as i128 {
+            return err(
+                MPI_ERR_RMA_RANGE,
+                format!(
+                    "bytes {start}..{} of a window of {} bytes",
+                    start + bytes as i128,
+                    self.size
+                ),
+            );
+        }
+        Ok((self.base + start as usize) as *mut u8)
+    }
+}
+
 /// `MPI_Win_allocate`'s memory in a file of /dev/shm: this member's
 /// mapping, and its file until the window's members have mapped it.
 pub(crate) struct Mapped {
@@ -214,6 +233,54 @@ impl Mpi {
         Ok(())
     }
 
+    /// `MPI_Put` or `MPI_Get` of predefined types at both ends into a
+    /// part mapped here, done with no datatype lookup (the call's cost is
+    /// most of a small access's): `None` where it does not apply, or where
+    /// the arguments are wrong — the general path then checks them and
+    /// says why.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn quick_put_get(
+        &self,
+        win: Handle,
+        kind: Kind,
+        buf: *const c_void,
+        count: i64,
+        datatype: Handle,
+        rank: c_int,
+        disp: isize,
+        target_count: i64,
+        target_type: Handle,
+    ) -> MpiResult<Option<()>> {
+        let bytes_of = |n: i64, t: Handle| {
+            let size = crate::abi::builtin_type_size(t)?;
+            usize::try_from(n).ok()?.checked_mul(size)
+        };
+        let (Some(bytes), Some(target_bytes)) = (
+            bytes_of(count, datatype),
+            bytes_of(target_count, target_type),
+        ) else {
+            return Ok(None);
+        };
+        if bytes != target_bytes || bytes == 0 || buf.is_null() || disp < 0 {
+            return Ok(None);
+        }
+        let Some(part) = (self.win(win).ok())
+            .and_then(|w| w.direct.get(usize::try_from(rank).ok()?).copied().flatten())
+        else {
+            return Ok(None);
+        };
+        let there = part.at(disp, 0, bytes)?;
+        // SAFETY: as `direct_access`'s; `buf` holds `bytes` bytes (MPI's
+        // rule for a count of a predefined type).
+        unsafe {
+            match kind {
+                Kind::Put => std::ptr::copy(buf.cast::<u8>(), there, bytes),
+                _ => std::ptr::copy(there, buf.cast::<u8>().cast_mut(), bytes),
+            }
+        }
+        Ok(Some(()))
+    }
+
     /// A put or get of `bytes` contiguous bytes at displacement `disp`
     /// (plus `at`) of member `rank`'s part, done here with a copy if that
     /// part is mapped: `Ok(false)` if it is not (the access goes as a
@@ -239,19 +306,7 @@ impl Mpi {
         let Some(data) = data else {
             return Ok(false);
         };
-        // As the target checks (`engine::rma::Window::blocks`).
-        let start = disp as i128 * part.disp_unit as i128 + at as i128;
-        if start < 0 || start + bytes as i128 > part.size as i128 {
-            return err(
-                MPI_ERR_RMA_RANGE,
-                format!(
-                    "bytes {start}..{} of a window of {} bytes",
-                    start + bytes as i128,
-                    part.size
-                ),
-            );
-        }
-        let there = (part.base + start as usize) as *mut u8;
+        let there = part.at(disp, at, bytes)?;
         // SAFETY: `there..there + bytes` lies in the member's part
         // (checked), which this process maps for as long as the window
         // lives; `data` is the caller's buffer of `bytes` bytes of its
