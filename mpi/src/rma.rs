@@ -7,10 +7,13 @@
 //! made on): its context names the window on the wire, and its fences and
 //! frees are barriers that no message of the program's can match.
 //!
-//! Passive target progress: a target serves accesses, locks and unlocks
-//! in its own MPI calls (each one's progress, blocking waits included);
-//! a target computing outside MPI delays its origins until its next MPI
-//! call, as in MPICH without an asynchronous progress thread.
+//! Puts and gets into a part mapped in the origin's process are the
+//! origin's own copies (`direct`), and need nothing of the target.
+//!
+//! Passive target progress otherwise: a target serves accesses, locks and
+//! unlocks in its own MPI calls (each one's progress, blocking waits
+//! included); a target computing outside MPI delays its origins until its
+//! next MPI call, as in MPICH without an asynchronous progress thread.
 
 mod direct;
 
