@@ -581,7 +581,7 @@ impl Window {
         self.answered(ep, to, r)
     }
 
-    /// Number a request and count it unanswered.
+    /// Number a request and put it in flight.
     fn request(
         &self,
         ep: &mut Endpoint,

@@ -39,8 +39,6 @@ pub(crate) struct Windows {
     /// handler at a time, FM's order per pair), so an answer is for the
     /// oldest; any other is forged or replayed, and dropped.
     in_flight: Vec<std::collections::VecDeque<(u64, u64)>>,
-    /// Per window, how many operations are not answered yet.
-    unanswered: Vec<(u64, u64)>,
     /// Per window, the first error a target reported of an operation
     /// nobody waits for (a flush): flush returns it.
     errors: Vec<(u64, Rank, Status)>,
@@ -72,7 +70,6 @@ impl Windows {
         self.unflushed.retain(|(w, _)| *w != id);
         self.refusals.retain(|(w, _, _)| *w != id);
         self.errors.retain(|(w, _, _)| *w != id);
-        self.unanswered.retain(|(w, _)| *w != id);
         for q in &mut self.in_flight {
             q.retain(|(_, w)| *w != id);
         }
@@ -99,10 +96,6 @@ impl Windows {
             self.in_flight.resize_with(t + 1, Default::default);
         }
         self.in_flight[t].push_back((op, id));
-        match self.unanswered.iter_mut().find(|(w, _)| *w == id) {
-            Some((_, n)) => *n += 1,
-            None => self.unanswered.push((id, 1)),
-        }
         if let Some((ptr, len)) = answer_into {
             self.waiting = Some((op, Destination { ptr, len }));
         }
@@ -148,14 +141,14 @@ impl Windows {
         taken
     }
 
-    /// Operations of window `id` not answered yet, to `target` or (None)
-    /// to anyone.
+    /// Whether an operation of window `id` waits for its answer, from
+    /// `target` or (None) from anyone. (Only gets, atomics and flushes
+    /// are answered, so the queues are short.)
     pub(crate) fn unanswered(&self, id: u64, target: Option<Rank>) -> bool {
+        let of = |q: &std::collections::VecDeque<(u64, u64)>| q.iter().any(|(_, w)| *w == id);
         match target {
-            Some(t) => {
-                (self.in_flight.get(t as usize)).is_some_and(|q| q.iter().any(|(_, w)| *w == id))
-            }
-            None => self.unanswered.iter().any(|(w, n)| *w == id && *n > 0),
+            Some(t) => self.in_flight.get(t as usize).is_some_and(of),
+            None => self.in_flight.iter().any(of),
         }
     }
 
@@ -176,9 +169,6 @@ impl Windows {
             return false;
         }
         q.pop_front();
-        if let Some((_, n)) = self.unanswered.iter_mut().find(|(w, _)| *w == a.window) {
-            *n = n.saturating_sub(1);
-        }
         let waited = matches!(self.waiting, Some((op, _)) if op == a.op);
         // A refusal a waiting caller gets itself is not reported again.
         if a.status != Status::Ok && !waited && !self.errors.iter().any(|(w, _, _)| *w == a.window)
