@@ -141,32 +141,61 @@ fn spans_of(
     }
 }
 
-/// Binomial-tree reduction to `root` of every member's `acc` (`acc` is
-/// scratch afterwards except at the root). Operands are combined lower
-/// ranks first; a non-commutative operation's tree is rooted at rank 0,
-/// whose result then goes to the root, so that the order is rank order.
-pub fn reduce_binomial<R>(p: &mut Plan<R>, root: usize, acc: Span, commutative: bool) {
+/// Binomial-tree reduction to `root` of every member's `input`, formed
+/// in `acc`: the root's result; elsewhere where a member with children
+/// combines (made here when `None`). `input` is only read, and may be
+/// `acc` itself (in place). Where they differ, the first child's data is
+/// received straight into `acc` and combined with `input` there, and a
+/// member without children sends `input` itself: no copy of the input
+/// is made. Operands are combined lower ranks first; a non-commutative
+/// operation's tree is rooted at rank 0, whose result then goes to the
+/// root, so that the order is rank order.
+pub fn reduce_binomial<R>(
+    p: &mut Plan<R>,
+    root: usize,
+    input: Span,
+    acc: Option<Span>,
+    commutative: bool,
+) {
     let n = p.n;
     let base = if commutative { root } else { 0 };
     let rel = (p.me + n - base) % n;
-    let tmp = p.scratch(acc.len);
     let (parent, children) = binomial(n, rel);
+    let acc = match acc {
+        Some(acc) => acc,
+        None if children.is_empty() => input,
+        None => p.scratch(input.len),
+    };
+    // This member's subtree's contribution so far.
+    let mut sum = input;
+    let mut tmp = None;
     for d in children {
-        p.recv((rel + d + base) % n, tmp);
-        p.fence();
-        p.reduce(acc, tmp, true);
+        let child = (rel + d + base) % n;
+        if sum != acc {
+            p.recv(child, acc);
+            p.fence();
+            p.reduce(sum, acc, false);
+            sum = acc;
+        } else {
+            let t = *tmp.get_or_insert_with(|| p.scratch(acc.len));
+            p.recv(child, t);
+            p.fence();
+            p.reduce(acc, t, true);
+        }
     }
     if let Some(d) = parent {
-        p.send((rel - d + base) % n, acc);
+        p.send((rel - d + base) % n, sum);
         p.fence();
     }
     if base != root {
         if p.me == base {
-            p.send(root, acc);
+            p.send(root, sum);
         } else if p.me == root {
             p.recv(base, acc);
         }
         p.fence();
+    } else if p.me == root && sum != acc {
+        p.copy(sum, acc);
     }
 }
 
@@ -246,14 +275,25 @@ fn fold_out<R>(p: &mut Plan<R>, acc: Span, rem: usize) {
 /// a reduce-scatter by recursive halving (each of the p members ends with
 /// the reduced piece it owns), then an allgather by recursive doubling;
 /// each member sends about 2 × the vector instead of log2 p ×.
-pub fn allreduce_rabenseifner<R>(p: &mut Plan<R>, acc: Span, unit: usize) {
+///
+/// The result forms in `acc`; `input`, only read, may be `acc` itself.
+/// Where it is not, on a power of two members, the first halving sends
+/// from `input` and receives straight into `acc`, which the input's
+/// kept half is then combined into: the input is never copied whole.
+pub fn allreduce_rabenseifner<R>(p: &mut Plan<R>, input: Span, acc: Span, unit: usize) {
     let (n, me) = (p.n, p.me);
     let pow = 1 << n.ilog2();
     let rem = n - pow;
+    // The fold sends and combines whole vectors: it starts from `acc`.
+    if rem > 0 && input != acc {
+        p.copy(input, acc);
+    }
+    let mut from = if rem > 0 { acc } else { input };
     let tmp = p.scratch(acc.len);
     if let Some(new) = fold_in(p, acc, tmp, rem) {
         let parts = pieces(acc, pow, unit);
         let tparts = pieces(tmp, pow, unit);
+        let iparts = pieces(from, pow, unit);
         let range = |lo: usize, hi: usize, of: &[Span]| -> Span {
             let (a, b) = (of[lo], of[hi - 1]);
             Span {
@@ -276,21 +316,36 @@ pub fn allreduce_rabenseifner<R>(p: &mut Plan<R>, acc: Span, unit: usize) {
             } else {
                 ((mid, hi), (lo, mid))
             };
-            p.send(partner, range(give.0, give.1, &parts));
-            p.recv(partner, range(keep.0, keep.1, &tparts));
-            p.fence();
-            let (mine, theirs) = (
-                range(keep.0, keep.1, &parts),
-                range(keep.0, keep.1, &tparts),
-            );
-            if partner < me {
-                p.reduce(theirs, mine, false);
+            if from != acc {
+                // The operation commutes: the input's half combines into
+                // the partner's, whatever their order.
+                let mine = range(keep.0, keep.1, &parts);
+                p.send(partner, range(give.0, give.1, &iparts));
+                p.recv(partner, mine);
+                p.fence();
+                p.reduce(range(keep.0, keep.1, &iparts), mine, false);
+                from = acc;
             } else {
-                p.reduce(mine, theirs, true);
+                p.send(partner, range(give.0, give.1, &parts));
+                p.recv(partner, range(keep.0, keep.1, &tparts));
+                p.fence();
+                let (mine, theirs) = (
+                    range(keep.0, keep.1, &parts),
+                    range(keep.0, keep.1, &tparts),
+                );
+                if partner < me {
+                    p.reduce(theirs, mine, false);
+                } else {
+                    p.reduce(mine, theirs, true);
+                }
             }
             steps.push((partner, keep, give));
             (lo, hi) = keep;
             mask /= 2;
+        }
+        // One member alone halves nothing.
+        if from != acc {
+            p.copy(from, acc);
         }
         // Recursive doubling back: the halves in reverse order.
         for (partner, keep, give) in steps.into_iter().rev() {

@@ -90,10 +90,18 @@ impl Rules {
         }
     }
 
-    /// Allreduce of `acc` (elements of `unit` bytes) among the plan's
-    /// members; `commutative` says whether the operation may combine out
-    /// of member order.
-    pub fn allreduce<R>(&self, p: &mut Plan<R>, acc: Span, unit: usize, commutative: bool) {
+    /// Allreduce of each member's `input` into its `acc` (elements of
+    /// `unit` bytes; `input` is only read and may be `acc` itself) among
+    /// the plan's members; `commutative` says whether the operation may
+    /// combine out of member order.
+    pub fn allreduce<R>(
+        &self,
+        p: &mut Plan<R>,
+        input: Span,
+        acc: Span,
+        unit: usize,
+        commutative: bool,
+    ) {
         let long = match self.allreduce {
             Allreduce::Auto => acc.len >= self.choice.allreduce_long,
             Allreduce::RecursiveDoubling => false,
@@ -102,8 +110,11 @@ impl Rules {
         // Rabenseifner's pieces need an element for each of the members
         // that exchange, and may combine out of member order.
         if long && commutative && acc.len / unit.max(1) >= 1 << p.n.ilog2() {
-            algorithms::allreduce_rabenseifner(p, acc, unit);
+            algorithms::allreduce_rabenseifner(p, input, acc, unit);
         } else {
+            if input != acc {
+                p.copy(input, acc);
+            }
             algorithms::allreduce_recursive_doubling(p, acc);
         }
     }

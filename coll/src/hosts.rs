@@ -132,16 +132,26 @@ pub fn bcast<R>(
     p.within(local, |p| algorithms::bcast_binomial(p, lead, data));
 }
 
-/// Reduction to `root` of a commutative operation: each host's members
-/// reduce to its leader (`root` leading its host), then the leaders to
-/// `root`.
-pub fn reduce<R>(p: &mut Plan<R>, h: &Hosts, root: usize, acc: Span) {
+/// Reduction to `root` of a commutative operation on each member's
+/// `input`, formed in `acc` (as [`algorithms::reduce_binomial`]'s): each
+/// host's members reduce to its leader (`root` leading its host), then
+/// the leaders to `root`.
+pub fn reduce<R>(p: &mut Plan<R>, h: &Hosts, root: usize, input: Span, acc: Option<Span>) {
     let leaders = h.leaders(Some(root));
     let (local, lead) = h.local(p.rank, &leaders);
-    p.within(local, |p| algorithms::reduce_binomial(p, lead, acc, true));
-    p.within(&leaders, |p| {
-        algorithms::reduce_binomial(p, h.host[root], acc, true);
+    // A leader forms its host's part where the leaders' stage can use it.
+    let acc = match acc {
+        None if leaders.contains(&p.rank) => Some(p.scratch(input.len)),
+        acc => acc,
+    };
+    p.within(local, |p| {
+        algorithms::reduce_binomial(p, lead, input, acc, true);
     });
+    if let Some(acc) = acc {
+        p.within(&leaders, |p| {
+            algorithms::reduce_binomial(p, h.host[root], acc, Some(acc), true);
+        });
+    }
 }
 
 /// Allreduce of a commutative operation: each host reduces to its
@@ -155,7 +165,9 @@ pub fn allreduce<R>(
 ) {
     let leaders = h.leaders(None);
     let (local, lead) = h.local(p.rank, &leaders);
-    p.within(local, |p| algorithms::reduce_binomial(p, lead, acc, true));
+    p.within(local, |p| {
+        algorithms::reduce_binomial(p, lead, acc, Some(acc), true);
+    });
     p.within(&leaders, |p| between(p, acc));
     p.within(local, |p| algorithms::bcast_binomial(p, lead, acc));
 }
@@ -263,12 +275,48 @@ mod tests {
 
         #[test]
         fn a_two_level_reduce_sums_every_members_vector_at_the_root(
-            host in placement(), root in 0usize..11, len in 0usize..40
+            host in placement(), root in 0usize..11, len in 0usize..40, in_place in any::<bool>()
         ) {
             let root = root % host.len();
-            let (r, v) = run(&host, len, |p, h, acc| reduce(p, h, root, acc));
-            prop_assert_eq!(&v[root], &sum_of(host.len(), len), "{:?} root {}", host, root);
+            // The root's result in its input (in place) or in a buffer of
+            // its own (buffer 1, filled with garbage first); the other
+            // members' inputs are only read.
+            let (r, v) = run(&host, len, |p, h, input| {
+                let acc = (p.rank == root).then(|| match in_place {
+                    true => input,
+                    false => p.buffer(vec![0xa5; input.len]),
+                });
+                reduce(p, h, root, input, acc);
+            });
+            let at = usize::from(!in_place);
+            prop_assert_eq!(&r.bufs[root][at], &sum_of(host.len(), len), "{:?} root {}", host, root);
+            for (i, mine) in v.iter().enumerate().filter(|&(i, _)| in_place.then_some(root) != Some(i)) {
+                prop_assert_eq!(mine, &bytes(&vector(i, len)), "member {}'s input was written", i);
+            }
             only_leaders_left_their_host(&host, Some(root), &r);
+        }
+
+        #[test]
+        fn an_allreduce_from_a_separate_input_gives_everyone_the_sum_and_reads_the_input_only(
+            host in placement(), len in 0usize..40
+        ) {
+            // Rabenseifner's (it needs an element per member of the
+            // largest power of two) forms the result in buffer 1, filled
+            // with garbage first, from the input in buffer 0.
+            let n = host.len();
+            let (r, v) = run(&host, len, |p, _, input| {
+                let acc = p.buffer(vec![0xa5; input.len]);
+                if len >= 1 << n.ilog2() {
+                    algorithms::allreduce_rabenseifner(p, input, acc, 4);
+                } else {
+                    crate::choose::Rules::default().allreduce(p, input, acc, 4, false);
+                }
+            });
+            let want = sum_of(n, len);
+            for i in 0..n {
+                prop_assert_eq!(&r.bufs[i][1], &want, "{:?}: member {}", host, i);
+                prop_assert_eq!(&v[i], &bytes(&vector(i, len)), "member {}'s input was written", i);
+            }
         }
 
         #[test]
@@ -278,7 +326,7 @@ mod tests {
             let (r, v) = run(&host, len, |p, h, acc| {
                 allreduce(p, h, acc, |p, acc| {
                     if long && len >= 1 << p.n.ilog2() {
-                        algorithms::allreduce_rabenseifner(p, acc, 4);
+                        algorithms::allreduce_rabenseifner(p, acc, acc, 4);
                     } else {
                         algorithms::allreduce_recursive_doubling(p, acc);
                     }

@@ -60,14 +60,21 @@ where
                 higher,
                 into_lower,
             } => {
-                let a = self.bytes(lower).to_vec();
+                // As the schedule does: a commutative operation forms a
+                // result wanted in `lower` there directly.
                 let r = self.reduction.take().expect("a reduction step's operation");
-                r.combine(&a, self.bytes_mut(higher)).expect("combine");
-                self.reduction = Some(r);
-                if into_lower {
+                if into_lower && r.commutative() {
                     let b = self.bytes(higher).to_vec();
-                    self.bytes_mut(lower).copy_from_slice(&b);
+                    r.combine(&b, self.bytes_mut(lower)).expect("combine");
+                } else {
+                    let a = self.bytes(lower).to_vec();
+                    r.combine(&a, self.bytes_mut(higher)).expect("combine");
+                    if into_lower {
+                        let b = self.bytes(higher).to_vec();
+                        self.bytes_mut(lower).copy_from_slice(&b);
+                    }
                 }
+                self.reduction = Some(r);
             }
             Step::Copy { from, to } => {
                 let a = self.bytes(from).to_vec();

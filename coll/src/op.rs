@@ -178,6 +178,10 @@ impl<T: Element> Combine for Checked<T> {
         }
         Ok(())
     }
+
+    fn commutative(&self) -> bool {
+        Checked::commutative(self)
+    }
 }
 
 /// The bytes of `v`, as they lie in memory.

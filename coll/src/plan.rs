@@ -38,8 +38,9 @@ pub enum Step {
         into: Span,
     },
     /// `higher = lower op higher` (`lower` holds the lower members'
-    /// contribution); with `into_lower`, the result then goes to `lower`
-    /// (and `higher` is left as scratch).
+    /// contribution); with `into_lower`, the result goes to `lower`
+    /// instead: formed there for a commutative operation, else formed in
+    /// `higher` and copied (`higher` is left as scratch either way).
     Reduce {
         lower: Span,
         higher: Span,
@@ -153,9 +154,11 @@ impl<R> Plan<R> {
         }
     }
 
-    /// A buffer of `len` bytes to receive into.
+    /// A buffer of `len` bytes to receive into; what it holds before is
+    /// not defined ([`pool::scratch`]), so a plan writes a scratch span
+    /// before it reads or outputs it.
     pub fn scratch(&mut self, len: usize) -> Span {
-        self.buffer(pool::zeroed(len))
+        self.buffer(pool::scratch(len))
     }
 
     /// Write the part of `f`, an algorithm, that this member takes in

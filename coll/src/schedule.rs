@@ -20,12 +20,22 @@ use crate::plan::{Buf, Output, Plan, Span, Step};
 pub trait Combine {
     type Error;
     fn combine(&self, lower: &[u8], higher: &mut [u8]) -> Result<(), Self::Error>;
+
+    /// Whether `lower op higher` equals `higher op lower`, so that a
+    /// result wanted in `lower` is formed there directly (else it forms
+    /// in `higher` and is copied: a whole pass over the data).
+    fn commutative(&self) -> bool {
+        false
+    }
 }
 
 impl<E> Combine for Box<dyn Combine<Error = E> + Send> {
     type Error = E;
     fn combine(&self, lower: &[u8], higher: &mut [u8]) -> Result<(), E> {
         (**self).combine(lower, higher)
+    }
+    fn commutative(&self) -> bool {
+        (**self).commutative()
     }
 }
 
@@ -205,11 +215,16 @@ where
             } => {
                 let r = (self.reduction.as_ref())
                     .expect("a plan with reduce steps names its operation");
-                let (a, b) = two(&mut self.bufs, lower, higher);
-                r.combine(a, b).map_err(C::Error::from)?;
-                if into_lower {
+                if into_lower && r.commutative() {
                     let (a, b) = two(&mut self.bufs, higher, lower);
-                    b.copy_from_slice(a);
+                    r.combine(a, b).map_err(C::Error::from)?;
+                } else {
+                    let (a, b) = two(&mut self.bufs, lower, higher);
+                    r.combine(a, b).map_err(C::Error::from)?;
+                    if into_lower {
+                        let (a, b) = two(&mut self.bufs, higher, lower);
+                        b.copy_from_slice(a);
+                    }
                 }
             }
             Step::Copy { from, to } => {

@@ -371,13 +371,17 @@ impl Group {
         let root = self.root(root)?;
         let mut p = self.plan();
         let commutative = Self::reduction(&mut p, op)?;
-        let acc = match p.me == root {
-            true => program(&mut p, data),
-            false => p.buffer(bytes_of(data).to_vec()),
+        // The root reduces in place; the others' data is only read.
+        let (input, acc) = match p.me == root {
+            true => {
+                let acc = program(&mut p, data);
+                (acc, Some(acc))
+            }
+            false => (program_read(&mut p, data), None),
         };
         match self.hosts.as_ref().filter(|_| commutative) {
-            Some(h) => hosts::reduce(&mut p, h, root, acc),
-            None => algorithms::reduce_binomial(&mut p, root, acc, commutative),
+            Some(h) => hosts::reduce(&mut p, h, root, input, acc),
+            None => algorithms::reduce_binomial(&mut p, root, input, acc, commutative),
         }
         self.start(ep, p)
     }
@@ -407,7 +411,7 @@ impl Group {
         let commutative = Self::reduction(&mut p, op)?;
         let acc = program(&mut p, data);
         let (rules, unit) = (self.rules, std::mem::size_of::<T>());
-        let flat = |p: &mut Plan, acc: Span| rules.allreduce(p, acc, unit, commutative);
+        let flat = |p: &mut Plan, acc: Span| rules.allreduce(p, acc, acc, unit, commutative);
         match self.hosts.as_ref().filter(|_| commutative) {
             Some(h) => hosts::allreduce(&mut p, h, acc, flat),
             None => flat(&mut p, acc),

@@ -270,39 +270,58 @@ pub unsafe fn reduce(
     root: usize,
 ) -> Plan {
     let mut p = plan(comm);
-    let acc = match p.me == root {
-        true => accumulator(&mut p, send, recv),
-        false => operand(&mut p, send, recv),
+    let (input, acc) = match p.me == root {
+        true => {
+            let (input, acc) = input_and_result(&mut p, send, recv);
+            (input, Some(acc))
+        }
+        false => (operand_read(&mut p, send, recv), None),
     };
     let commutative = reduction.commutative();
     p.reducing(reduction);
     match two_levels(comm, &tuning::current()).filter(|_| commutative) {
-        Some(h) => hosts::reduce(&mut p, &h, root, acc),
-        None => algorithms::reduce_binomial(&mut p, root, acc, commutative),
+        Some(h) => hosts::reduce(&mut p, &h, root, input, acc),
+        None => algorithms::reduce_binomial(&mut p, root, input, acc, commutative),
     }
-    if p.me == root {
+    if let Some(acc) = acc {
         deliver(&mut p, acc, recv);
     }
     p
 }
 
-/// Where a reduction's result forms: the program's output buffer where
-/// it is one run of bytes (the input copied in first, or already there
-/// for `MPI_IN_PLACE`), so that no copy of the result follows; else a
-/// packed copy of the input.
+/// A reduction's input, only read: the program's own elements where they
+/// are one run of bytes, else packed (`MPI_IN_PLACE`, erroneous where
+/// this is used: the output's elements).
 ///
 /// # Safety
 /// As [`bcast`].
-unsafe fn accumulator(p: &mut Plan, send: Option<&Elements>, recv: &Elements) -> Span {
-    match (recv.contiguous(), send) {
-        (Some(_), None) => output(p, recv),
-        (Some(_), Some(s)) => {
-            let from = input(p, s);
+unsafe fn operand_read(p: &mut Plan, send: Option<&Elements>, recv: &Elements) -> Span {
+    input(p, send.unwrap_or(recv))
+}
+
+/// A reduction's input and where its result forms, at a member that
+/// keeps the result: the program's buffers where they are each one run
+/// of bytes (the same one for `MPI_IN_PLACE`), so that neither the input
+/// nor the result is copied; else packed and scratch copies. An input
+/// that overlaps the output (erroneous, but not always caught) is
+/// packed first, so that the result is still right.
+///
+/// # Safety
+/// As [`bcast`].
+unsafe fn input_and_result(p: &mut Plan, send: Option<&Elements>, recv: &Elements) -> (Span, Span) {
+    match send {
+        None if recv.contiguous().is_some() => {
             let acc = output(p, recv);
-            p.copy(from, acc);
-            acc
+            (acc, acc)
         }
-        (None, _) => operand(p, send, recv),
+        None => {
+            let acc = p.buffer(recv.pack());
+            (acc, acc)
+        }
+        Some(s) if overlap(std::slice::from_ref(s), std::slice::from_ref(recv)) => {
+            (p.buffer(s.pack()), output(p, recv))
+        }
+        Some(s) => (input(p, s), output(p, recv)),
     }
 }
 
@@ -315,15 +334,21 @@ pub unsafe fn allreduce(
     reduction: Reduction,
 ) -> Plan {
     let mut p = plan(comm);
-    let acc = accumulator(&mut p, send, recv);
+    let (input, acc) = input_and_result(&mut p, send, recv);
     let unit = recv.layout.size.max(1);
     let commutative = reduction.commutative();
     p.reducing(reduction);
     let t = tuning::current();
-    let flat = |p: &mut Plan, acc: Span| t.rules.allreduce(p, acc, unit, commutative);
     match two_levels(comm, &t).filter(|_| commutative) {
-        Some(h) => hosts::allreduce(&mut p, &h, acc, flat),
-        None => flat(&mut p, acc),
+        Some(h) => {
+            if input != acc {
+                p.copy(input, acc);
+            }
+            hosts::allreduce(&mut p, &h, acc, |p, acc| {
+                t.rules.allreduce(p, acc, acc, unit, commutative);
+            });
+        }
+        None => t.rules.allreduce(&mut p, input, acc, unit, commutative),
     }
     deliver(&mut p, acc, recv);
     p
@@ -492,7 +517,7 @@ pub unsafe fn reduce_scatter(
     let acc = p.buffer(input.pack());
     let commutative = reduction.commutative();
     p.reducing(reduction);
-    algorithms::reduce_binomial(&mut p, 0, acc, commutative);
+    algorithms::reduce_binomial(&mut p, 0, acc, Some(acc), commutative);
     let size = recv.layout.size;
     let mut at = 0;
     let pieces: Vec<Span> = counts

@@ -26,6 +26,9 @@ impl fm_coll::Combine for Reduction {
     fn combine(&self, lower: &[u8], higher: &mut [u8]) -> MpiResult<()> {
         Reduction::combine(self, lower, higher)
     }
+    fn commutative(&self) -> bool {
+        Reduction::commutative(self)
+    }
 }
 
 /// One collective's way to its members: the communicator's context, the
