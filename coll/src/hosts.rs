@@ -313,9 +313,9 @@ mod tests {
                 }
             });
             let want = sum_of(n, len);
-            for i in 0..n {
-                prop_assert_eq!(&r.bufs[i][1], &want, "{:?}: member {}", host, i);
-                prop_assert_eq!(&v[i], &bytes(&vector(i, len)), "member {}'s input was written", i);
+            for (i, (bufs, input)) in r.bufs.iter().zip(&v).enumerate() {
+                prop_assert_eq!(&bufs[1], &want, "{:?}: member {}", host, i);
+                prop_assert_eq!(input, &bytes(&vector(i, len)), "member {}'s input was written", i);
             }
         }
 
