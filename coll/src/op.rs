@@ -135,19 +135,6 @@ impl<T: Element> Op<T> {
         }
         Ok(Checked(self))
     }
-
-    /// `lower op higher`.
-    fn apply(&self, lower: T, higher: T) -> T {
-        match self {
-            Op::Sum => lower.sum(higher),
-            Op::Product => lower.product(higher),
-            Op::Min => lower.min_of(higher),
-            Op::Max => lower.max_of(higher),
-            // `checked` refused the types without bits.
-            Op::Bits(b) => lower.bits(*b, higher).unwrap_or(higher),
-            Op::User { f, .. } => f(lower, higher),
-        }
-    }
 }
 
 /// An operation known to be defined on its element type.
@@ -164,23 +151,50 @@ impl<T: Element> Combine for Checked<T> {
     type Error = Infallible;
 
     fn combine(&self, lower: &[u8], higher: &mut [u8]) -> Result<(), Infallible> {
-        let size = std::mem::size_of::<T>();
         debug_assert_eq!(lower.len(), higher.len());
-        for (a, b) in lower.chunks_exact(size).zip(higher.chunks_exact_mut(size)) {
-            // SAFETY: each chunk holds one element's bytes; `T` is a plain
-            // number, valid for every bit pattern; reads and writes are
-            // unaligned, as a span of packed bytes may be.
-            unsafe {
-                let x = std::ptr::read_unaligned(a.as_ptr().cast::<T>());
-                let y = std::ptr::read_unaligned(b.as_ptr().cast::<T>());
-                std::ptr::write_unaligned(b.as_mut_ptr().cast::<T>(), self.0.apply(x, y));
-            }
+        // The operation is chosen once, outside the element loop, so
+        // that the loop is one the compiler vectorizes.
+        match &self.0 {
+            Op::Sum => each(lower, higher, T::sum),
+            Op::Product => each(lower, higher, T::product),
+            Op::Min => each(lower, higher, T::min_of),
+            Op::Max => each(lower, higher, T::max_of),
+            // `checked` refused the types without bits.
+            Op::Bits(b) => each(lower, higher, |x: T, y| x.bits(*b, y).unwrap_or(y)),
+            Op::User { f, .. } => each(lower, higher, |x, y| f(x, y)),
         }
         Ok(())
     }
 
     fn commutative(&self) -> bool {
         Checked::commutative(self)
+    }
+}
+
+/// `higher[i] = f(lower[i], higher[i])` for each element of the packed
+/// spans: over typed slices where both lie aligned for `T` (a loop the
+/// compiler vectorizes: element by element, 2 ranks' reduce of 1 MiB of
+/// floats spent 60 % of its time here), else element by element through
+/// unaligned reads and writes, as a span of packed bytes may lie.
+fn each<T: Element>(lower: &[u8], higher: &mut [u8], f: impl Fn(T, T) -> T) {
+    // SAFETY: `T` is a plain number, valid for every bit pattern.
+    let (pa, a, sa) = unsafe { lower.align_to::<T>() };
+    let (pb, b, sb) = unsafe { higher.align_to_mut::<T>() };
+    if pa.is_empty() && pb.is_empty() && sa.is_empty() && sb.is_empty() {
+        for (x, y) in a.iter().zip(b) {
+            *y = f(*x, *y);
+        }
+        return;
+    }
+    let size = std::mem::size_of::<T>();
+    for (a, b) in lower.chunks_exact(size).zip(higher.chunks_exact_mut(size)) {
+        // SAFETY: each chunk holds one element's bytes; `T` is a plain
+        // number, valid for every bit pattern.
+        unsafe {
+            let x = std::ptr::read_unaligned(a.as_ptr().cast::<T>());
+            let y = std::ptr::read_unaligned(b.as_ptr().cast::<T>());
+            std::ptr::write_unaligned(b.as_mut_ptr().cast::<T>(), f(x, y));
+        }
     }
 }
 
@@ -221,6 +235,22 @@ mod tests {
         let minus = Op::user(|a: i32, b: i32| a - b, false);
         assert!(!minus.commutative());
         assert_eq!(combined(minus, &[10, 1], &[3, 5]), [7, -4]);
+    }
+
+    #[test]
+    fn packed_elements_combine_alike_whether_they_lie_aligned_or_not() {
+        let lower: Vec<f64> = (0..37).map(|i| i as f64 * 1.5 - 7.0).collect();
+        let higher: Vec<f64> = (0..37).map(|i| 100.0 - i as f64).collect();
+        let want = combined(Op::Max, &lower, &higher);
+        // The same bytes one byte into a buffer: unaligned for f64.
+        let mut a = vec![0u8; 1 + 37 * 8];
+        let mut b = a.clone();
+        a[1..].copy_from_slice(bytes_of(&lower));
+        b[1..].copy_from_slice(bytes_of(&higher));
+        let c = Op::<f64>::Max.checked().expect("defined");
+        c.combine(&a[1..], &mut b[1..]).expect("infallible");
+        assert_eq!(&b[1..], bytes_of(&want));
+        assert!(want.iter().zip(&lower).all(|(w, l)| w >= l));
     }
 
     #[test]
