@@ -73,6 +73,25 @@ fn the_checker_fails_when_the_data_is_wrong() {
     assert!(t.contains("was expected"), "{t}");
 }
 
+/// The bytes of a large broadcast go straight into the receive's memory,
+/// so one given up after it asked for them must keep them out: its memory
+/// stays as it was (and the check sees the bytes when they do land).
+#[test]
+fn a_given_up_collective_has_nothing_written_into_its_memory_after() {
+    let dir = TempDir::for_segments("fm-coll-given-up");
+    let two = ["-n", "2", "--oversubscribe"];
+    let o = coll(&dir, &two, &["given-up"], &[]);
+    let t = text(&o);
+    assert!(
+        o.status.success() && t.contains("its memory untouched"),
+        "{t}"
+    );
+    let o = coll(&dir, &two, &["given-up", "sabotage"], &[]);
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains("is not"), "{t}");
+    assert!(dir.segments().is_empty(), "{:?}", dir.segments());
+}
+
 /// (ethernet bytes sent, host) of each rank of an `fm-coll allreduce`
 /// run with `--stats=json`.
 fn ethernet_bytes_by_rank(o: &Output, n: usize) -> Vec<(u64, String)> {

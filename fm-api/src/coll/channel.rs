@@ -3,7 +3,7 @@
 //! take them from the endpoint's mailbox (large ones by rendezvous:
 //! `mailbox.rs`).
 
-use super::mailbox::{header, Found, Kind, COLLECTIVE, HEADER, RENDEZVOUS_FROM};
+use super::mailbox::{header, Alive, Found, Kind, Landing, COLLECTIVE, HEADER, RENDEZVOUS_FROM};
 use crate::{Endpoint, ErrorKind, FmError, Rank, Result};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,6 +15,17 @@ pub(crate) struct FmChannel {
     pub(crate) members: Arc<[Rank]>,
     /// Messages sent to each member so far (their tickets there).
     pub(crate) sent: HashMap<Rank, u32>,
+    /// Set while the collective is under way: its receives' landings
+    /// (`mailbox.rs`) hold it.
+    pub(crate) alive: Alive,
+}
+
+impl Drop for FmChannel {
+    /// The collective's end (its `Pending` dropped, done or not): no
+    /// handler writes into its receives' memory after this.
+    fn drop(&mut self) {
+        *self.alive.lock().unwrap_or_else(|e| e.into_inner()) = false;
+    }
 }
 
 /// A send (complete once handed to FM), a rendezvous send waiting to be
@@ -136,10 +147,17 @@ impl fm_coll::Channel for FmChannel {
                 room,
             } => match ep.coll_mailbox.take((self.group, self.seq, from), ticket) {
                 Found::Nothing => None,
-                Found::Clear => match self.message(ep, from, Kind::Clear, ticket, &[]) {
-                    Ok(()) => None,
-                    Err(e) => Some(Err(e)),
-                },
+                Found::Clear => {
+                    let key = (self.group, self.seq, from);
+                    let alive = self.alive.clone();
+                    let l = Landing { into, room, alive };
+                    ep.coll_mailbox.land(key, ticket, l);
+                    match self.message(ep, from, Kind::Clear, ticket, &[]) {
+                        Ok(()) => None,
+                        Err(e) => Some(Err(e)),
+                    }
+                }
+                Found::Landed(len) => Some(Ok(len)),
                 Found::Data(m) => {
                     let len = m.len();
                     if len <= room {

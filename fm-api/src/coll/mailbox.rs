@@ -10,6 +10,14 @@
 //! way (its `Pending` dropped) leaves nothing to write into memory that
 //! is no longer its.
 //!
+//! The exception is a cleared rendezvous message's bytes ([`Kind::Bulk`],
+//! below): the receive that cleared it leaves a [`Landing`], and the
+//! bytes go straight into its memory as they arrive, not into a buffer
+//! here first and then copied (which made FM programs' large collectives
+//! copy every byte twice). The landing holds its collective's [`Alive`]
+//! flag, which the collective's end clears; the handler writes only
+//! while holding the flag's lock with the flag set.
+//!
 //! A message of [`RENDEZVOUS_FROM`] bytes or more goes by rendezvous: the
 //! sender announces it ([`Kind::Ready`]), the receive whose ticket it is
 //! answers once it is under way ([`Kind::Clear`]), and only then do the
@@ -20,6 +28,7 @@
 use crate::incoming::Incoming;
 use crate::{Rank, Result};
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
 
 /// The reserved handler ID of collectives' messages.
 pub(crate) const COLLECTIVE: u16 = crate::RESERVED_HANDLERS;
@@ -97,6 +106,23 @@ struct Slot {
     posted: u32,
 }
 
+/// Whether a collective is still under way: cleared (under its lock)
+/// when its `Pending` is dropped, after which no handler writes into its
+/// receives' memory.
+pub(crate) type Alive = Arc<Mutex<bool>>;
+
+/// Where the bytes of a cleared rendezvous message land: a receive's
+/// memory of `room` bytes, while its collective is [`Alive`].
+pub(crate) struct Landing {
+    pub(crate) into: *mut u8,
+    pub(crate) room: usize,
+    pub(crate) alive: Alive,
+}
+
+// SAFETY: `into` is written only by the endpoint's handler, with `alive`
+// locked and set: while the collective that owns the memory is under way.
+unsafe impl Send for Landing {}
+
 /// What a receive finds for its ticket.
 pub(crate) enum Found {
     /// Nothing yet.
@@ -104,8 +130,10 @@ pub(crate) enum Found {
     /// Its message's bytes.
     Data(Vec<u8>),
     /// A rendezvous message, not yet cleared: clear it (the caller sends
-    /// the `Clear`), then wait for the bytes.
+    /// the `Clear` and leaves a [`Landing`]), then wait for the bytes.
     Clear,
+    /// Its message's bytes, this many, are in the receive's memory.
+    Landed(usize),
 }
 
 #[derive(Default)]
@@ -119,6 +147,10 @@ pub(crate) struct Mailbox {
     bulk: HashMap<(Key, u32), Vec<u8>>,
     /// Clears received: (key of the receiver, ticket).
     cleared: HashSet<(Key, u32)>,
+    /// Where cleared messages' bytes go, by key and ticket.
+    landings: HashMap<(Key, u32), Landing>,
+    /// How many bytes landed, by key and ticket.
+    landed: HashMap<(Key, u32), usize>,
 }
 
 impl Mailbox {
@@ -147,9 +179,16 @@ impl Mailbox {
                 *cleared = true;
                 return Found::Clear;
             }
-            Some(Arrival::Ready(true)) => match self.bulk.remove(&(key, t)) {
-                Some(d) => d,
-                None => return Found::Nothing,
+            Some(Arrival::Ready(true)) => match self.landed.remove(&(key, t)) {
+                Some(n) => {
+                    *slot = None;
+                    self.pop_taken(key);
+                    return Found::Landed(n);
+                }
+                None => match self.bulk.remove(&(key, t)) {
+                    Some(d) => d,
+                    None => return Found::Nothing,
+                },
             },
             Some(Arrival::Data(_)) => match slot.take() {
                 Some(Arrival::Data(d)) => d,
@@ -157,11 +196,22 @@ impl Mailbox {
             },
         };
         *slot = None;
+        self.pop_taken(key);
+        Found::Data(data)
+    }
+
+    /// The taken messages at the front of `key`'s slot, gone.
+    fn pop_taken(&mut self, key: Key) {
+        let s = self.slot(key);
         while let Some(None) = s.arrived.front() {
             s.arrived.pop_front();
             s.first += 1;
         }
-        Found::Data(data)
+    }
+
+    /// The bytes of ticket `t` of `key`, once cleared, go to `l`.
+    pub(crate) fn land(&mut self, key: Key, t: u32, l: Landing) {
+        self.landings.insert((key, t), l);
     }
 
     /// Whether the receiver of `key` cleared our message of ticket `t`
@@ -211,6 +261,9 @@ pub(crate) fn intake(m: &mut Incoming<'_>) -> Result<()> {
         return Ok(());
     };
     let key = (group, seq, m.src());
+    if kind == Kind::Bulk && land(m, key, word)? {
+        return Ok(());
+    }
     let data = match kind {
         Kind::Eager | Kind::Bulk => {
             // From the pool the schedules' buffers come from: a fresh
@@ -236,6 +289,30 @@ pub(crate) fn intake(m: &mut Incoming<'_>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The bytes of `m`, a cleared rendezvous message of ticket `t` of `key`,
+/// straight into the receive's memory if it left a landing, its
+/// collective is under way and they fit: whether they landed (else they
+/// are kept as any message, and the receive finds them there).
+fn land(m: &mut Incoming<'_>, key: Key, t: u32) -> Result<bool> {
+    let Some(l) = m.endpoint().coll_mailbox.landings.remove(&(key, t)) else {
+        return Ok(false);
+    };
+    let alive = l.alive.lock().unwrap_or_else(|e| e.into_inner());
+    let len = m.remaining();
+    if !*alive || len > l.room {
+        return Ok(false);
+    }
+    let got = match len {
+        0 => 0,
+        // SAFETY: the receive's memory holds `room` bytes while its
+        // collective is under way, which `alive`, locked, says it is.
+        _ => m.receive(unsafe { std::slice::from_raw_parts_mut(l.into, len) })?,
+    };
+    drop(alive);
+    m.endpoint().coll_mailbox.landed.insert((key, t), got);
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -294,6 +371,13 @@ mod tests {
         b.bulk.insert((k, t0), vec![7; 100]);
         assert_eq!(data(b.take(k, t0)), Some(vec![7; 100]));
         assert!(b.bulk.is_empty());
+        // Bytes that landed in the receive's memory are found by count.
+        let t2 = b.post(k);
+        b.arrived(k, Arrival::Ready(false));
+        assert!(matches!(b.take(k, t2), Found::Clear));
+        b.landed.insert((k, t2), 64);
+        assert!(matches!(b.take(k, t2), Found::Landed(64)));
+        assert!(matches!(b.take(k, t2), Found::Nothing), "taken once");
         assert!(!b.take_clear(k, 0));
         b.cleared.insert((k, 0));
         assert!(b.take_clear(k, 0) && !b.take_clear(k, 0));

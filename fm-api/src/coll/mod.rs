@@ -286,6 +286,7 @@ impl Group {
             seq,
             members: self.members.clone(),
             sent: Default::default(),
+            alive: Arc::new(std::sync::Mutex::new(true)),
         });
         let mut p = Pending {
             schedule,

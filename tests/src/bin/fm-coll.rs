@@ -14,6 +14,13 @@
 //!     only barriers and checked allreduces on the whole job; each rank
 //!     prints "rank R on HOST", rank 0 "allreduces ok on S ranks" (to see
 //!     in the device counters who sent on the network).
+//! fm-coll given-up [sabotage]
+//!     on 2 ranks: rank 1 gives up a broadcast of 1 MiB (drops its
+//!     `Pending`) once it has cleared the root's rendezvous message, then
+//!     the root sends the bytes; rank 1 prints "given-up broadcast: its
+//!     memory untouched" if none landed in its buffer. With `sabotage`
+//!     rank 1 checks that its buffer holds the root's data (it must not:
+//!     the test of this check).
 
 use fm::coll::{Bitwise, Element, Group, Op};
 use fm::{ErrorKind, Fm, FmError, Rank};
@@ -24,6 +31,8 @@ use std::sync::Arc;
 const DATA: u16 = 1;
 /// A handler that fails, once per message.
 const FAIL: u16 = 2;
+/// A step of `given-up`'s protocol between its two ranks.
+const STEP: u16 = 3;
 
 type Res = Result<(), String>;
 
@@ -357,11 +366,76 @@ fn allreduces() -> Res {
     Ok(())
 }
 
+/// A broadcast given up once its rendezvous message was cleared: the
+/// bytes that come afterwards must not be written into its receive's
+/// memory (`mailbox.rs`'s landings), which the program may already have
+/// reused. Each rank's messages to the other arrive in the order sent,
+/// which orders the steps: the root's rendezvous message before its
+/// first step, the bytes before its second.
+fn given_up(sabotage: bool) -> Res {
+    let steps = Arc::new(AtomicU64::new(0));
+    let s = steps.clone();
+    let mut fm = Fm::builder()
+        .handler(STEP, "step", move |_| {
+            s.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })
+        .from_env()
+        .map_err(err)?
+        .build()
+        .map_err(err)?;
+    if fm.size() != 2 {
+        return Err("given-up runs on 2 ranks".into());
+    }
+    let mut world = fm.world().map_err(err)?;
+    let wait_for = |fm: &mut Fm, n: u64| -> Res {
+        while steps.load(Ordering::Relaxed) < n {
+            fm.extract_wait(usize::MAX).map_err(err)?;
+        }
+        Ok(())
+    };
+    // 1 MiB: past the rendezvous threshold.
+    let len = 1 << 17;
+    let mut data = vector(1, 0, len, 0);
+    if fm.rank() == 0 {
+        let mut p = world.ibroadcast(&mut fm, 0, &mut data).map_err(err)?;
+        fm.send(1, STEP, &[]).map_err(err)?;
+        wait_for(&mut fm, 1)?;
+        p.wait(&mut fm).map_err(err)?;
+        fm.send(1, STEP, &[]).map_err(err)?;
+    } else {
+        let mut buf = vec![0x55u64; len];
+        wait_for(&mut fm, 1)?;
+        let mut p = world.ibroadcast(&mut fm, 0, &mut buf).map_err(err)?;
+        if p.test(&mut fm).map_err(err)? {
+            return Err("the broadcast completed before its bytes were sent".into());
+        }
+        drop(p);
+        fm.send(0, STEP, &[]).map_err(err)?;
+        wait_for(&mut fm, 2)?;
+        let (what, want) = match sabotage {
+            false => ("untouched", vec![0x55u64; len]),
+            true => ("the root's data", data),
+        };
+        if buf != want {
+            return Err(format!(
+                "a given-up broadcast's memory was expected to be {what}, and is not"
+            ));
+        }
+        println!("given-up broadcast: its memory {what}");
+    }
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     fm_tests::init_tracing();
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).is_some_and(|a| a == "allreduce") {
         return exit_with("fm-coll", allreduces());
+    }
+    if args.get(1).is_some_and(|a| a == "given-up") {
+        let sabotage = args.get(2).is_some_and(|a| a == "sabotage");
+        return exit_with("fm-coll", given_up(sabotage));
     }
     let arg = |i: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(4);
     let sabotage = args.get(3).is_some_and(|a| a == "sabotage");
