@@ -49,6 +49,8 @@ for r in $(seq "$ROUNDS"); do
 done
 python3 - "$out" "$ROUNDS" "$RANKS" <<'PY'
 import statistics, sys
+sys.path.insert(0, "scripts")
+from placement import placement_line
 out, rounds, ranks = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 libs = ["fm", "mpich", "openmpi", "fmlevelcoll"]
 
@@ -66,15 +68,7 @@ def read(path):
         pass
     return times
 
-def fmlevel(r):
-    for line in open(f"{out}/fmlevel.{r}", errors="replace"):
-        f = line.split(",")
-        if len(f) > 6 and f[0] == "pingpong" and f[3] == "8":
-            return float(f[6])
-    return float("nan")
-
-print("FM-level 8 B one-way (µs) per round, the placement:",
-      " ".join(f"{fmlevel(r):.3f}" for r in range(1, rounds + 1)))
+print(placement_line(out, rounds))
 for n in ranks:
     runs = {lib: [read(f"{out}/{lib}.{n}.{r}") for r in range(1, rounds + 1)] for lib in libs}
     keys = sorted({k for lib in libs for t in runs[lib] for k in t},

@@ -41,6 +41,8 @@ for r in $(seq "$ROUNDS"); do
 done
 python3 - "$out" "$ROUNDS" <<'PY'
 import statistics, sys
+sys.path.insert(0, "scripts")
+from placement import placement_line
 out, rounds = sys.argv[1], int(sys.argv[2])
 libs = ["fm", "mpich", "openmpi"]
 patterns = ["stream", "rate", "bidir", "pingpong"]
@@ -57,15 +59,7 @@ def read(path):
         pass
     return values, units
 
-def fmlevel(r):
-    for line in open(f"{out}/fmlevel.{r}", errors="replace"):
-        f = line.split(",")
-        if len(f) > 6 and f[0] == "pingpong" and f[3] == "8":
-            return float(f[6])
-    return float("nan")
-
-print("FM-level 8 B one-way (µs) per round, the placement:",
-      " ".join(f"{fmlevel(r):.3f}" for r in range(1, rounds + 1)))
+print(placement_line(out, rounds))
 runs = {lib: [read(f"{out}/{lib}.{r}") for r in range(1, rounds + 1)] for lib in libs}
 units = {}
 for lib in libs:

@@ -47,6 +47,8 @@ for r in $(seq "$ROUNDS"); do
 done
 python3 - "$out" "$ROUNDS" "$THREADS" <<'PY'
 import statistics, sys
+sys.path.insert(0, "scripts")
+from placement import placement_line
 out, rounds, threads = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 def times(path):
     try:
@@ -54,14 +56,7 @@ def times(path):
                 if l.startswith("threads ")]
     except FileNotFoundError:
         return []
-def fmlevel(r):
-    for line in open(f"{out}/fmlevel.{r}", errors="replace"):
-        f = line.split(",")
-        if len(f) > 6 and f[0] == "pingpong" and f[3] == "8":
-            return float(f[6])
-    return float("nan")
-print("FM-level 8 B one-way (µs) per round, the placement:",
-      " ".join(f"{fmlevel(r):.3f}" for r in range(1, rounds + 1)))
+print(placement_line(out, rounds))
 print(f"{'threads':>7} {'lib':>8} {'median rtt µs':>14} {'rounds':>40}")
 for t in threads:
     for lib in ["fm", "fmB", "mpich", "openmpi"]:
