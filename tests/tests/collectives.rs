@@ -92,6 +92,29 @@ fn a_given_up_collective_has_nothing_written_into_its_memory_after() {
     assert!(dir.segments().is_empty(), "{:?}", dir.segments());
 }
 
+/// A root broadcasting ahead of its member cannot complete a large
+/// broadcast before the member asks for its bytes, so it cannot fill the
+/// member's memory with them; a small one does complete (the check's
+/// test).
+#[test]
+fn a_root_running_ahead_waits_for_its_member_before_sending_a_large_broadcast() {
+    let dir = TempDir::for_segments("fm-coll-ahead");
+    let two = ["-n", "2", "--oversubscribe"];
+    let o = coll(&dir, &two, &["ahead"], &[]);
+    let t = text(&o);
+    assert!(
+        o.status.success() && t.contains("the root waited for its member"),
+        "{t}"
+    );
+    let o = coll(&dir, &two, &["ahead", "sabotage"], &[]);
+    let t = text(&o);
+    assert!(
+        !o.status.success() && t.contains("completed at the root before"),
+        "{t}"
+    );
+    assert!(dir.segments().is_empty(), "{:?}", dir.segments());
+}
+
 /// (ethernet bytes sent, host) of each rank of an `fm-coll allreduce`
 /// run with `--stats=json`.
 fn ethernet_bytes_by_rank(o: &Output, n: usize) -> Vec<(u64, String)> {

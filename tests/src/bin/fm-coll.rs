@@ -14,6 +14,12 @@
 //!     only barriers and checked allreduces on the whole job; each rank
 //!     prints "rank R on HOST", rank 0 "allreduces ok on S ranks" (to see
 //!     in the device counters who sent on the network).
+//! fm-coll ahead [sabotage]
+//!     on 2 ranks: the root starts a broadcast of 1 MiB and tests it a
+//!     thousand times before rank 1 starts its own; it must not complete
+//!     (its bytes wait for rank 1 to ask); rank 1 prints "ahead: the root
+//!     waited for its member". With `sabotage` the broadcast is of 1 KiB,
+//!     sent at once, and the check must fail.
 //! fm-coll given-up [sabotage]
 //!     on 2 ranks: rank 1 gives up a broadcast of 1 MiB (drops its
 //!     `Pending`) once it has cleared the root's rendezvous message, then
@@ -366,6 +372,50 @@ fn allreduces() -> Res {
     Ok(())
 }
 
+/// Two ranks' endpoint with a `STEP` handler, the world group, and the
+/// steps received so far (for the two-rank modes below).
+struct TwoRanks {
+    fm: Fm,
+    world: Group,
+    steps: Arc<AtomicU64>,
+}
+
+impl TwoRanks {
+    fn new(mode: &str) -> Result<TwoRanks, String> {
+        let steps = Arc::new(AtomicU64::new(0));
+        let s = steps.clone();
+        let mut fm = Fm::builder()
+            .handler(STEP, "step", move |_| {
+                s.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            })
+            .from_env()
+            .map_err(err)?
+            .build()
+            .map_err(err)?;
+        if fm.size() != 2 {
+            return Err(format!("{mode} runs on 2 ranks"));
+        }
+        let world = fm.world().map_err(err)?;
+        Ok(TwoRanks { fm, world, steps })
+    }
+
+    /// Run handlers until `n` steps have come from the other rank.
+    fn wait_for(&mut self, n: u64) -> Res {
+        while self.steps.load(Ordering::Relaxed) < n {
+            self.fm.extract_wait(usize::MAX).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    fn step_to(&mut self, rank: Rank) -> Res {
+        self.fm.send(rank, STEP, &[]).map_err(err)
+    }
+}
+
+/// 1 MiB of elements: past the rendezvous threshold.
+const RENDEZVOUS_LEN: usize = 1 << 17;
+
 /// A broadcast given up once its rendezvous message was cleared: the
 /// bytes that come afterwards must not be written into its receive's
 /// memory (`mailbox.rs`'s landings), which the program may already have
@@ -373,46 +423,25 @@ fn allreduces() -> Res {
 /// which orders the steps: the root's rendezvous message before its
 /// first step, the bytes before its second.
 fn given_up(sabotage: bool) -> Res {
-    let steps = Arc::new(AtomicU64::new(0));
-    let s = steps.clone();
-    let mut fm = Fm::builder()
-        .handler(STEP, "step", move |_| {
-            s.fetch_add(1, Ordering::Relaxed);
-            Ok(())
-        })
-        .from_env()
-        .map_err(err)?
-        .build()
-        .map_err(err)?;
-    if fm.size() != 2 {
-        return Err("given-up runs on 2 ranks".into());
-    }
-    let mut world = fm.world().map_err(err)?;
-    let wait_for = |fm: &mut Fm, n: u64| -> Res {
-        while steps.load(Ordering::Relaxed) < n {
-            fm.extract_wait(usize::MAX).map_err(err)?;
-        }
-        Ok(())
-    };
-    // 1 MiB: past the rendezvous threshold.
-    let len = 1 << 17;
+    let mut t = TwoRanks::new("given-up")?;
+    let len = RENDEZVOUS_LEN;
     let mut data = vector(1, 0, len, 0);
-    if fm.rank() == 0 {
-        let mut p = world.ibroadcast(&mut fm, 0, &mut data).map_err(err)?;
-        fm.send(1, STEP, &[]).map_err(err)?;
-        wait_for(&mut fm, 1)?;
-        p.wait(&mut fm).map_err(err)?;
-        fm.send(1, STEP, &[]).map_err(err)?;
+    if t.fm.rank() == 0 {
+        let mut p = t.world.ibroadcast(&mut t.fm, 0, &mut data).map_err(err)?;
+        t.step_to(1)?;
+        t.wait_for(1)?;
+        p.wait(&mut t.fm).map_err(err)?;
+        t.step_to(1)?;
     } else {
         let mut buf = vec![0x55u64; len];
-        wait_for(&mut fm, 1)?;
-        let mut p = world.ibroadcast(&mut fm, 0, &mut buf).map_err(err)?;
-        if p.test(&mut fm).map_err(err)? {
+        t.wait_for(1)?;
+        let mut p = t.world.ibroadcast(&mut t.fm, 0, &mut buf).map_err(err)?;
+        if p.test(&mut t.fm).map_err(err)? {
             return Err("the broadcast completed before its bytes were sent".into());
         }
         drop(p);
-        fm.send(0, STEP, &[]).map_err(err)?;
-        wait_for(&mut fm, 2)?;
+        t.step_to(0)?;
+        t.wait_for(2)?;
         let (what, want) = match sabotage {
             false => ("untouched", vec![0x55u64; len]),
             true => ("the root's data", data),
@@ -427,15 +456,52 @@ fn given_up(sabotage: bool) -> Res {
     Ok(())
 }
 
+/// A root that runs ahead of its member sends a large broadcast's bytes
+/// only once the member asks for them (`mailbox.rs`'s rendezvous), so a
+/// root broadcasting in a loop cannot fill its members' memory with
+/// messages they have not asked for: however often the root tests its
+/// broadcast before the member starts its own, it must not complete.
+/// With `sabotage` the broadcast is of 1 KiB, sent at once, and the check
+/// must fail.
+fn ahead(sabotage: bool) -> Res {
+    let mut t = TwoRanks::new("ahead")?;
+    let len = if sabotage { 128 } else { RENDEZVOUS_LEN };
+    let mut data = vector(2, 0, len, 0);
+    if t.fm.rank() == 0 {
+        let mut p = t.world.ibroadcast(&mut t.fm, 0, &mut data).map_err(err)?;
+        for _ in 0..1000 {
+            if p.test(&mut t.fm).map_err(err)? {
+                return Err(format!(
+                    "a broadcast of {} bytes completed at the root before its member asked for it",
+                    len * 8
+                ));
+            }
+        }
+        t.step_to(1)?;
+        p.wait(&mut t.fm).map_err(err)?;
+    } else {
+        let mut buf = vec![0u64; len];
+        t.wait_for(1)?;
+        t.world.broadcast(&mut t.fm, 0, &mut buf).map_err(err)?;
+        if buf != data {
+            return Err("the broadcast's data is wrong".into());
+        }
+        println!("ahead: the root waited for its member");
+    }
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     fm_tests::init_tracing();
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).is_some_and(|a| a == "allreduce") {
         return exit_with("fm-coll", allreduces());
     }
-    if args.get(1).is_some_and(|a| a == "given-up") {
-        let sabotage = args.get(2).is_some_and(|a| a == "sabotage");
-        return exit_with("fm-coll", given_up(sabotage));
+    let sabotage = args.get(2).is_some_and(|a| a == "sabotage");
+    match args.get(1).map(String::as_str) {
+        Some("given-up") => return exit_with("fm-coll", given_up(sabotage)),
+        Some("ahead") => return exit_with("fm-coll", ahead(sabotage)),
+        _ => {}
     }
     let arg = |i: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(4);
     let sabotage = args.get(3).is_some_and(|a| a == "sabotage");
