@@ -73,23 +73,26 @@ fn the_checker_fails_when_the_data_is_wrong() {
     assert!(t.contains("was expected"), "{t}");
 }
 
+/// `fm-coll MODE` on 2 ranks passes, printing `passed`, and `fm-coll
+/// MODE sabotage` fails, printing `failed` (the check's test).
+fn two_rank_check(mode: &str, passed: &str, failed: &str) {
+    let dir = TempDir::for_segments(&format!("fm-coll-{mode}"));
+    let two = ["-n", "2", "--oversubscribe"];
+    let o = coll(&dir, &two, &[mode], &[]);
+    let t = text(&o);
+    assert!(o.status.success() && t.contains(passed), "{t}");
+    let o = coll(&dir, &two, &[mode, "sabotage"], &[]);
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains(failed), "{t}");
+    assert!(dir.segments().is_empty(), "{:?}", dir.segments());
+}
+
 /// The bytes of a large broadcast go straight into the receive's memory,
 /// so one given up after it asked for them must keep them out: its memory
 /// stays as it was (and the check sees the bytes when they do land).
 #[test]
 fn a_given_up_collective_has_nothing_written_into_its_memory_after() {
-    let dir = TempDir::for_segments("fm-coll-given-up");
-    let two = ["-n", "2", "--oversubscribe"];
-    let o = coll(&dir, &two, &["given-up"], &[]);
-    let t = text(&o);
-    assert!(
-        o.status.success() && t.contains("its memory untouched"),
-        "{t}"
-    );
-    let o = coll(&dir, &two, &["given-up", "sabotage"], &[]);
-    let t = text(&o);
-    assert!(!o.status.success() && t.contains("is not"), "{t}");
-    assert!(dir.segments().is_empty(), "{:?}", dir.segments());
+    two_rank_check("given-up", "its memory untouched", "is not");
 }
 
 /// A root broadcasting ahead of its member cannot complete a large
@@ -98,21 +101,11 @@ fn a_given_up_collective_has_nothing_written_into_its_memory_after() {
 /// test).
 #[test]
 fn a_root_running_ahead_waits_for_its_member_before_sending_a_large_broadcast() {
-    let dir = TempDir::for_segments("fm-coll-ahead");
-    let two = ["-n", "2", "--oversubscribe"];
-    let o = coll(&dir, &two, &["ahead"], &[]);
-    let t = text(&o);
-    assert!(
-        o.status.success() && t.contains("the root waited for its member"),
-        "{t}"
+    two_rank_check(
+        "ahead",
+        "the root waited for its member",
+        "completed at the root before",
     );
-    let o = coll(&dir, &two, &["ahead", "sabotage"], &[]);
-    let t = text(&o);
-    assert!(
-        !o.status.success() && t.contains("completed at the root before"),
-        "{t}"
-    );
-    assert!(dir.segments().is_empty(), "{:?}", dir.segments());
 }
 
 /// (ethernet bytes sent, host) of each rank of an `fm-coll allreduce`
