@@ -289,7 +289,12 @@ pub fn allreduce_rabenseifner<R>(p: &mut Plan<R>, input: Span, acc: Span, unit: 
         p.copy(input, acc);
     }
     let mut from = if rem > 0 { acc } else { input };
-    let tmp = p.scratch(acc.len);
+    // The partner's halves arrive in `tmp`, except in a first halving
+    // from a separate input (straight into `acc`): on two members that is
+    // the only one, and `tmp`, never used, is made empty rather than
+    // allocated and zeroed on every call.
+    let unused = rem == 0 && pow <= 2 && from != acc;
+    let tmp = p.scratch(if unused { 0 } else { acc.len });
     if let Some(new) = fold_in(p, acc, tmp, rem) {
         let parts = pieces(acc, pow, unit);
         let tparts = pieces(tmp, pow, unit);
