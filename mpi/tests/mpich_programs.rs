@@ -644,5 +644,19 @@ fn threads_call_mpi_at_once_and_a_blocked_thread_blocks_no_other() {
         "FM_FAULTS={faults}:\n{t}"
     );
     passes_fails_and_agrees_with_mpich(&dir, &exe, 4, "all thread checks passed on 4 ranks");
+    // Ranks at different thread levels make communicators together.
+    for n in ["4", "5"] {
+        let o = run(&dir, &["-n", n, "--oversubscribe"], &exe, &["mixed"], &[]);
+        let t = text(&o);
+        let passed = format!("mixed thread levels passed on {n} ranks");
+        assert!(o.status.success() && t.contains(&passed), "{t}");
+    }
+    if let Some(o) = under_mpich(&exe, 4, &["mixed"]) {
+        let t = text(&o);
+        assert!(
+            o.status.success() && t.contains("mixed thread levels passed"),
+            "{t}"
+        );
+    }
     assert!(dir.segments().is_empty(), "{:?}", dir.segments());
 }

@@ -27,19 +27,20 @@ fn PMPI_Comm_size(comm: Handle, size: *mut c_int) -> c_int {
 
 #[mpi]
 fn PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) -> c_int {
-    if crate::threads::multiple() {
-        // `MPI_Comm_idup`, waited for without the lock: the members'
-        // agreement on the context then holds up no other thread
-        // (`threads`; docs/MPI.md, "Threads").
-        let mut request = MPI_REQUEST_NULL;
-        let rc = PMPI_Comm_idup(comm, newcomm, &mut request);
-        if rc != MPI_SUCCESS {
-            return rc;
-        }
-        let status = STATUS_IGNORE as *mut MpiStatus;
-        return super::request::wait("MPI_Comm_dup", comm, &mut request, status);
+    // `MPI_Comm_idup` and a wait, at every thread level: the members
+    // then agree on the context by one protocol whatever level each
+    // asked for (a rank under `MPI_THREAD_MULTIPLE` and one under
+    // `MPI_THREAD_SINGLE` once waited for each other by two protocols,
+    // for ever), and under `MPI_THREAD_MULTIPLE` the wait lets the lock
+    // go, so the agreement holds up no other thread (`threads`;
+    // docs/MPI.md, "Threads").
+    let mut request = MPI_REQUEST_NULL;
+    let rc = PMPI_Comm_idup(comm, newcomm, &mut request);
+    if rc != MPI_SUCCESS {
+        return rc;
     }
-    super::attr::with_attributes("MPI_Comm_dup", Kind::Comm, comm, newcomm, |m| dup(m, comm))
+    let status = STATUS_IGNORE as *mut MpiStatus;
+    super::request::wait("MPI_Comm_dup", comm, &mut request, status)
 }
 
 #[mpi]

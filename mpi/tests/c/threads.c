@@ -17,7 +17,14 @@
  * above; an alarm turns a hang into a failure).
  *
  * Arguments: none, or "sabotage" (one expected byte is wrong: the
- * checker must fail). Prints "all thread checks passed on N ranks". */
+ * checker must fail). Prints "all thread checks passed on N ranks".
+ *
+ * "mixed": even ranks ask for MPI_THREAD_MULTIPLE, odd ones for
+ * MPI_THREAD_SINGLE (the rank from PMI_RANK, which fmrun and hydra set),
+ * and all make communicators every way, then use each: the members of a
+ * call must agree by one protocol whatever level each asked for (when
+ * MPI_Comm_dup was a non-blocking agreement under MULTIPLE only, this
+ * hung). Prints "mixed thread levels passed on N ranks". */
 #include <mpi.h>
 #include <pthread.h>
 #include <signal.h>
@@ -265,10 +272,52 @@ static void blocked_waits(void) {
     MPI_Comm_free(&pair);
 }
 
+/* Every way of making a communicator, each used once. */
+static void mixed_levels(void) {
+    MPI_Comm c[5];
+    MPI_Group world, evens;
+    int n = 0, r, sum;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int range[1][3] = {{0, size - 1, 2}};
+    MPI_Group_range_incl(world, 1, range, &evens);
+    MPI_Comm_dup(MPI_COMM_WORLD, &c[n++]);
+    MPI_Comm_create(MPI_COMM_WORLD, world, &c[n++]);
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &c[n++]);
+    MPI_Comm_create(MPI_COMM_WORLD, evens, &c[n]);
+    n += c[n] != MPI_COMM_NULL;
+    CHECK((rank % 2 == 0) == (n == 4), "MPI_Comm_create of the even ranks at rank %d", rank);
+    if (rank % 2 == 0)
+        MPI_Comm_create_group(MPI_COMM_WORLD, evens, 7, &c[n++]);
+    for (int i = 0; i < n; i++) {
+        MPI_Comm_rank(c[i], &r);
+        MPI_Allreduce(&r, &sum, 1, MPI_INT, MPI_SUM, c[i]);
+        int m;
+        MPI_Comm_size(c[i], &m);
+        CHECK(sum == m * (m - 1) / 2 + (sabotage && i == 0), "communicator %d: ranks sum to %d", i, sum);
+        MPI_Comm_free(&c[i]);
+    }
+    MPI_Group_free(&evens);
+    MPI_Group_free(&world);
+}
+
 int main(int argc, char **argv) {
     int provided, main_thread = 0;
     signal(SIGALRM, on_alarm);
     alarm(100);
+    if (argc > 1 && strcmp(argv[1], "mixed") == 0) {
+        const char *r = getenv("PMI_RANK");
+        int want = r && atoi(r) % 2 == 0 ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE;
+        MPI_Init_thread(&argc, &argv, want, &provided);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        CHECK(provided >= want, "asked for %d, provided %d", want, provided);
+        mixed_levels();
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0)
+            printf("mixed thread levels passed on %d ranks\n", size);
+        MPI_Finalize();
+        return 0;
+    }
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
