@@ -9,7 +9,24 @@ use std::sync::Arc;
 /// A plain number a collective can combine: the integer and floating
 /// point types. Its bytes travel as they lie in memory (all members run
 /// on machines of one byte order).
-pub trait Element: Copy + Default + Send + Sync + 'static {
+///
+/// Sealed: received bytes are read as elements and elements sent as
+/// bytes, which is sound only for types without padding that every bit
+/// pattern is valid for (not `bool`, `char` or a struct):
+///
+/// ```compile_fail
+/// use fm_coll::op::{Bitwise, Element};
+/// #[derive(Clone, Copy, Default)]
+/// struct Flag(bool);
+/// impl Element for Flag {
+///     fn sum(self, o: Self) -> Self { Flag(self.0 | o.0) }
+///     fn product(self, o: Self) -> Self { Flag(self.0 & o.0) }
+///     fn min_of(self, o: Self) -> Self { self.product(o) }
+///     fn max_of(self, o: Self) -> Self { self.sum(o) }
+///     fn bits(self, _: Bitwise, _: Self) -> Option<Self> { None }
+/// }
+/// ```
+pub trait Element: sealed::Plain + Copy + Default + Send + Sync + 'static {
     fn sum(self, o: Self) -> Self;
     fn product(self, o: Self) -> Self;
     fn min_of(self, o: Self) -> Self;
@@ -27,8 +44,14 @@ pub enum Bitwise {
     Xor,
 }
 
+mod sealed {
+    /// Implemented only here, for the primitive numbers.
+    pub trait Plain {}
+}
+
 macro_rules! integer {
     ($($t:ty),*) => {$(
+        impl sealed::Plain for $t {}
         impl Element for $t {
             fn sum(self, o: Self) -> Self { self.wrapping_add(o) }
             fn product(self, o: Self) -> Self { self.wrapping_mul(o) }
@@ -48,6 +71,7 @@ integer!(i8, i16, i32, i64, i128, isize, u8, u16, u32, u64, u128, usize);
 
 macro_rules! float {
     ($($t:ty),*) => {$(
+        impl sealed::Plain for $t {}
         impl Element for $t {
             fn sum(self, o: Self) -> Self { self + o }
             fn product(self, o: Self) -> Self { self * o }
@@ -177,10 +201,7 @@ impl<T: Element> Combine for Checked<T> {
 /// floats spent 60 % of its time here), else element by element through
 /// unaligned reads and writes, as a span of packed bytes may lie.
 fn each<T: Element>(lower: &[u8], higher: &mut [u8], f: impl Fn(T, T) -> T) {
-    // SAFETY: `T` is a plain number, valid for every bit pattern.
-    let (pa, a, sa) = unsafe { lower.align_to::<T>() };
-    let (pb, b, sb) = unsafe { higher.align_to_mut::<T>() };
-    if pa.is_empty() && pb.is_empty() && sa.is_empty() && sb.is_empty() {
+    if let (Some(a), Some(b)) = (aligned::<T>(lower), aligned_mut::<T>(higher)) {
         for (x, y) in a.iter().zip(b) {
             *y = f(*x, *y);
         }
@@ -196,6 +217,22 @@ fn each<T: Element>(lower: &[u8], higher: &mut [u8], f: impl Fn(T, T) -> T) {
             std::ptr::write_unaligned(b.as_mut_ptr().cast::<T>(), f(x, y));
         }
     }
+}
+
+/// Packed bytes as elements, where they lie aligned for `T` and hold a
+/// whole number of them (a loop over the slice then vectorizes); `None`
+/// otherwise.
+pub fn aligned<T: Element>(b: &[u8]) -> Option<&[T]> {
+    // SAFETY: `T` is a plain number (sealed), valid for every bit pattern.
+    let (pre, mid, post) = unsafe { b.align_to::<T>() };
+    (pre.is_empty() && post.is_empty()).then_some(mid)
+}
+
+/// [`aligned`], to write through.
+pub fn aligned_mut<T: Element>(b: &mut [u8]) -> Option<&mut [T]> {
+    // SAFETY: as `aligned`; any `T` written is bytes.
+    let (pre, mid, post) = unsafe { b.align_to_mut::<T>() };
+    (pre.is_empty() && post.is_empty()).then_some(mid)
 }
 
 /// The bytes of `v`, as they lie in memory.

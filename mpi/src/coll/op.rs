@@ -297,14 +297,10 @@ macro_rules! number {
                 if t { $one } else { $zero }
             }
             fn view(b: &[u8]) -> Option<&[Self]> {
-                // SAFETY: every bit pattern is a valid $t.
-                let (pre, mid, post) = unsafe { b.align_to::<$t>() };
-                (pre.is_empty() && post.is_empty()).then_some(mid)
+                fm_coll::op::aligned(b)
             }
             fn view_mut(b: &mut [u8]) -> Option<&mut [Self]> {
-                // SAFETY: as for `view`; writes of any $t are bytes.
-                let (pre, mid, post) = unsafe { b.align_to_mut::<$t>() };
-                (pre.is_empty() && post.is_empty()).then_some(mid)
+                fm_coll::op::aligned_mut(b)
             }
         }
     )*};
