@@ -387,8 +387,10 @@ fn every_test_passes(folders: &[&'static str], segments: &str) {
                 row[2] += 1;
                 continue;
             }
+            let started = std::time::Instant::now();
             let outcome = under_fmrun(&dir, &suite, &t, None);
-            eprintln!("{id:<40} {outcome:?}");
+            let secs = started.elapsed().as_secs_f64();
+            eprintln!("{id:<40} {secs:6.1} s {outcome:?}");
             match outcome {
                 Outcome::Pass => {
                     row[0] += 1;
