@@ -271,5 +271,10 @@ impl<R, C: Channel> Drop for Schedule<R, C> {
                 crate::pool::give(v);
             }
         }
+        let (bufs, steps) = (
+            std::mem::take(&mut self.bufs),
+            std::mem::take(&mut self.steps),
+        );
+        crate::plan::give_lists(bufs, steps);
     }
 }
