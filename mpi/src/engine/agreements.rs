@@ -73,6 +73,13 @@ impl Agreements {
         !self.running.is_empty()
     }
 
+    /// Whether an agreement has no round under way: its next one starts
+    /// at the next progress, which must come before any wait for
+    /// messages (`Engine::wait_for_arrival`).
+    pub fn round_to_start(&self) -> bool {
+        self.running.iter().any(|a| a.under_way.is_none())
+    }
+
     /// The outcome of agreement `id`, once it ended (taken: asked once).
     pub fn outcome(&mut self, id: u64) -> Option<MpiResult<u32>> {
         self.ended.remove(&id)
