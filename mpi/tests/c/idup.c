@@ -2,7 +2,8 @@
  * communicator among non-blocking collectives; overlapping ones started in
  * different orders at different ranks (blocking, this would deadlock);
  * random splits duplicated in a random order per rank with blocking
- * MPI_Comm_dup and MPI_Comm_create_group between; an intercommunicator;
+ * MPI_Comm_dup and MPI_Comm_create_group between; blocking splits while an
+ * idup of their parent runs; an intercommunicator;
  * attributes copied. Every communicator made must have a context of its
  * own: each one carries a ring of messages at once, all with the same tag,
  * and each message must arrive on its own communicator. With "sabotage"
@@ -206,6 +207,38 @@ static void intercomm_and_attributes(void)
     add(twin, 7003);
 }
 
+/* An idup in flight while blocking splits of the same communicator run
+ * (a fresh one, so the children's numbers are small): the idup's rounds
+ * and the splits' exchanges must not take each other's messages (fm's
+ * round tags once met the tags of the parent's fourth to seventh child,
+ * whose splits then read a round's bytes as colours and keys, or hung). */
+static void splits_while_an_idup_runs(void)
+{
+    enum { SPLITS = 8 };
+    MPI_Comm base, d, parts[SPLITS];
+    MPI_Request req;
+    MPI_Comm_dup(MPI_COMM_WORLD, &base);
+    MPI_Comm_idup(base, &d, &req);
+    for (int i = 0; i < SPLITS; i++) {
+        int colour = (rank + i) % 3;
+        MPI_Comm_split(base, colour, (i % 2 ? -1 : 1) * rank, &parts[i]);
+        int n, me, want_n = 0, want_me = 0;
+        for (int r = 0; r < size; r++)
+            want_n += (r + i) % 3 == colour;
+        for (int r = 0; r < size; r++)
+            if ((r + i) % 3 == colour && (i % 2 ? r > rank : r < rank))
+                want_me++;
+        MPI_Comm_size(parts[i], &n);
+        MPI_Comm_rank(parts[i], &me);
+        CHECK(n == want_n && me == want_me, "split %d beside an idup: rank %d of %d, not %d of %d", i,
+              me, n, want_me, want_n);
+        add(parts[i], 4000 + 3 * i + colour);
+    }
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    add(d, 5000);
+    MPI_Comm_free(&base);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -217,6 +250,7 @@ int main(int argc, char **argv)
     if (size > 1)
         overlapping_in_a_ring();
     random_splits(12345);
+    splits_while_an_idup_runs();
     if (size > 1)
         intercomm_and_attributes();
     each_has_its_own_context(rank + 1);
