@@ -40,7 +40,14 @@ fn PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) -> c_int {
         return rc;
     }
     let status = STATUS_IGNORE as *mut MpiStatus;
-    super::request::wait("MPI_Comm_dup", comm, &mut request, status)
+    let rc = super::request::wait("MPI_Comm_dup", comm, &mut request, status);
+    if rc != MPI_SUCCESS && !newcomm.is_null() {
+        // The members found no context (out of ids): no communicator is
+        // left, as MPICH leaves none, and its copied attributes go.
+        let _ = PMPI_Comm_free(newcomm);
+        *newcomm = MPI_COMM_NULL;
+    }
+    rc
 }
 
 #[mpi]

@@ -539,6 +539,7 @@ static void many_communicators(void) {
         int n = 0, rc = MPI_SUCCESS;
         while (n <= FM_LIMIT && (rc = MPI_Comm_dup(MPI_COMM_WORLD, &c[n])) == MPI_SUCCESS) n++;
         CHECK(n == FM_LIMIT && rc == MPI_ERR_OTHER, "%d communicators at once, then error %d", n, rc);
+        CHECK(c[n] == MPI_COMM_NULL, "the failed MPI_Comm_dup left communicator %#x", (unsigned)c[n]);
         while (n > 0) MPI_Comm_free(&c[--n]);
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     }
