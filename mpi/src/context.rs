@@ -109,16 +109,6 @@ pub fn free_on(engine: &mut Engine, comm: &Comm, tag: c_int) -> MpiResult<Vec<u8
     and_over(engine, comm, tag, mine)
 }
 
-/// Bit 29 of a tag on a parent's collective context: the rounds of a
-/// non-blocking agreement (`engine::agreements`), whose tags are theirs
-/// alone. Every other exchange there (this module's, `intercomm`'s,
-/// the topologies') uses tags below it for the parent's first 2^27
-/// children; before, an `MPI_Comm_idup`'s rounds (tags `8 * epoch` to
-/// `8 * epoch + 7`) shared the tags of the same parent's splits of
-/// children `4 * epoch` to `4 * epoch + 3`, and one could take the
-/// other's message while both ran.
-pub const ROUND_TAG: c_int = 1 << 29;
-
 /// `MPI_Comm_split`'s exchange of colours and keys uses tag `2 * epoch`
 /// on the parent's collective context; the agreement `2 * epoch + 1`.
 pub fn split_tag(epoch: u32) -> c_int {

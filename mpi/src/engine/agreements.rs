@@ -31,7 +31,7 @@ use crate::coll::algorithms::allreduce_recursive_doubling;
 use crate::coll::op::{Elem, Predefined, Reduction};
 use crate::coll::schedule::schedule;
 use crate::coll::{Plan, Span};
-use crate::context::{COLLECTIVE_CONTEXT, CONTEXT_IDS, ROUND_TAG};
+use crate::context::{COLLECTIVE_CONTEXT, CONTEXT_IDS};
 
 /// The order agreements under way at a process take the free set in:
 /// (the parent's context, the child's number on it).
@@ -202,9 +202,11 @@ impl Engine {
         plan.reducing(Reduction::Predefined(Predefined::Band, Elem::U8));
         // A member is at most one round ahead of another (a round ends
         // nowhere before every member has offered), so the round's last
-        // three bits tell rounds apart; the child number, agreements;
-        // `ROUND_TAG`, rounds from the parent's other exchanges.
-        let tag = ROUND_TAG | ((a.epoch << 3 | (a.round & 7)) as c_int & (ROUND_TAG - 1));
+        // three bits tell rounds apart; the child number, agreements.
+        // `schedule` adds `COLLECTIVE_OPERATIONS` to the parent's library
+        // context: no blocking split or agreement (that context alone)
+        // and no collective (not the library's) has these tags there.
+        let tag = (a.epoch << 3 | (a.round & 7)) as c_int;
         Round {
             schedule: schedule(plan, a.context, tag, a.ranks.clone()),
             offer: span,
