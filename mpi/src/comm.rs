@@ -1,5 +1,6 @@
 //! Communicator and group helpers shared by the bindings.
 
+use crate::engine::Channel;
 use crate::*;
 
 /// `MPI_CONGRUENT` is for communicators; for members alone: the same in
@@ -68,10 +69,63 @@ pub(crate) fn idup(m: &mut Mpi, comm: Handle) -> MpiResult<(Handle, u32)> {
         Some(_) => crate::intercomm::both(&parent),
         None => parent.clone(),
     };
-    let (req, id) = m.engine.start_agreement(&view, parent.context, epoch);
     let new = copy(m, comm, parent, context::UNAGREED)?;
-    m.unagreed.insert(new, id);
+    let req = agree_later(m, new, &view, view.context, Channel::Child(epoch));
     Ok((new, req))
+}
+
+/// `MPI_Comm_create` of an intracommunicator, agreed as [`idup`] is (the
+/// members of `comm` outside `members` take part and get
+/// `MPI_COMM_NULL`): the handle and the request.
+pub(crate) fn icreate(
+    m: &mut Mpi,
+    comm: Handle,
+    members: Arc<[fm::Rank]>,
+) -> MpiResult<(Handle, u32)> {
+    let (epoch, parent) = m.child_of(comm)?;
+    if let Some(r) = members.iter().find(|r| !parent.ranks.contains(r)) {
+        return err(
+            MPI_ERR_GROUP,
+            format!("the group holds process {r}, which is not in the communicator"),
+        );
+    }
+    let me = m.engine.fm.rank();
+    let new = match members.iter().position(|&r| r == me) {
+        None => MPI_COMM_NULL,
+        Some(rank) => m.add_comm(Comm {
+            context: context::UNAGREED,
+            ranks: members,
+            rank: rank as c_int,
+            errhandler: parent.errhandler,
+            collectives: 0,
+            children: 0,
+            remote: None,
+        })?,
+    };
+    Ok((
+        new,
+        agree_later(m, new, &parent, parent.context, Channel::Child(epoch)),
+    ))
+}
+
+/// Start the agreement of `view`'s members on the context of `new`, a
+/// child of the communicator whose context is `parent`, which gets it
+/// when the request returned completes (`MPI_COMM_NULL`: this process
+/// takes part only). The handle is made first: nothing after the
+/// agreement's start can fail and leave it running for no one.
+pub(crate) fn agree_later(
+    m: &mut Mpi,
+    new: Handle,
+    view: &Comm,
+    parent: u32,
+    channel: Channel,
+) -> u32 {
+    let join = new != MPI_COMM_NULL;
+    let (req, id) = m.engine.start_agreement(view, parent, channel, join);
+    if join {
+        m.unagreed.insert(new, id);
+    }
+    req
 }
 
 /// A copy of `parent` (communicator `comm`) with `context`, its children

@@ -7,7 +7,9 @@
 //! messages, whose sources are numbered the same.
 
 use crate::coll::inter::Sides;
+use crate::comm::agree_later;
 use crate::context::{and_into, receive, receive_up_to, send, start_send};
+use crate::engine::Channel;
 use crate::*;
 
 /// Bit 28 of a context: a view's exchanges (bits 29 and 30: `coll`,
@@ -205,13 +207,14 @@ fn merge_holding(m: &mut Mpi, inter: Handle, high: bool) -> MpiResult<Handle> {
 
 /// `MPI_Comm_create_group`: the members of `group` (a subgroup of
 /// `comm`'s) make a communicator, the others taking no part; `tag` tells
-/// concurrent ones apart.
+/// concurrent ones apart. The handle, and the request of the agreement
+/// on its context (`comm::agree_later`; none off the group).
 pub(crate) fn create_group(
     m: &mut Mpi,
     comm: Handle,
     group: Handle,
     user_tag: c_int,
-) -> MpiResult<Handle> {
+) -> MpiResult<(Handle, Option<u32>)> {
     let parent = m.intracomm(comm, "MPI_Comm_create_group")?.clone();
     let members = m.group(group)?;
     if let Some(r) = members.iter().find(|r| !parent.ranks.contains(r)) {
@@ -228,19 +231,20 @@ pub(crate) fn create_group(
     }
     let me = m.engine.fm.rank();
     let Some(rank) = members.iter().position(|&r| r == me) else {
-        return Ok(MPI_COMM_NULL);
+        return Ok((MPI_COMM_NULL, None));
     };
     let v = view(&parent, members.clone(), rank as c_int);
-    let id = agree_among(m, &v, user_tag)?;
-    m.add_comm(Comm {
-        context: id,
+    let new = m.add_comm(Comm {
+        context: crate::context::UNAGREED,
         ranks: members,
         rank: rank as c_int,
         remote: None,
         collectives: 0,
         children: 0,
         ..parent
-    })
+    })?;
+    let channel = Channel::Tagged(user_tag);
+    Ok((new, Some(agree_later(m, new, &v, parent.context, channel))))
 }
 
 /// The lowest context id free on every member of `v` (collective over
@@ -329,19 +333,20 @@ fn tag_of(stringtag: &[u8]) -> c_int {
 
 /// `MPI_Comm_create_from_group` (MPI-4.0 §7.4.2): the members of `group`
 /// (this process among them) make a communicator, with no communicator
-/// of theirs to start from: they agree on its context over the job as
-/// [`create_from_groups`] does, `stringtag` telling concurrent calls apart.
+/// of theirs to start from: they agree on its context over the job
+/// (`comm::agree_later`, `stringtag`'s hash telling concurrent calls
+/// apart). The handle and the agreement's request.
 pub(crate) fn create_from_group(
     m: &mut Mpi,
     group: Arc<[fm::Rank]>,
     stringtag: &[u8],
     errhandler: Handle,
-) -> MpiResult<Handle> {
+) -> MpiResult<(Handle, u32)> {
     let me = m.engine.fm.rank();
     let Some(rank) = group.iter().position(|&r| r == me) else {
         return err(MPI_ERR_GROUP, "this process is not in the group");
     };
-    let mut c = Comm {
+    let c = Comm {
         context: FROM_GROUPS,
         rank: rank as c_int,
         ranks: group,
@@ -350,8 +355,12 @@ pub(crate) fn create_from_group(
         collectives: 0,
         children: 0,
     };
-    c.context = agree_among(m, &c, tag_of(stringtag))?;
-    m.add_comm(c)
+    let new = m.add_comm(Comm {
+        context: crate::context::UNAGREED,
+        ..c.clone()
+    })?;
+    let channel = Channel::Tagged(tag_of(stringtag));
+    Ok((new, agree_later(m, new, &c, FROM_GROUPS, channel)))
 }
 
 /// Both groups of intercommunicator `ic` as one communicator, numbered

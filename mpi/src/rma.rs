@@ -284,6 +284,7 @@ impl Mpi {
                 all.as_mut_ptr().cast(),
                 bytes,
                 comm,
+                crate::collective::Mode::Blocking,
             )?
         };
         Ok(all)

@@ -337,25 +337,17 @@ unsafe fn scattered<C: CountArg>(
     })
 }
 
-/// A blocking allgather of `bytes` bytes from each member of `comm`.
+/// An allgather of `bytes` bytes from each member of `comm`, run or
+/// started as `mode` says.
 pub(crate) unsafe fn allgather_bytes(
     m: &mut Mpi,
     send: *const c_void,
     recv: *mut c_void,
     bytes: c_int,
     comm: Handle,
+    mode: Mode,
 ) -> MpiResult<()> {
-    allgather(
-        m,
-        send,
-        bytes,
-        MPI_BYTE,
-        recv,
-        bytes,
-        MPI_BYTE,
-        comm,
-        Mode::Blocking,
-    )
+    allgather(m, send, bytes, MPI_BYTE, recv, bytes, MPI_BYTE, comm, mode)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -27,27 +27,71 @@ fn PMPI_Comm_size(comm: Handle, size: *mut c_int) -> c_int {
 
 #[mpi]
 fn PMPI_Comm_dup(comm: Handle, newcomm: *mut Handle) -> c_int {
-    // `MPI_Comm_idup` and a wait, at every thread level: the members
-    // then agree on the context by one protocol whatever level each
-    // asked for (a rank under `MPI_THREAD_MULTIPLE` and one under
-    // `MPI_THREAD_SINGLE` once waited for each other by two protocols,
-    // for ever), and under `MPI_THREAD_MULTIPLE` the wait lets the lock
-    // go, so the agreement holds up no other thread (`threads`;
-    // docs/MPI.md, "Threads").
     let mut request = MPI_REQUEST_NULL;
     let rc = PMPI_Comm_idup(comm, newcomm, &mut request);
     if rc != MPI_SUCCESS {
         return rc;
     }
+    wait_for_context("MPI_Comm_dup", comm, newcomm, request)
+}
+
+/// The end of a blocking call that makes a communicator: wait for the
+/// agreement on its context that the call started (`comm::agree_later`;
+/// none: `MPI_REQUEST_NULL`). A non-blocking agreement and a wait at
+/// every thread level: the members agree by one protocol whatever level
+/// each asked for (a rank under `MPI_THREAD_MULTIPLE` and one under
+/// `MPI_THREAD_SINGLE` once waited for each other by two protocols, for
+/// ever), and under `MPI_THREAD_MULTIPLE` the wait lets the lock go, so
+/// the agreement holds up no other thread (`threads`; docs/MPI.md,
+/// "Threads"). Where the members found no context (out of ids), no
+/// communicator is left, as MPICH leaves none, nor its attributes.
+///
+/// # Safety
+/// `newcomm` is the caller's (MPI's rule), written by the start.
+unsafe fn wait_for_context(
+    func: &str,
+    comm: Handle,
+    newcomm: *mut Handle,
+    mut request: Handle,
+) -> c_int {
+    if request == MPI_REQUEST_NULL {
+        return MPI_SUCCESS;
+    }
     let status = STATUS_IGNORE as *mut MpiStatus;
-    let rc = super::request::wait("MPI_Comm_dup", comm, &mut request, status);
-    if rc != MPI_SUCCESS && !newcomm.is_null() {
-        // The members found no context (out of ids): no communicator is
-        // left, as MPICH leaves none, and its copied attributes go.
+    let rc = super::request::wait(func, comm, &mut request, status);
+    if rc != MPI_SUCCESS && !newcomm.is_null() && *newcomm != MPI_COMM_NULL {
         let _ = PMPI_Comm_free(newcomm);
         *newcomm = MPI_COMM_NULL;
     }
     rc
+}
+
+/// A blocking call that makes a communicator by `start`, which gives its
+/// handle and the request of the agreement on its context, then waits
+/// for that ([`wait_for_context`]).
+///
+/// # Safety
+/// `newcomm` is the caller's (MPI's rule).
+pub(crate) unsafe fn made_when_agreed(
+    func: &str,
+    comm: Handle,
+    newcomm: *mut Handle,
+    start: impl FnOnce(&mut Mpi) -> MpiResult<(Handle, Option<u32>)>,
+) -> c_int {
+    let mut request = MPI_REQUEST_NULL;
+    let rc = call(func, comm, |m| {
+        let out = arg(newcomm, "the new communicator")?;
+        let (new, req) = start(m)?;
+        *out = new;
+        if let Some(req) = req {
+            request = request_handle(req);
+        }
+        Ok(())
+    });
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    wait_for_context(func, comm, newcomm, request)
 }
 
 #[mpi]
@@ -77,13 +121,65 @@ fn PMPI_Comm_idup_with_info(
 
 #[mpi]
 fn PMPI_Comm_split(comm: Handle, color: c_int, key: c_int, newcomm: *mut Handle) -> c_int {
-    call("MPI_Comm_split", comm, |m| {
-        let newcomm = arg(newcomm, "the new communicator")?;
+    split_waiting("MPI_Comm_split", comm, color, key, newcomm)
+}
+
+/// `MPI_Comm_split` (and `_split_type`) of an intracommunicator: every
+/// member's colour and key gathered by a non-blocking allgather on `comm`
+/// and waited for, then the communicator of this one's colour made as
+/// `MPI_Comm_create` makes one ([`icreate`], ordered by key, then rank),
+/// so no wait holds the library's lock under `MPI_THREAD_MULTIPLE`
+/// (docs/MPI.md, "Threads"). Of an intercommunicator: [`split`], which
+/// agrees holding it.
+///
+/// # Safety
+/// `newcomm` is the caller's (MPI's rule).
+unsafe fn split_waiting(
+    func: &str,
+    comm: Handle,
+    color: c_int,
+    key: c_int,
+    newcomm: *mut Handle,
+) -> c_int {
+    let mine = [color, key];
+    let mut all: Vec<c_int> = Vec::new();
+    let mut request = MPI_REQUEST_NULL;
+    let mut inter = false;
+    let rc = call(func, comm, |m| {
+        let out = arg(newcomm, "the new communicator")?;
         if color < 0 && color != MPI_UNDEFINED {
             return err(MPI_ERR_ARG, format!("color {color} is negative"));
         }
-        *newcomm = split(m, comm, color, key)?;
-        Ok(())
+        let c = m.comm(comm)?;
+        if c.remote.is_some() {
+            inter = true;
+            *out = split(m, comm, color, key)?;
+            return Ok(());
+        }
+        all = vec![0; 2 * c.ranks.len()];
+        let (send, recv) = (mine.as_ptr().cast(), all.as_mut_ptr().cast());
+        let mode = crate::collective::Mode::Start(&mut request);
+        super::allgather_bytes(m, send, recv, 8, comm, mode)
+    });
+    if rc != MPI_SUCCESS || inter {
+        return rc;
+    }
+    // `mine` and `all` live until the allgather is done, here.
+    let rc = super::request::wait(func, comm, &mut request, STATUS_IGNORE as *mut MpiStatus);
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    made_when_agreed(func, comm, newcomm, |m| {
+        let pairs: Vec<(c_int, c_int)> = all.chunks(2).map(|p| (p[0], p[1])).collect();
+        let ranks = m.comm(comm)?.ranks.clone();
+        let members = match color {
+            MPI_UNDEFINED => Arc::from([]),
+            _ => (of_color(&pairs, 0..pairs.len(), color).iter())
+                .map(|&i| ranks[i])
+                .collect(),
+        };
+        let (new, req) = icreate(m, comm, members)?;
+        Ok((new, Some(req)))
     })
 }
 
@@ -114,10 +210,12 @@ fn PMPI_Comm_split_type(
     info: Handle,
     newcomm: *mut Handle,
 ) -> c_int {
-    call("MPI_Comm_split_type", comm, |m| {
-        let newcomm = arg(newcomm, "the new communicator")?;
+    let func = "MPI_Comm_split_type";
+    let mut color = MPI_UNDEFINED;
+    let rc = call(func, comm, |m| {
+        arg(newcomm, "the new communicator")?;
         let host = host_color(m);
-        let color = match split_type {
+        color = match split_type {
             MPI_UNDEFINED | MPIX_COMM_TYPE_NEIGHBORHOOD => MPI_UNDEFINED,
             MPI_COMM_TYPE_SHARED => host,
             MPI_COMM_TYPE_HW_GUIDED => {
@@ -154,9 +252,12 @@ fn PMPI_Comm_split_type(
                 )
             }
         };
-        *newcomm = split(m, comm, color, key)?;
         Ok(())
-    })
+    });
+    match rc {
+        MPI_SUCCESS => split_waiting(func, comm, color, key, newcomm),
+        rc => rc,
+    }
 }
 
 /// The colour of this process's host: its first rank in the job.
@@ -171,8 +272,7 @@ fn host_color(m: &Mpi) -> c_int {
 
 #[mpi]
 fn PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) -> c_int {
-    call("MPI_Comm_create", comm, |m| {
-        let newcomm = arg(newcomm, "the new communicator")?;
+    made_when_agreed("MPI_Comm_create", comm, newcomm, |m| {
         let members = m.group(group)?;
         if m.comm(comm)?.remote.is_some() {
             // Of an intercommunicator: `group` is part of this side's
@@ -182,32 +282,10 @@ fn PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) -> c_int 
                 Some(at) => (0, at as c_int),
                 None => (MPI_UNDEFINED, 0),
             };
-            *newcomm = split(m, comm, color, key)?;
-            return Ok(());
+            return Ok((split(m, comm, color, key)?, None));
         }
-        let (epoch, parent) = m.child_of(comm)?;
-        if let Some(r) = members.iter().find(|r| !parent.ranks.contains(r)) {
-            return err(
-                MPI_ERR_GROUP,
-                format!("the group holds process {r}, which is not in the communicator"),
-            );
-        }
-        let me = m.engine.fm.rank();
-        let mine = members.iter().position(|&r| r == me);
-        let context = m.new_context(&parent, epoch, mine.is_some())?;
-        *newcomm = match mine {
-            None => MPI_COMM_NULL,
-            Some(rank) => m.add_comm(Comm {
-                context,
-                ranks: members,
-                rank: rank as c_int,
-                errhandler: parent.errhandler,
-                collectives: 0,
-                children: 0,
-                remote: None,
-            })?,
-        };
-        Ok(())
+        let (new, req) = icreate(m, comm, members)?;
+        Ok((new, Some(req)))
     })
 }
 
@@ -324,10 +402,8 @@ fn PMPI_Intercomm_create_from_groups(
 
 #[mpi]
 fn PMPI_Comm_create_group(comm: Handle, group: Handle, tag: c_int, newcomm: *mut Handle) -> c_int {
-    call("MPI_Comm_create_group", comm, |m| {
-        let out = arg(newcomm, "the new communicator")?;
-        *out = intercomm::create_group(m, comm, group, tag)?;
-        Ok(())
+    made_when_agreed("MPI_Comm_create_group", comm, newcomm, |m| {
+        intercomm::create_group(m, comm, group, tag)
     })
 }
 

@@ -211,16 +211,16 @@ fn PMPI_Comm_create_from_group(
     errhandler: Handle,
     newcomm: *mut Handle,
 ) -> c_int {
-    call("MPI_Comm_create_from_group", MPI_COMM_SELF, |m| {
-        let out = arg(newcomm, "the new communicator")?;
+    let func = "MPI_Comm_create_from_group";
+    super::comm::made_when_agreed(func, MPI_COMM_SELF, newcomm, |m| {
         if info != MPI_INFO_NULL {
             m.info(info)?;
         }
         let tag = c_str(stringtag, "the string tag")?.as_bytes();
         let errhandler = m.errors.settable(errhandler)?;
         let members = m.group(group)?;
-        *out = intercomm::create_from_group(m, members, tag, errhandler)?;
-        Ok(())
+        let (new, req) = intercomm::create_from_group(m, members, tag, errhandler)?;
+        Ok((new, Some(req)))
     })
 }
 

@@ -1,7 +1,9 @@
-//! Context agreements that do not block (`MPI_Comm_idup`): the members of
-//! a communicator agree on a new context id in rounds, each round a
-//! non-blocking allreduce (bitwise AND) of what each member offers, which
-//! every progress advances.
+//! Context agreements that do not block (`MPI_Comm_idup`, and the waits
+//! of `MPI_Comm_dup`, `MPI_Comm_create`, `MPI_Comm_create_group` and
+//! `MPI_Comm_create_from_group`, which under `MPI_THREAD_MULTIPLE` let the
+//! library's lock go): the members agree on a new context id in rounds,
+//! each round a non-blocking allreduce (bitwise AND) of what each member
+//! offers, which every progress advances.
 //!
 //! A member offers its free ids only while it holds its free set
 //! (`context::ContextIds::held`), else none; one more byte says whether
@@ -18,7 +20,7 @@
 //! waits for this one's free set (MPICH's comm/comm_create_group_idup).
 //!
 //! A round takes the free set only when no blocking agreement waits for
-//! it and its agreement comes first, by (parent's context, child number),
+//! it and its agreement comes first, by (parent's context, [`Channel`]),
 //! of those past round 0 at this process: an order every member sees the
 //! same. The first agreement of that order among all those past round 0
 //! in the job is first at each of its members, so each offers it the free
@@ -33,9 +35,22 @@ use crate::coll::schedule::schedule;
 use crate::coll::{Plan, Span};
 use crate::context::{COLLECTIVE_CONTEXT, CONTEXT_IDS};
 
-/// The order agreements under way at a process take the free set in:
-/// (the parent's context, the child's number on it).
-pub type Priority = (u32, u32);
+/// What tells an agreement's messages from every other's at its members,
+/// and orders it after the parent's context.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Channel {
+    /// Child number `n` of the parent, which every member of the parent
+    /// counts alike: rounds tagged `8 n + round`.
+    Child(u32),
+    /// A tag the program chose to tell concurrent calls apart
+    /// (`MPI_Comm_create_group`'s, the hash of `MPI_Comm_create_from_group`'s
+    /// string): rounds tagged with it, the round in bits 16-19 of the
+    /// context (no id reaches them; 0 there is `Child`'s).
+    Tagged(c_int),
+}
+
+/// The order agreements under way at a process take the free set in.
+pub type Priority = (u32, Channel);
 
 /// One agreement under way at this member.
 struct Agreement {
@@ -46,7 +61,9 @@ struct Agreement {
     context: u32,
     ranks: Arc<[Rank]>,
     me: usize,
-    epoch: u32,
+    channel: Channel,
+    /// This process takes the id (a member of the new communicator).
+    join: bool,
     req: u32,
     round: u32,
     under_way: Option<Round>,
@@ -87,11 +104,18 @@ impl Agreements {
 }
 
 impl Engine {
-    /// Start agreeing with the members of `view` on the context of child
-    /// `epoch` of the communicator whose context is `parent`: the request
-    /// that completes when they have, and the agreement's id for
-    /// [`Agreements::outcome`].
-    pub fn start_agreement(&mut self, view: &Comm, parent: u32, epoch: u32) -> (u32, u64) {
+    /// Start agreeing with the members of `view` on the context of a child
+    /// of the communicator whose context is `parent`, told apart by
+    /// `channel`: the request that completes when they have, and the
+    /// agreement's id for [`Agreements::outcome`] (where this process
+    /// `join`s the child; else it takes part only, and keeps no outcome).
+    pub fn start_agreement(
+        &mut self,
+        view: &Comm,
+        parent: u32,
+        channel: Channel,
+        join: bool,
+    ) -> (u32, u64) {
         let req = self
             .matching()
             .add(Request::new(Op::Collective, false, None));
@@ -99,11 +123,12 @@ impl Engine {
         self.agreements.next += 1;
         self.agreements.running.push(Agreement {
             id,
-            priority: (parent, epoch),
+            priority: (parent, channel),
             context: view.context | COLLECTIVE_CONTEXT,
             ranks: view.ranks.clone(),
             me: view.rank as usize,
-            epoch,
+            channel,
+            join,
             req,
             round: 0,
             under_way: None,
@@ -155,7 +180,7 @@ impl Engine {
                     i += 1;
                     continue;
                 }
-                Ok(true) => self.round_ended(round),
+                Ok(true) => self.round_ended(round, a.join),
                 Err(e) => Some(Err(e)),
             };
             if round.holds {
@@ -180,7 +205,9 @@ impl Engine {
                     }
                 }
             };
-            self.agreements.ended.insert(a.id, outcome);
+            if a.join {
+                self.agreements.ended.insert(a.id, outcome);
+            }
             self.matching().complete(a.req, status);
         }
         running.append(&mut self.agreements.running);
@@ -202,26 +229,30 @@ impl Engine {
         plan.reducing(Reduction::Predefined(Predefined::Band, Elem::U8));
         // A member is at most one round ahead of another (a round ends
         // nowhere before every member has offered), so the round's last
-        // three bits tell rounds apart; the child number, agreements.
+        // three bits tell rounds apart; the channel, agreements.
         // `schedule` adds `COLLECTIVE_OPERATIONS` to the parent's library
         // context: no blocking split or agreement (that context alone)
-        // and no collective (not the library's) has these tags there.
-        let tag = (a.epoch << 3 | (a.round & 7)) as c_int;
+        // and no collective (not the library's) sends there.
+        let round = a.round & 7;
+        let (context, tag) = match a.channel {
+            Channel::Child(n) => (a.context, (n << 3 | round) as c_int),
+            Channel::Tagged(t) => (a.context | (round + 1) << 16, t),
+        };
         Round {
-            schedule: schedule(plan, a.context, tag, a.ranks.clone()),
+            schedule: schedule(plan, context, tag, a.ranks.clone()),
             offer: span,
             holds,
         }
     }
 
-    /// What a finished round decided: the id (taken), out of ids, or
-    /// `None`: some member offered none, try again.
-    fn round_ended(&mut self, round: &Round) -> Option<MpiResult<u32>> {
+    /// What a finished round decided: the id (taken if `join`), out of
+    /// ids, or `None`: some member offered none, try again.
+    fn round_ended(&mut self, round: &Round, join: bool) -> Option<MpiResult<u32>> {
         let bits = round.schedule.bytes(round.offer);
         let (&everyone, free) = bits.split_last()?;
         if everyone == 0 {
             return None;
         }
-        Some(self.contexts.take_lowest(free, true))
+        Some(self.contexts.take_lowest(free, join))
     }
 }

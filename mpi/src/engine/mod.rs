@@ -32,7 +32,7 @@ mod matching;
 pub mod rma;
 mod wire;
 
-pub use agreements::Agreements;
+pub use agreements::{Agreements, Channel};
 use deferred::Deferred;
 
 pub use crate::error::{err, MpiError, MpiResult};

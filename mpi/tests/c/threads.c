@@ -16,6 +16,16 @@
  * a blocking call, each of these hangs, and so do the four threads
  * above; an alarm turns a hang into a failure).
  *
+ * Then: four threads make communicators at once with MPI_Comm_create,
+ * MPI_Comm_create_group, MPI_Comm_dup and MPI_Comm_split, each from a
+ * parent of its own, the threads of odd ranks in the opposite order to
+ * even ranks' (when the members of such a call agreed on its context
+ * holding the library's lock, two processes reaching two calls in
+ * opposite orders hung); each communicator is used once. (Threads calling MPI_Comm_create_group on
+ * one parent with tags of their own, as MPICH's suite does in
+ * threads/comm/comm_create_group_threads2, crash MPICH 4.0.2 beside the
+ * calls here.)
+ *
  * Arguments: none, or "sabotage" (one expected byte is wrong: the
  * checker must fail). Prints "all thread checks passed on N ranks".
  *
@@ -272,6 +282,89 @@ static void blocked_waits(void) {
     MPI_Comm_free(&pair);
 }
 
+/* --- Threads making communicators at once ------------------------------ */
+
+static MPI_Comm parents[THREADS];
+
+/* `c`, made by `how` in thread `t`, works: its ranks sum as they should. */
+static void used(MPI_Comm c, const char *how, int t) {
+    int r, m, sum;
+    MPI_Comm_rank(c, &r);
+    MPI_Comm_size(c, &m);
+    MPI_Allreduce(&r, &sum, 1, MPI_INT, MPI_SUM, c);
+    CHECK(sum == m * (m - 1) / 2 + sabotage, "thread %d: %s: ranks sum to %d", t, how, sum);
+}
+
+static int split_color(int r, int i) {
+    return (r + i) % 3 == 2 ? MPI_UNDEFINED : (r + i) % 2;
+}
+
+static void *maker(void *arg) {
+    int t = (int)(intptr_t)arg;
+    /* Even ranks' threads start each call in the order 0, 1, 2, 3; odd
+     * ranks' in the order 3, 2, 1, 0. */
+    int place = rank % 2 ? THREADS - 1 - t : t;
+    /* Groups of the thread's own (MPICH 4.0.2 crashes in
+     * MPI_Comm_create_group when threads share one group handle). */
+    MPI_Group world_group, evens_group;
+    int range[1][3] = {{0, size - 1, 2}};
+    MPI_Comm_group(parents[t], &world_group);
+    MPI_Group_range_incl(world_group, 1, range, &evens_group);
+    for (int i = 0; i < 16; i++) {
+        MPI_Group g = i % 2 ? evens_group : world_group;
+        int member = i % 2 == 0 || rank % 2 == 0;
+        MPI_Comm c;
+        usleep(300 * place);
+        MPI_Comm_create(parents[t], g, &c);
+        CHECK((c != MPI_COMM_NULL) == member, "thread %d: MPI_Comm_create at rank %d", t, rank);
+        if (c != MPI_COMM_NULL) {
+            used(c, "MPI_Comm_create", t);
+            MPI_Comm_free(&c);
+        }
+        usleep(300 * place);
+        if (member) {
+            MPI_Comm_create_group(parents[t], g, i, &c);
+            used(c, "MPI_Comm_create_group", t);
+            MPI_Comm_free(&c);
+        }
+        usleep(300 * place);
+        MPI_Comm_dup(parents[t], &c);
+        used(c, "MPI_Comm_dup", t);
+        MPI_Comm_free(&c);
+        usleep(300 * place);
+        /* Colours by rank and round, some MPI_UNDEFINED, keys reversed. */
+        int mine = split_color(rank, i), n = 0, below = 0, r;
+        MPI_Comm_split(parents[t], mine, -rank, &c);
+        CHECK((c == MPI_COMM_NULL) == (mine == MPI_UNDEFINED), "thread %d: MPI_Comm_split", t);
+        if (c != MPI_COMM_NULL) {
+            for (int q = 0; q < size; q++)
+                if (split_color(q, i) == mine)
+                    n++, below += q > rank;
+            MPI_Comm_size(c, &r);
+            CHECK(r == n, "thread %d: MPI_Comm_split made %d members, not %d", t, r, n);
+            MPI_Comm_rank(c, &r);
+            CHECK(r == below, "thread %d: MPI_Comm_split gave rank %d, not %d", t, r, below);
+            used(c, "MPI_Comm_split", t);
+            MPI_Comm_free(&c);
+        }
+    }
+    MPI_Group_free(&evens_group);
+    MPI_Group_free(&world_group);
+    return NULL;
+}
+
+static void makers(void) {
+    pthread_t th[THREADS];
+    for (int t = 0; t < THREADS; t++)
+        MPI_Comm_dup(MPI_COMM_WORLD, &parents[t]);
+    for (int t = 0; t < THREADS; t++)
+        pthread_create(&th[t], NULL, maker, (void *)(intptr_t)t);
+    for (int t = 0; t < THREADS; t++)
+        pthread_join(th[t], NULL);
+    for (int t = 0; t < THREADS; t++)
+        MPI_Comm_free(&parents[t]);
+}
+
 /* Every way of making a communicator, each used once. */
 static void mixed_levels(void) {
     MPI_Comm c[5];
@@ -337,6 +430,7 @@ int main(int argc, char **argv) {
             pthread_join(th[t], NULL);
         blocked_waits();
     }
+    makers();
     MPI_Comm_free(&shared);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0)
