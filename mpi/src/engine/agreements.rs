@@ -18,6 +18,12 @@
 //! comes back, and a blocking agreement may wait for it; round 0 may not
 //! hold it, as a member not there yet may be in a blocking agreement that
 //! waits for this one's free set (MPICH's comm/comm_create_group_idup).
+//! It is needed even where every member is known to have entered the
+//! call (a split, after its allgather of colours): a member starts the
+//! agreement only once its calling thread has the library's lock again,
+//! which another thread's blocking call may hold while it waits for the
+//! free set a round 1 holds elsewhere (tried: MPICH's
+//! threads/comm/idup_comm_gen then hung 3 times in 10).
 //!
 //! A round takes the free set only when no blocking agreement waits for
 //! it and its agreement comes first, by (parent's context, [`Channel`]),
