@@ -74,9 +74,10 @@ pub(crate) fn idup(m: &mut Mpi, comm: Handle) -> MpiResult<(Handle, u32)> {
     Ok((new, req))
 }
 
-/// `MPI_Comm_create` of an intracommunicator, agreed as [`idup`] is (the
-/// members of `comm` outside `members` take part and get
-/// `MPI_COMM_NULL`): the handle and the request.
+/// `MPI_Comm_create` of an intracommunicator (and a split's
+/// communicator), agreed as [`idup`] is (the members of `comm` outside
+/// `members` take part and get `MPI_COMM_NULL`): the handle and the
+/// request.
 pub(crate) fn icreate(
     m: &mut Mpi,
     comm: Handle,

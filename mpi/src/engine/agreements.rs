@@ -1,6 +1,6 @@
 //! Context agreements that do not block (`MPI_Comm_idup`, and the waits
-//! of `MPI_Comm_dup`, `MPI_Comm_create`, `MPI_Comm_create_group` and
-//! `MPI_Comm_create_from_group`, which under `MPI_THREAD_MULTIPLE` let the
+//! of `MPI_Comm_dup`, `_create`, `_create_group`, `_create_from_group`,
+//! `_split` and `_split_type`, which under `MPI_THREAD_MULTIPLE` let the
 //! library's lock go): the members agree on a new context id in rounds,
 //! each round a non-blocking allreduce (bitwise AND) of what each member
 //! offers, which every progress advances.
