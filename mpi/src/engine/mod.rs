@@ -258,27 +258,32 @@ impl Engine {
     /// ranks' `MPI_Comm_dup`s hung so, about once in 30 runs, when the
     /// round ended in the last poll before the wait).
     fn wait_for_arrival(&mut self) -> MpiResult<()> {
-        if let Some(&to) = self.deferred.keys().next() {
-            return self.send_deferred(Some(to), Some(1));
-        }
-        if self.agreements.round_to_start() {
-            self.advance_agreements();
-            return Ok(());
+        if let Some(r) = self.instead_of_waiting() {
+            return r;
         }
         self.fm.extract_wait(usize::MAX)?;
         self.act()
+    }
+
+    /// What a wait for arrival does instead of waiting, if anything (the
+    /// deferred send, the next agreement round: see above).
+    fn instead_of_waiting(&mut self) -> Option<MpiResult<()>> {
+        if let Some(&to) = self.deferred.keys().next() {
+            return Some(self.send_deferred(Some(to), Some(1)));
+        }
+        if self.agreements.round_to_start() {
+            self.advance_agreements();
+            return Some(Ok(()));
+        }
+        None
     }
 
     /// [`Engine::wait_for_arrival`] that also ends once `go_on` says so:
     /// how a thread waiting under `MPI_THREAD_MULTIPLE` lets another have
     /// the library (`state::Idle`).
     pub fn wait_for_arrival_while(&mut self, go_on: fn() -> bool) -> MpiResult<()> {
-        if let Some(&to) = self.deferred.keys().next() {
-            return self.send_deferred(Some(to), Some(1));
-        }
-        if self.agreements.round_to_start() {
-            self.advance_agreements();
-            return Ok(());
+        if let Some(r) = self.instead_of_waiting() {
+            return r;
         }
         self.fm.extract_wait_while(usize::MAX, go_on)?;
         self.act()
