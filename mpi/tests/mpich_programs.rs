@@ -627,8 +627,9 @@ fn partitioned_sends_arrive_whole_and_apart_from_ordinary_messages() {
 /// across waits, as before, every part hangs; counting only the takers of
 /// the lock that go through `call` hung at `MPI_Wtime`); then four
 /// threads make communicators at once with `MPI_Comm_create`,
-/// `_create_group` and `_dup`, in opposite orders at odd and even ranks
-/// (agreeing holding the lock, that hung). On one host, across two virtual hosts, and there under packet
+/// `_create_group`, `_dup`, `_split`, `MPI_Cart_create`, `MPI_Cart_sub`
+/// and `MPI_Dist_graph_create_adjacent`, in opposite orders at odd and
+/// even ranks (agreeing holding the lock, that hung). On one host, across two virtual hosts, and there under packet
 /// loss, duplication and reordering; its checker fails on one wrong byte;
 /// MPICH agrees.
 #[test]

@@ -72,8 +72,7 @@ fn PMPI_Cart_create(
     _reorder: c_int,
     comm_cart: *mut Handle,
 ) -> c_int {
-    call("MPI_Cart_create", comm_old, |m| {
-        let out = arg(comm_cart, "the new communicator")?;
+    super::comm::made_when_agreed("MPI_Cart_create", comm_old, comm_cart, |m| {
         let n = dims_arg(ndims)?;
         let dims = ints(dims, n, "dimensions")?;
         let periods: Vec<bool> = ints(periods, n, "periods")?
@@ -82,8 +81,8 @@ fn PMPI_Cart_create(
             .collect();
         let size = m.intracomm(comm_old, "MPI_Cart_create")?.ranks.len();
         let t = Topology::cart(dims, &periods, size)?;
-        *out = topo::with_topology(m, comm_old, t)?;
-        Ok(())
+        let (new, req) = topo::with_topology(m, comm_old, t)?;
+        Ok((new, Some(req)))
     })
 }
 
@@ -210,8 +209,7 @@ fn PMPI_Cart_shift(
 
 #[mpi]
 fn PMPI_Cart_sub(comm: Handle, remain_dims: *const c_int, newcomm: *mut Handle) -> c_int {
-    call("MPI_Cart_sub", comm, |m| {
-        let out = arg(newcomm, "the new communicator")?;
+    super::comm::made_when_agreed("MPI_Cart_sub", comm, newcomm, |m| {
         let n = match &*m.topology(comm)? {
             Topology::Cart { dims, .. } => dims.len(),
             _ => {
@@ -225,8 +223,8 @@ fn PMPI_Cart_sub(comm: Handle, remain_dims: *const c_int, newcomm: *mut Handle) 
             .iter()
             .map(|&k| k != 0)
             .collect();
-        *out = topo::cart_sub(m, comm, &keep)?;
-        Ok(())
+        let (new, req) = topo::cart_sub(m, comm, &keep)?;
+        Ok((new, Some(req)))
     })
 }
 
@@ -251,12 +249,11 @@ fn PMPI_Graph_create(
     _reorder: c_int,
     comm_graph: *mut Handle,
 ) -> c_int {
-    call("MPI_Graph_create", comm_old, |m| {
-        let out = arg(comm_graph, "the new communicator")?;
+    super::comm::made_when_agreed("MPI_Graph_create", comm_old, comm_graph, |m| {
         let size = m.intracomm(comm_old, "MPI_Graph_create")?.ranks.len();
         let t = graph(size, nnodes, index, edges)?;
-        *out = topo::with_topology(m, comm_old, t)?;
-        Ok(())
+        let (new, req) = topo::with_topology(m, comm_old, t)?;
+        Ok((new, Some(req)))
     })
 }
 
@@ -359,42 +356,46 @@ fn PMPI_Dist_graph_create_adjacent(
     _reorder: c_int,
     comm_dist_graph: *mut Handle,
 ) -> c_int {
-    call("MPI_Dist_graph_create_adjacent", comm_old, |m| {
-        let out = arg(comm_dist_graph, "the new communicator")?;
-        if info != MPI_INFO_NULL {
-            m.info(info)?;
-        }
-        let size = m
-            .intracomm(comm_old, "MPI_Dist_graph_create_adjacent")?
-            .ranks
-            .len();
-        let (ins, outs) = (
-            nonneg(indegree, "indegree")?,
-            nonneg(outdegree, "outdegree")?,
-        );
-        let (sources, destinations) = (
-            ints(sources, ins, "sources")?,
-            ints(destinations, outs, "destinations")?,
-        );
-        if let Some(r) = sources
-            .iter()
-            .chain(destinations)
-            .find(|&&r| r < 0 || r as usize >= size)
-        {
-            return err(
-                MPI_ERR_RANK,
-                format!("neighbour {r} is not a rank of a communicator of {size}"),
+    super::comm::made_when_agreed(
+        "MPI_Dist_graph_create_adjacent",
+        comm_old,
+        comm_dist_graph,
+        |m| {
+            if info != MPI_INFO_NULL {
+                m.info(info)?;
+            }
+            let size = m
+                .intracomm(comm_old, "MPI_Dist_graph_create_adjacent")?
+                .ranks
+                .len();
+            let (ins, outs) = (
+                nonneg(indegree, "indegree")?,
+                nonneg(outdegree, "outdegree")?,
             );
-        }
-        let t = Topology::DistGraph {
-            sources: sources.to_vec(),
-            source_weights: weights(sourceweights, ins)?,
-            destinations: destinations.to_vec(),
-            destination_weights: weights(destweights, outs)?,
-        };
-        *out = topo::with_topology(m, comm_old, t)?;
-        Ok(())
-    })
+            let (sources, destinations) = (
+                ints(sources, ins, "sources")?,
+                ints(destinations, outs, "destinations")?,
+            );
+            if let Some(r) = sources
+                .iter()
+                .chain(destinations)
+                .find(|&&r| r < 0 || r as usize >= size)
+            {
+                return err(
+                    MPI_ERR_RANK,
+                    format!("neighbour {r} is not a rank of a communicator of {size}"),
+                );
+            }
+            let t = Topology::DistGraph {
+                sources: sources.to_vec(),
+                source_weights: weights(sourceweights, ins)?,
+                destinations: destinations.to_vec(),
+                destination_weights: weights(destweights, outs)?,
+            };
+            let (new, req) = topo::with_topology(m, comm_old, t)?;
+            Ok((new, Some(req)))
+        },
+    )
 }
 
 #[mpi]
@@ -409,8 +410,7 @@ fn PMPI_Dist_graph_create(
     _reorder: c_int,
     comm_dist_graph: *mut Handle,
 ) -> c_int {
-    call("MPI_Dist_graph_create", comm_old, |m| {
-        let out = arg(comm_dist_graph, "the new communicator")?;
+    super::comm::made_when_agreed("MPI_Dist_graph_create", comm_old, comm_dist_graph, |m| {
         if info != MPI_INFO_NULL {
             m.info(info)?;
         }
@@ -429,8 +429,8 @@ fn PMPI_Dist_graph_create(
             }
             at += d as usize;
         }
-        *out = topo::dist_graph(m, comm_old, &edges, w.is_some())?;
-        Ok(())
+        let (new, req) = topo::dist_graph(m, comm_old, &edges, w.is_some())?;
+        Ok((new, Some(req)))
     })
 }
 

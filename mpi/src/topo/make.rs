@@ -1,6 +1,9 @@
-//! Communicators with a topology. A grid or a graph is a split of the old
-//! communicator keeping its first members in order; a distributed graph
-//! is a duplicate of it. Collective over the old communicator.
+//! Communicators with a topology. A grid or a graph is made of the old
+//! communicator's first members in order; a distributed graph is a
+//! duplicate of it. Collective over the old communicator. Every member
+//! knows who the new communicator's members are without asking the
+//! others, so each is made as `MPI_Comm_create` makes one and its context
+//! agreed without the library's lock held ([`crate::comm::icreate`]).
 
 use super::{Neighbors, Topology};
 use crate::*;
@@ -34,55 +37,67 @@ impl Mpi {
 
 /// A communicator carrying `t`: of the first members of `comm` for a
 /// grid or graph (the rest get `MPI_COMM_NULL`), of all of them for a
-/// distributed graph.
-pub(crate) fn with_topology(m: &mut Mpi, comm: Handle, t: Topology) -> MpiResult<Handle> {
-    let me = m.intracomm(comm, "a topology")?.rank;
-    let new = match t.nodes() {
+/// distributed graph; with the request of the agreement on its context,
+/// which the caller waits for ([`crate::bindings::comm::made_when_agreed`]).
+pub(crate) fn with_topology(m: &mut Mpi, comm: Handle, t: Topology) -> MpiResult<(Handle, u32)> {
+    let c = m.intracomm(comm, "a topology")?;
+    let (new, req) = match t.nodes() {
         Some(n) => {
-            let color = if (me as usize) < n { 0 } else { MPI_UNDEFINED };
-            split(m, comm, color, me)?
+            let members = c.ranks[..n.min(c.ranks.len())].into();
+            icreate(m, comm, members)?
         }
-        None => dup(m, comm)?,
+        None => idup(m, comm)?,
     };
     if new != MPI_COMM_NULL {
         m.topologies.insert(new, Arc::new(t));
     }
-    Ok(new)
+    Ok((new, req))
 }
 
 /// `MPI_Cart_sub`: the members of `comm`'s grid that share the
 /// coordinates of the dimensions not kept make a grid of those kept.
-pub(crate) fn cart_sub(m: &mut Mpi, comm: Handle, keep: &[bool]) -> MpiResult<Handle> {
+pub(crate) fn cart_sub(m: &mut Mpi, comm: Handle, keep: &[bool]) -> MpiResult<(Handle, u32)> {
     let t = m.topology(comm)?;
     let Topology::Cart { dims, periods } = &*t else {
         return err(MPI_ERR_TOPOLOGY, "MPI_Cart_sub needs a Cartesian topology");
     };
-    let at = t.coords(m.comm(comm)?.rank)?;
+    let c = m.comm(comm)?;
     // The colour numbers the dropped coordinates, the key the kept ones,
-    // both row-major: the new ranks follow the kept grid's order.
-    let (mut color, mut key) = (0, 0);
-    for ((&d, &c), &k) in dims.iter().zip(&at).zip(keep) {
-        if k {
-            key = key * d + c;
-        } else {
-            color = color * d + c;
+    // both row-major: the new ranks follow the kept grid's order. Every
+    // member's are known here, from its coordinates.
+    let mut all = Vec::with_capacity(c.ranks.len());
+    for rank in 0..c.ranks.len() as c_int {
+        let (mut color, mut key) = (0, 0);
+        for ((&d, &c), &k) in dims.iter().zip(&t.coords(rank)?).zip(keep) {
+            if k {
+                key = key * d + c;
+            } else {
+                color = color * d + c;
+            }
         }
+        // Keeping no dimension gives a grid of none, which has one
+        // member: rank 0 of the old grid, as MPICH has it.
+        if !keep.contains(&true) && rank != 0 {
+            color = MPI_UNDEFINED;
+        }
+        all.push((color, key));
     }
-    let sub = Topology::Cart {
-        dims: kept(dims, keep),
-        periods: kept(periods, keep),
+    let mine = all[c.rank as usize].0;
+    let members = match mine {
+        MPI_UNDEFINED => Arc::from([]),
+        _ => (of_color(&all, 0..all.len(), mine).iter())
+            .map(|&i| c.ranks[i])
+            .collect(),
     };
-    // Keeping no dimension gives a grid of none, which has one member:
-    // rank 0 of the old grid, as MPICH has it (the others get
-    // `MPI_COMM_NULL`).
-    if !keep.contains(&true) && m.comm(comm)?.rank != 0 {
-        color = MPI_UNDEFINED;
-    }
-    let new = split(m, comm, color, key)?;
+    let (new, req) = icreate(m, comm, members)?;
     if new != MPI_COMM_NULL {
+        let sub = Topology::Cart {
+            dims: kept(dims, keep),
+            periods: kept(periods, keep),
+        };
         m.topologies.insert(new, Arc::new(sub));
     }
-    Ok(new)
+    Ok((new, req))
 }
 
 /// `MPI_Dist_graph_create`: each member names some edges of the graph;
@@ -94,7 +109,7 @@ pub(crate) fn dist_graph(
     comm: Handle,
     edges: &[Edge],
     weighted: bool,
-) -> MpiResult<Handle> {
+) -> MpiResult<(Handle, u32)> {
     let (epoch, parent) = m.child_of(comm)?;
     let n = parent.ranks.len();
     let me = parent.rank as usize;

@@ -347,6 +347,29 @@ static void *maker(void *arg) {
             used(c, "MPI_Comm_split", t);
             MPI_Comm_free(&c);
         }
+        usleep(300 * place);
+        /* A ring of all but the last rank, and its sub-grids: keeping the
+         * dimension (the same ring) or none (rank 0 alone). */
+        int dims[1] = {size > 1 ? size - 1 : 1}, periods[1] = {1}, keep[1] = {i % 2};
+        MPI_Cart_create(parents[t], 1, dims, periods, 0, &c);
+        CHECK((c != MPI_COMM_NULL) == (rank < dims[0]), "thread %d: MPI_Cart_create at rank %d", t, rank);
+        if (c != MPI_COMM_NULL) {
+            MPI_Comm sub;
+            MPI_Cart_sub(c, keep, &sub);
+            CHECK((sub != MPI_COMM_NULL) == (keep[0] || rank == 0), "thread %d: MPI_Cart_sub at rank %d", t, rank);
+            if (sub != MPI_COMM_NULL) {
+                used(sub, "MPI_Cart_sub", t);
+                MPI_Comm_free(&sub);
+            }
+            used(c, "MPI_Cart_create", t);
+            MPI_Comm_free(&c);
+        }
+        usleep(300 * place);
+        int left = (rank + size - 1) % size, right = (rank + 1) % size;
+        MPI_Dist_graph_create_adjacent(parents[t], 1, &left, MPI_UNWEIGHTED, 1, &right,
+                                       MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &c);
+        used(c, "MPI_Dist_graph_create_adjacent", t);
+        MPI_Comm_free(&c);
     }
     MPI_Group_free(&evens_group);
     MPI_Group_free(&world_group);
