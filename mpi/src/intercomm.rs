@@ -8,7 +8,7 @@
 
 use crate::coll::inter::Sides;
 use crate::comm::agree_later;
-use crate::context::{and_into, receive, receive_up_to, send, start_send};
+use crate::context::{and_into, receive_up_to, send, start_send};
 use crate::engine::Channel;
 use crate::*;
 
@@ -147,12 +147,16 @@ fn id_bits(id: u32) -> Vec<u8> {
 
 /// `MPI_Intercomm_merge`: one intracommunicator of both groups, the
 /// group that said `high` after the other (of two that said the same,
-/// the one whose leader has the lower rank in the job first).
-pub(crate) fn merge(m: &mut Mpi, inter: Handle, high: bool) -> MpiResult<Handle> {
-    m.holding_ids(|m| merge_holding(m, inter, high))
-}
-
-fn merge_holding(m: &mut Mpi, inter: Handle, high: bool) -> MpiResult<Handle> {
+/// the one whose leader has the lower rank in the job first), from what
+/// every member said (`all`: `high` first, numbered as [`both`] numbers
+/// them): the handle and the request of the agreement on its context
+/// over both groups.
+pub(crate) fn merge_from(
+    m: &mut Mpi,
+    inter: Handle,
+    high: bool,
+    all: &[(c_int, c_int)],
+) -> MpiResult<(Handle, Option<u32>)> {
     let (epoch, ic) = m.any_child_of(inter)?;
     let Some(remote) = ic.remote.clone() else {
         return err(
@@ -160,32 +164,13 @@ fn merge_holding(m: &mut Mpi, inter: Handle, high: bool) -> MpiResult<Handle> {
             format!("{inter:#x} is not an intercommunicator"),
         );
     };
-    let local = view(&ic, ic.ranks.clone(), ic.rank);
-    let mut free = crate::context::free_on(&mut m.engine, &local, tag(epoch, 0))?;
-    let (id, first) = if ic.rank == 0 {
-        let them = view(&ic, remote.clone(), ic.rank);
-        let mine = [vec![u8::from(high)], free.clone()].concat();
-        let sent = start_send(&mut m.engine, &them, 0, tag(epoch, 1), &mine)?;
-        let got = receive(&mut m.engine, &them, 0, tag(epoch, 1), mine.len())?;
-        m.engine.wait(sent)?;
-        and_into(&mut free, &got[1..]);
-        let their_high = got[0] != 0;
-        let first = if high == their_high {
-            ic.ranks[0] < remote[0]
-        } else {
-            !high
-        };
-        let id = m.engine.contexts.take_lowest(&free, false)?;
-        let answer = [id.to_le_bytes().to_vec(), vec![u8::from(first)]].concat();
-        for r in 1..ic.ranks.len() {
-            send(&mut m.engine, &local, r, tag(epoch, 2), &answer)?;
-        }
-        (id, first)
+    let s = Sides::of(&ic);
+    let their_high = all.get(s.remote(0)).is_some_and(|&(h, _)| h != 0);
+    let first = if high == their_high {
+        ic.ranks[0] < remote[0]
     } else {
-        let b = receive(&mut m.engine, &local, 0, tag(epoch, 2), 5)?;
-        (u32_at(&b, 0)?, b[4] != 0)
+        !high
     };
-    m.engine.contexts.take_lowest(&id_bits(id), true)?;
     let (a, b) = if first {
         (&ic.ranks, &remote)
     } else {
@@ -194,15 +179,18 @@ fn merge_holding(m: &mut Mpi, inter: Handle, high: bool) -> MpiResult<Handle> {
     let ranks: Arc<[fm::Rank]> = a.iter().chain(b.iter()).copied().collect();
     let me = m.engine.fm.rank();
     let rank = ranks.iter().position(|&r| r == me).unwrap_or(0) as c_int;
-    m.add_comm(Comm {
-        context: id,
+    let new = m.add_comm(Comm {
+        context: crate::context::UNAGREED,
         ranks,
         rank,
         remote: None,
         collectives: 0,
         children: 0,
-        ..ic
-    })
+        ..ic.clone()
+    })?;
+    let view = both(&ic);
+    let req = agree_later(m, new, &view, view.context, Channel::Child(epoch));
+    Ok((new, Some(req)))
 }
 
 /// `MPI_Comm_create_group`: the members of `group` (a subgroup of
@@ -389,32 +377,38 @@ pub(crate) fn dup(m: &mut Mpi, comm: Handle) -> MpiResult<Handle> {
     })
 }
 
-/// `MPI_Comm_split` of an intercommunicator: the members of each colour
-/// in each group (ordered by key, then rank) make an intercommunicator
-/// with those of the same colour in the other group; with none there,
-/// `MPI_COMM_NULL`. `MPI_Comm_create` is the split of those in the group
-/// given (colour 0, key their rank in it) from the rest.
-pub(crate) fn split(m: &mut Mpi, comm: Handle, color: c_int, key: c_int) -> MpiResult<Handle> {
+/// `MPI_Comm_split` of an intercommunicator, from every member's colour
+/// and key (`all`, numbered as [`both`] numbers them): the members of
+/// each colour in each group (ordered by key, then rank) make an
+/// intercommunicator with those of the same colour in the other group;
+/// with none there, `MPI_COMM_NULL`. The handle and the request of the
+/// agreement on its context over both groups, in which every member
+/// takes part.
+pub(crate) fn split_from(
+    m: &mut Mpi,
+    comm: Handle,
+    color: c_int,
+    all: &[(c_int, c_int)],
+) -> MpiResult<(Handle, Option<u32>)> {
     let (epoch, ic) = m.any_child_of(comm)?;
-    let view = both(&ic);
-    let all = crate::comm::colors(m, &view, epoch, color, key)?;
     let s = Sides::of(&ic);
     let remote = ic.remote.clone().unwrap_or_else(|| Arc::from([]));
-    let locals = of_color(&all, s.local(0)..s.local(s.locals), color);
-    let remotes = of_color(&all, s.remote(0)..s.remote(s.remotes), color);
+    let locals = of_color(all, s.local(0)..s.local(s.locals), color);
+    let remotes = of_color(all, s.remote(0)..s.remote(s.remotes), color);
     let join = color != MPI_UNDEFINED && !locals.is_empty() && !remotes.is_empty();
-    let context = m.new_context(&view, epoch, join)?;
-    if !join {
-        return Ok(MPI_COMM_NULL);
-    }
-    let rank = locals.iter().position(|&i| i == s.me).unwrap_or(0);
-    m.add_comm(Comm {
-        context,
-        ranks: locals.iter().map(|&i| ic.ranks[i]).collect(),
-        rank: rank as c_int,
-        remote: Some(remotes.iter().map(|&i| remote[i]).collect()),
-        collectives: 0,
-        children: 0,
-        ..ic
-    })
+    let new = match join {
+        false => MPI_COMM_NULL,
+        true => m.add_comm(Comm {
+            context: crate::context::UNAGREED,
+            ranks: locals.iter().map(|&i| ic.ranks[i]).collect(),
+            rank: locals.iter().position(|&i| i == s.me).unwrap_or(0) as c_int,
+            remote: Some(remotes.iter().map(|&i| remote[i]).collect()),
+            collectives: 0,
+            children: 0,
+            ..ic.clone()
+        })?,
+    };
+    let view = both(&ic);
+    let req = agree_later(m, new, &view, view.context, Channel::Child(epoch));
+    Ok((new, Some(req)))
 }

@@ -124,13 +124,12 @@ fn PMPI_Comm_split(comm: Handle, color: c_int, key: c_int, newcomm: *mut Handle)
     split_waiting("MPI_Comm_split", comm, color, key, newcomm)
 }
 
-/// `MPI_Comm_split` (and `_split_type`) of an intracommunicator: every
-/// member's colour and key gathered by a non-blocking allgather on `comm`
-/// and waited for, then the communicator of this one's colour made as
-/// `MPI_Comm_create` makes one ([`icreate`], ordered by key, then rank),
-/// so no wait holds the library's lock under `MPI_THREAD_MULTIPLE`
-/// (docs/MPI.md, "Threads"). Of an intercommunicator: [`split`], which
-/// agrees holding it.
+/// `MPI_Comm_split` and `_split_type`: every member's colour and key
+/// gathered ([`made_after_allgather`]), then the communicator of this
+/// one's colour made: of an intracommunicator as `MPI_Comm_create` makes
+/// one ([`icreate`], ordered by key, then rank), of an intercommunicator
+/// with the members of that colour on both sides
+/// ([`intercomm::split_from`]).
 ///
 /// # Safety
 /// `newcomm` is the caller's (MPI's rule).
@@ -141,27 +140,67 @@ unsafe fn split_waiting(
     key: c_int,
     newcomm: *mut Handle,
 ) -> c_int {
-    let mine = [color, key];
-    let mut all: Vec<c_int> = Vec::new();
-    let mut request = MPI_REQUEST_NULL;
-    let mut inter = false;
-    let rc = call(func, comm, |m| {
-        let out = arg(newcomm, "the new communicator")?;
-        if color < 0 && color != MPI_UNDEFINED {
-            return err(MPI_ERR_ARG, format!("color {color} is negative"));
-        }
+    if color < 0 && color != MPI_UNDEFINED {
+        return call(func, comm, |_| {
+            err(MPI_ERR_ARG, format!("color {color} is negative"))
+        });
+    }
+    made_after_allgather(func, comm, [color, key], newcomm, |m, all| {
         let c = m.comm(comm)?;
         if c.remote.is_some() {
-            inter = true;
-            *out = split(m, comm, color, key)?;
-            return Ok(());
+            return intercomm::split_from(m, comm, color, all);
         }
-        all = vec![0; 2 * c.ranks.len()];
-        let (send, recv) = (mine.as_ptr().cast(), all.as_mut_ptr().cast());
+        let ranks = c.ranks.clone();
+        let members = match color {
+            MPI_UNDEFINED => Arc::from([]),
+            _ => (of_color(all, 0..all.len(), color).iter())
+                .map(|&i| ranks[i])
+                .collect(),
+        };
+        let (new, req) = icreate(m, comm, members)?;
+        Ok((new, Some(req)))
+    })
+}
+
+/// A blocking call that makes a communicator from two ints every member
+/// of `comm` says (a split's colour and key, a merge's `high`): they are
+/// gathered by a non-blocking allgather over all of them (both groups of
+/// an intercommunicator, numbered as its collectives number them: a
+/// collective like the program's, on a context no user receive matches)
+/// and waited for, then `make` makes it from them and its context is
+/// agreed ([`made_when_agreed`]); so no wait holds the library's lock
+/// under `MPI_THREAD_MULTIPLE` (docs/MPI.md, "Threads").
+///
+/// # Safety
+/// `newcomm` is the caller's (MPI's rule).
+unsafe fn made_after_allgather(
+    func: &str,
+    comm: Handle,
+    mine: [c_int; 2],
+    newcomm: *mut Handle,
+    make: impl FnOnce(&mut Mpi, &[(c_int, c_int)]) -> MpiResult<(Handle, Option<u32>)>,
+) -> c_int {
+    let mut all: Vec<c_int> = Vec::new();
+    let mut request = MPI_REQUEST_NULL;
+    let rc = call(func, comm, |m| {
+        arg(newcomm, "the new communicator")?;
+        let c = m.comm(comm)?;
+        let n = c.ranks.len() + c.remote.as_ref().map_or(0, |r| r.len());
+        all = vec![0; 2 * n];
+        let send = m.elements_at(mine.as_ptr().cast(), 8, MPI_BYTE)?;
+        let recv = (0..n)
+            .map(|i| m.elements_at(all.as_ptr().add(2 * i).cast(), 8, MPI_BYTE))
+            .collect::<MpiResult<Vec<_>>>()?;
         let mode = crate::collective::Mode::Start(&mut request);
-        super::allgather_bytes(m, send, recv, 8, comm, mode)
+        m.collective(comm, mode, move |c| {
+            Ok(crate::coll::allgather(
+                &intercomm::both(c),
+                Some(&send),
+                &recv,
+            ))
+        })
     });
-    if rc != MPI_SUCCESS || inter {
+    if rc != MPI_SUCCESS {
         return rc;
     }
     // `mine` and `all` live until the allgather is done, here.
@@ -169,18 +208,8 @@ unsafe fn split_waiting(
     if rc != MPI_SUCCESS {
         return rc;
     }
-    made_when_agreed(func, comm, newcomm, |m| {
-        let pairs: Vec<(c_int, c_int)> = all.chunks(2).map(|p| (p[0], p[1])).collect();
-        let ranks = m.comm(comm)?.ranks.clone();
-        let members = match color {
-            MPI_UNDEFINED => Arc::from([]),
-            _ => (of_color(&pairs, 0..pairs.len(), color).iter())
-                .map(|&i| ranks[i])
-                .collect(),
-        };
-        let (new, req) = icreate(m, comm, members)?;
-        Ok((new, Some(req)))
-    })
+    let pairs: Vec<(c_int, c_int)> = all.chunks(2).map(|p| (p[0], p[1])).collect();
+    made_when_agreed(func, comm, newcomm, |m| make(m, &pairs))
 }
 
 const MPI_COMM_TYPE_HW_GUIDED: c_int = 2;
@@ -272,18 +301,28 @@ fn host_color(m: &Mpi) -> c_int {
 
 #[mpi]
 fn PMPI_Comm_create(comm: Handle, group: Handle, newcomm: *mut Handle) -> c_int {
-    made_when_agreed("MPI_Comm_create", comm, newcomm, |m| {
-        let members = m.group(group)?;
+    let func = "MPI_Comm_create";
+    // Of an intercommunicator: the split of this side's members in
+    // `group` (colour 0, key their rank in it) from the rest.
+    let mut inter = None;
+    let rc = call(func, comm, |m| {
         if m.comm(comm)?.remote.is_some() {
-            // Of an intercommunicator: `group` is part of this side's
-            // group, in the order the new one has.
             let me = m.engine.fm.rank();
-            let (color, key) = match members.iter().position(|&r| r == me) {
+            inter = Some(match m.group(group)?.iter().position(|&r| r == me) {
                 Some(at) => (0, at as c_int),
                 None => (MPI_UNDEFINED, 0),
-            };
-            return Ok((split(m, comm, color, key)?, None));
+            });
         }
+        Ok(())
+    });
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    if let Some((color, key)) = inter {
+        return split_waiting(func, comm, color, key, newcomm);
+    }
+    made_when_agreed(func, comm, newcomm, |m| {
+        let members = m.group(group)?;
         let (new, req) = icreate(m, comm, members)?;
         Ok((new, Some(req)))
     })
@@ -360,10 +399,20 @@ fn PMPI_Intercomm_create(
 
 #[mpi]
 fn PMPI_Intercomm_merge(intercomm: Handle, high: c_int, newintracomm: *mut Handle) -> c_int {
-    call("MPI_Intercomm_merge", intercomm, |m| {
-        let out = arg(newintracomm, "the new communicator")?;
-        *out = intercomm::merge(m, intercomm, high != 0)?;
-        Ok(())
+    let func = "MPI_Intercomm_merge";
+    let rc = call(func, intercomm, |m| match m.comm(intercomm)?.remote {
+        Some(_) => Ok(()),
+        None => err(
+            MPI_ERR_COMM,
+            format!("{intercomm:#x} is not an intercommunicator"),
+        ),
+    });
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    let high = c_int::from(high != 0);
+    made_after_allgather(func, intercomm, [high, 0], newintracomm, |m, all| {
+        intercomm::merge_from(m, intercomm, high != 0, all)
     })
 }
 
