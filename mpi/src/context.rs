@@ -109,14 +109,11 @@ pub fn free_on(engine: &mut Engine, comm: &Comm, tag: c_int) -> MpiResult<Vec<u8
     and_over(engine, comm, tag, mine)
 }
 
-/// `MPI_Comm_split`'s exchange of colours and keys uses tag `2 * epoch`
-/// on the parent's collective context; the agreement `2 * epoch + 1`.
-pub fn split_tag(epoch: u32) -> c_int {
-    (epoch.wrapping_mul(2) & TAG_UB as u32) as c_int
-}
-
+/// A blocking agreement on child `epoch` of a communicator uses tag
+/// `2 * epoch + 1` on the parent's library context (the even tags were
+/// the blocking splits' exchanges of colours, which are collectives now).
 fn agreement_tag(epoch: u32) -> c_int {
-    split_tag(epoch) + 1
+    (epoch.wrapping_mul(2).wrapping_add(1) & TAG_UB as u32) as c_int
 }
 
 fn lowest_set(bits: &[u8]) -> Option<u32> {

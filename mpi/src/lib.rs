@@ -54,7 +54,6 @@ mod types;
 
 use abi::*;
 use attr::{Attributes, Callback, CopyFn, DeleteFn, Kind};
-use context::split_tag;
 use datatype::Layout;
 use engine::{err, slice_or_empty, Comm, Engine, MpiError, MpiResult, Route, Unpack};
 use std::ffi::{c_char, c_double, c_int, c_void};

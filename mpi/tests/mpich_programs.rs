@@ -627,8 +627,9 @@ fn partitioned_sends_arrive_whole_and_apart_from_ordinary_messages() {
 /// across waits, as before, every part hangs; counting only the takers of
 /// the lock that go through `call` hung at `MPI_Wtime`); then four
 /// threads make communicators at once with `MPI_Comm_create`,
-/// `_create_group`, `_dup`, `_split`, `MPI_Cart_create`, `MPI_Cart_sub`
-/// and `MPI_Dist_graph_create_adjacent`, in opposite orders at odd and
+/// `_create_group`, `_dup`, `_split`, `MPI_Cart_create`, `MPI_Cart_sub`,
+/// `MPI_Dist_graph_create_adjacent` and `MPI_Dist_graph_create`, in
+/// opposite orders at odd and
 /// even ranks (agreeing holding the lock, that hung); and, only under fm
 /// (MPICH 4.0.2 hangs there even with one thread, in an allreduce on a
 /// split intercommunicator), `MPI_Intercomm_merge` and splits of

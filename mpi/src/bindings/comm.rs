@@ -212,6 +212,41 @@ unsafe fn made_after_allgather(
     made_when_agreed(func, comm, newcomm, |m| make(m, &pairs))
 }
 
+/// `send[r]` to member r of intracommunicator `comm` and `recv[r]` (as
+/// long as the caller knows it to be) from it, by a non-blocking
+/// alltoall (a collective like the program's, on a context no user
+/// receive matches) waited for without the library's lock.
+///
+/// # Safety
+/// Every member of `comm` calls it, as a collective.
+pub(crate) unsafe fn exchanged(
+    func: &str,
+    comm: Handle,
+    send: &[Vec<u8>],
+    recv: &mut [Vec<u8>],
+) -> c_int {
+    let mut request = MPI_REQUEST_NULL;
+    let rc = call(func, comm, |m| {
+        let bytes =
+            |m: &Mpi, at: *const u8, len: usize| m.elements_at(at.cast(), len as i64, MPI_BYTE);
+        let send = (send.iter())
+            .map(|b| bytes(m, b.as_ptr(), b.len()))
+            .collect::<MpiResult<Vec<_>>>()?;
+        let recv = (recv.iter_mut())
+            .map(|b| bytes(m, b.as_mut_ptr(), b.len()))
+            .collect::<MpiResult<Vec<_>>>()?;
+        let mode = crate::collective::Mode::Start(&mut request);
+        m.collective(comm, mode, move |c| {
+            Ok(crate::coll::alltoall(c, &send, &recv))
+        })
+    });
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    // `send` and `recv` live until the alltoall is done, here.
+    super::request::wait(func, comm, &mut request, STATUS_IGNORE as *mut MpiStatus)
+}
+
 const MPI_COMM_TYPE_HW_GUIDED: c_int = 2;
 const MPI_COMM_TYPE_HW_UNGUIDED: c_int = 3;
 /// MPICH's extension: processes near each other as its hints say (a

@@ -410,10 +410,15 @@ fn PMPI_Dist_graph_create(
     _reorder: c_int,
     comm_dist_graph: *mut Handle,
 ) -> c_int {
-    super::comm::made_when_agreed("MPI_Dist_graph_create", comm_old, comm_dist_graph, |m| {
+    let func = "MPI_Dist_graph_create";
+    let mut tell = Vec::new();
+    let mut weighted = false;
+    let rc = call(func, comm_old, |m| {
+        arg(comm_dist_graph, "the new communicator")?;
         if info != MPI_INFO_NULL {
             m.info(info)?;
         }
+        let size = m.intracomm(comm_old, func)?.ranks.len();
         let n = nonneg(n, "number of sources")?;
         let (sources, degrees) = (ints(sources, n, "sources")?, ints(degrees, n, "degrees")?);
         let total = degrees
@@ -429,7 +434,33 @@ fn PMPI_Dist_graph_create(
             }
             at += d as usize;
         }
-        let (new, req) = topo::dist_graph(m, comm_old, &edges, w.is_some())?;
+        weighted = w.is_some();
+        tell = topo::edges_to_tell(&edges, size)?;
+        Ok(())
+    });
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    // How much each member tells each, then what: two exchanges, waited
+    // for without the library's lock.
+    let lens: Vec<Vec<u8>> = (tell.iter())
+        .map(|t| (t.len() as u32).to_le_bytes().to_vec())
+        .collect();
+    let mut told_lens = vec![vec![0u8; 4]; lens.len()];
+    let rc = super::comm::exchanged(func, comm_old, &lens, &mut told_lens);
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    let mut told: Vec<Vec<u8>> = (told_lens.iter())
+        .map(|l| vec![0u8; u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize])
+        .collect();
+    let rc = super::comm::exchanged(func, comm_old, &tell, &mut told);
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    super::comm::made_when_agreed(func, comm_old, comm_dist_graph, |m| {
+        let t = topo::dist_graph_told(&told, weighted);
+        let (new, req) = topo::with_topology(m, comm_old, t)?;
         Ok((new, Some(req)))
     })
 }

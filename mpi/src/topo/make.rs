@@ -100,19 +100,10 @@ pub(crate) fn cart_sub(m: &mut Mpi, comm: Handle, keep: &[bool]) -> MpiResult<(H
     Ok((new, req))
 }
 
-/// `MPI_Dist_graph_create`: each member names some edges of the graph;
-/// every edge is told to its source and its destination (one message
-/// from every member to every other), and each member's own lists are
-/// what it was told, in the order of the members that named the edges.
-pub(crate) fn dist_graph(
-    m: &mut Mpi,
-    comm: Handle,
-    edges: &[Edge],
-    weighted: bool,
-) -> MpiResult<(Handle, u32)> {
-    let (epoch, parent) = m.child_of(comm)?;
-    let n = parent.ranks.len();
-    let me = parent.rank as usize;
+/// `MPI_Dist_graph_create`, first half: each member names some edges of
+/// the graph, and every edge is told to its source and its destination:
+/// what this member tells each of `n` members (records of 12 bytes).
+pub(crate) fn edges_to_tell(edges: &[Edge], n: usize) -> MpiResult<Vec<Vec<u8>>> {
     let mut tell = vec![Vec::new(); n];
     for &(s, d, w) in edges {
         for r in [s, d] {
@@ -126,61 +117,32 @@ pub(crate) fn dist_graph(
         tell[s as usize].extend(record(SOURCE_OF, d, w));
         tell[d as usize].extend(record(DESTINATION_OF, s, w));
     }
-    let lens: Vec<[u8; 4]> = tell
-        .iter()
-        .map(|t| (t.len() as u32).to_le_bytes())
-        .collect();
-    let tag = split_tag(epoch);
-    let mut sends = Vec::new();
-    for r in (0..n).filter(|&r| r != me) {
-        sends.push(context::start_send(
-            &mut m.engine,
-            &parent,
-            r,
-            tag,
-            &lens[r],
-        )?);
-        sends.push(context::start_send(
-            &mut m.engine,
-            &parent,
-            r,
-            tag,
-            &tell[r],
-        )?);
-    }
+    Ok(tell)
+}
+
+/// `MPI_Dist_graph_create`, second half: this member's lists are what it
+/// was told (`told[r]`: by member r), in the order of the members that
+/// named the edges.
+pub(crate) fn dist_graph_told(told: &[Vec<u8>], weighted: bool) -> Topology {
     let (mut sources, mut destinations) = (Vec::new(), Vec::new());
     let (mut source_weights, mut destination_weights) = (Vec::new(), Vec::new());
-    for r in 0..n {
-        let told = if r == me {
-            tell[me].clone()
+    for rec in told.iter().flat_map(|t| t.chunks_exact(12)) {
+        let word = |i: usize| [rec[i], rec[i + 1], rec[i + 2], rec[i + 3]];
+        let (peer, w) = (c_int::from_le_bytes(word(4)), c_int::from_le_bytes(word(8)));
+        if u32::from_le_bytes(word(0)) == SOURCE_OF {
+            destinations.push(peer);
+            destination_weights.push(w);
         } else {
-            let len = context::receive(&mut m.engine, &parent, r, tag, 4)?;
-            let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
-            context::receive(&mut m.engine, &parent, r, tag, len)?
-        };
-        for rec in told.chunks_exact(12) {
-            let word = |i: usize| [rec[i], rec[i + 1], rec[i + 2], rec[i + 3]];
-            let (peer, w) = (c_int::from_le_bytes(word(4)), c_int::from_le_bytes(word(8)));
-            if u32::from_le_bytes(word(0)) == SOURCE_OF {
-                destinations.push(peer);
-                destination_weights.push(w);
-            } else {
-                sources.push(peer);
-                source_weights.push(w);
-            }
+            sources.push(peer);
+            source_weights.push(w);
         }
     }
-    // `tell` lives until here, where its sends are done.
-    for id in sends {
-        m.engine.wait(id)?;
-    }
-    let t = Topology::DistGraph {
+    Topology::DistGraph {
         sources,
         source_weights: weighted.then_some(source_weights),
         destinations,
         destination_weights: weighted.then_some(destination_weights),
-    };
-    with_topology(m, comm, t)
+    }
 }
 
 /// The entries of `v` whose `keep` is true.

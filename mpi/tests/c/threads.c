@@ -377,6 +377,15 @@ static void *maker(void *arg) {
                                        MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &c);
         used(c, "MPI_Dist_graph_create_adjacent", t);
         MPI_Comm_free(&c);
+        usleep(300 * place);
+        /* The same ring, each rank naming the edge it starts. */
+        int degree = 1, in, out, weighted;
+        MPI_Dist_graph_create(parents[t], 1, &rank, &degree, &right, MPI_UNWEIGHTED,
+                              MPI_INFO_NULL, 0, &c);
+        MPI_Dist_graph_neighbors_count(c, &in, &out, &weighted);
+        CHECK(in == 1 && out == 1, "thread %d: MPI_Dist_graph_create: %d in, %d out", t, in, out);
+        used(c, "MPI_Dist_graph_create", t);
+        MPI_Comm_free(&c);
     }
     MPI_Group_free(&evens_group);
     MPI_Group_free(&world_group);
