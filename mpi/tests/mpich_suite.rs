@@ -69,6 +69,9 @@ const SAMPLE: usize = 6;
 /// about 35 s on a quiet 2-CPU machine).
 const TIMEOUT: &str = "300s";
 
+/// How long fmrun waits for a rank's heartbeat before ending the job.
+const HEARTBEAT_TIMEOUT: &str = "60s";
+
 /// Seconds a test MPICH marks as failing on itself may run: such a test
 /// may wait for ever (pt2pt/pscancel waits for a cancel fm does not do).
 const XFAIL_TIMEOUT: &str = "60s";
@@ -311,6 +314,12 @@ fn under_fmrun(dir: &TempDir, suite: &Path, t: &Test, hosts: Option<&str>) -> Ou
     let own = own.parent().and_then(Path::parent).expect("target/PROFILE");
     let mut c = fm_tests::fmrun(&own.join("t").to_string_lossy(), dir, &args, &exe, &prog);
     c.current_dir(suite.join(t.folder));
+    // A heartbeat comes from a thread of its own, whatever the rank's
+    // MPI calls do: ten seconds without one means a process that did
+    // not run, which a busy 2-CPU machine has shown (rma/rma_contig,
+    // once). Hangs are the limit's to find; the heartbeat's own tests
+    // (tests/lifecycle.rs, multihost.rs) keep their short timeouts.
+    c.env("FM_HEARTBEAT_TIMEOUT", HEARTBEAT_TIMEOUT);
     c.envs(t.env.iter().map(|(k, v)| (k, v)));
     let o = c.output().expect("fmrun");
     // fmrun exits 124 when the job ran past --timeout: a failure of the
