@@ -188,8 +188,9 @@ unsafe fn made_after_allgather(
         let n = c.ranks.len() + c.remote.as_ref().map_or(0, |r| r.len());
         all = vec![0; 2 * n];
         let send = m.elements_at(mine.as_ptr().cast(), 8, MPI_BYTE)?;
+        let at = all.as_mut_ptr();
         let recv = (0..n)
-            .map(|i| m.elements_at(all.as_ptr().add(2 * i).cast(), 8, MPI_BYTE))
+            .map(|i| m.elements_at(at.add(2 * i).cast(), 8, MPI_BYTE))
             .collect::<MpiResult<Vec<_>>>()?;
         let mode = crate::collective::Mode::Start(&mut request);
         m.collective(comm, mode, move |c| {
