@@ -154,7 +154,7 @@ fn and_over(engine: &mut Engine, comm: &Comm, tag: c_int, mut mine: Vec<u8>) -> 
     Ok(mine)
 }
 
-pub fn and_into(mine: &mut [u8], theirs: &[u8]) {
+fn and_into(mine: &mut [u8], theirs: &[u8]) {
     for (a, b) in mine.iter_mut().zip(theirs) {
         *a &= b;
     }
@@ -185,30 +185,6 @@ pub fn start_send(
 pub fn send(engine: &mut Engine, comm: &Comm, to: usize, tag: c_int, data: &[u8]) -> MpiResult<()> {
     let id = start_send(engine, comm, to, tag, data)?;
     engine.wait(id).map(drop)
-}
-
-/// Up to `max` bytes from member `from` of `comm` on its collective
-/// context, as many as came.
-pub fn receive_up_to(
-    engine: &mut Engine,
-    comm: &Comm,
-    from: usize,
-    tag: c_int,
-    max: usize,
-) -> MpiResult<Vec<u8>> {
-    let mut b = vec![0u8; max];
-    let context = comm.context | COLLECTIVE_CONTEXT;
-    // SAFETY: `b` lives until the receive is waited for, here.
-    let id = unsafe { engine.irecv(context, from as c_int, tag, b.as_mut_ptr(), max)? };
-    let s = engine.wait(id)?;
-    if s.error != MPI_SUCCESS {
-        return err(
-            MPI_ERR_INTERN,
-            format!("member {from} sent more than {max} bytes of the library's own exchange"),
-        );
-    }
-    b.truncate(s.bytes() as usize);
-    Ok(b)
 }
 
 /// `len` bytes from member `from` of `comm` on its collective context;

@@ -8,7 +8,7 @@
 
 use crate::coll::inter::Sides;
 use crate::comm::agree_later;
-use crate::context::{and_into, receive_up_to, send, start_send};
+use crate::context::start_send;
 use crate::engine::Channel;
 use crate::*;
 
@@ -26,11 +26,6 @@ fn view(comm: &Comm, ranks: Arc<[fm::Rank]>, rank: c_int) -> Comm {
         remote: None,
         ..comm.clone()
     }
-}
-
-/// Tag `k` of the exchanges of child `epoch` of a communicator.
-fn tag(epoch: u32, k: u32) -> c_int {
-    (epoch.wrapping_mul(4).wrapping_add(k) & TAG_UB as u32) as c_int
 }
 
 fn u32_at(b: &[u8], at: usize) -> MpiResult<u32> {
@@ -51,98 +46,179 @@ fn ranks_of(b: &[u8]) -> MpiResult<Vec<fm::Rank>> {
     (0..b.len() / 4).map(|i| u32_at(b, 4 * i)).collect()
 }
 
-/// The most bytes a list of this job's ranks and a free-id set take.
-fn most(m: &Mpi) -> usize {
-    8 + crate::context::CONTEXT_IDS / 8 + 4 * m.engine.fm.size()
+/// `MPI_Intercomm_create`'s groups agree on its context on the peer
+/// communicator's context with this bit and the view's set (no
+/// communicator's, no other view's, not [`FROM_GROUPS`]), the leaders'
+/// tag telling concurrent calls apart.
+const CREATED: u32 = (2 * crate::context::CONTEXT_IDS as u32) | VIEW;
+
+/// What a leader of `MPI_Intercomm_create` tells its group (16 bytes),
+/// before the other group's ranks: how many they are, which of them is
+/// their leader, and the agreement's context and tag.
+pub(crate) struct Met {
+    pub(crate) remotes: u32,
+    remote_leader: u32,
+    context: u32,
+    tag: c_int,
 }
 
-/// `MPI_Intercomm_create`: the members of `local_comm` and those of
-/// another group, whose leaders meet on `peer_comm` with `tag`.
-pub(crate) fn create(
+impl Met {
+    pub(crate) const LEN: usize = 16;
+
+    pub(crate) fn bytes(&self) -> [u8; Met::LEN] {
+        let mut b = [0u8; Met::LEN];
+        for (i, w) in [
+            self.remotes,
+            self.remote_leader,
+            self.context,
+            self.tag as u32,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            b[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
+        }
+        b
+    }
+
+    pub(crate) fn read(b: &[u8]) -> MpiResult<Met> {
+        Ok(Met {
+            remotes: u32_at(b, 0)?,
+            remote_leader: u32_at(b, 4)?,
+            context: u32_at(b, 8)?,
+            tag: u32_at(b, 12)? as c_int,
+        })
+    }
+}
+
+/// `MPI_Intercomm_create`, first step, at the local leader only (`None`
+/// elsewhere): send this group (its leader's index, then its ranks) to
+/// the remote leader over `peer_comm` with `tag`, and start receiving
+/// theirs into `theirs`: the requests of both, for the caller to wait
+/// for, `mine` and `theirs` living until then.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn start_swap(
     m: &mut Mpi,
     local_comm: Handle,
     local_leader: c_int,
     peer_comm: Handle,
     remote_leader: c_int,
     user_tag: c_int,
-) -> MpiResult<Handle> {
-    m.holding_ids(|m| {
-        create_holding(
-            m,
-            local_comm,
-            local_leader,
-            peer_comm,
-            remote_leader,
-            user_tag,
-        )
-    })
-}
-
-fn create_holding(
-    m: &mut Mpi,
-    local_comm: Handle,
-    local_leader: c_int,
-    peer_comm: Handle,
-    remote_leader: c_int,
-    user_tag: c_int,
-) -> MpiResult<Handle> {
-    let (epoch, local) = m.child_of(local_comm)?;
+    mine: &mut Vec<u8>,
+    theirs: &mut Vec<u8>,
+) -> MpiResult<Option<(u32, u32)>> {
+    let local = m.intracomm(local_comm, "MPI_Intercomm_create")?.clone();
     let leader = crate::coll::root(&local, local_leader)?;
-    let max = most(m);
-    // The ids free on the whole local group.
-    let lead = view(&local, local.ranks.clone(), local.rank);
-    let mut free = crate::context::free_on(&mut m.engine, &lead, tag(epoch, 0))?;
-    let me = local.rank as usize;
-    let (id, remote) = if me == leader {
-        // Leaders swap free sets and groups over the peer communicator.
-        let peer = m.comm(peer_comm)?.clone();
-        let theirs = crate::coll::root(&peer, remote_leader).map_err(|_| MpiError {
-            class: MPI_ERR_RANK,
-            message: format!(
-                "remote leader {remote_leader} is not a rank of the peer communicator"
-            ),
-        })?;
-        if !(0..=TAG_UB).contains(&user_tag) {
-            return err(
-                MPI_ERR_TAG,
-                format!("tag {user_tag} is outside 0..={TAG_UB}"),
-            );
-        }
-        let peer_view = view(&peer, peer.ranks.clone(), peer.rank);
-        let mine = [free.clone(), ranks_bytes(&local.ranks)].concat();
-        let sent = start_send(&mut m.engine, &peer_view, theirs, user_tag, &mine)?;
-        let got = receive_up_to(&mut m.engine, &peer_view, theirs, user_tag, max)?;
-        m.engine.wait(sent)?;
-        let n = free.len();
-        and_into(&mut free, got.get(..n).unwrap_or(&[]));
-        let remote = ranks_of(&got[n.min(got.len())..])?;
-        let id = m.engine.contexts.take_lowest(&free, false)?;
-        let answer = [id.to_le_bytes().to_vec(), ranks_bytes(&remote)].concat();
-        for r in (0..local.ranks.len()).filter(|&r| r != leader) {
-            send(&mut m.engine, &lead, r, tag(epoch, 2), &answer)?;
-        }
-        (id, remote)
-    } else {
-        let b = receive_up_to(&mut m.engine, &lead, leader, tag(epoch, 2), max)?;
-        (u32_at(&b, 0)?, ranks_of(&b[4..])?)
+    if local.rank as usize != leader {
+        return Ok(None);
+    }
+    let peer = m.comm(peer_comm)?.clone();
+    let them = crate::coll::root(&peer, remote_leader).map_err(|_| MpiError {
+        class: MPI_ERR_RANK,
+        message: format!("remote leader {remote_leader} is not a rank of the peer communicator"),
+    })?;
+    if !(0..=TAG_UB).contains(&user_tag) {
+        return err(
+            MPI_ERR_TAG,
+            format!("tag {user_tag} is outside 0..={TAG_UB}"),
+        );
+    }
+    let peer_view = view(&peer, peer.ranks.clone(), peer.rank);
+    *mine = [
+        (leader as u32).to_le_bytes().to_vec(),
+        ranks_bytes(&local.ranks),
+    ]
+    .concat();
+    *theirs = vec![0u8; 4 + 4 * m.engine.fm.size()];
+    let sent = start_send(&mut m.engine, &peer_view, them, user_tag, mine)?;
+    let context = peer_view.context | crate::context::COLLECTIVE_CONTEXT;
+    // SAFETY: the caller keeps `theirs` until it has waited for this.
+    let got = unsafe {
+        m.engine.irecv(
+            context,
+            them as c_int,
+            user_tag,
+            theirs.as_mut_ptr(),
+            theirs.len(),
+        )?
     };
-    m.engine.contexts.take_lowest(&id_bits(id), true)?;
-    m.add_comm(Comm {
-        context: id,
+    Ok(Some((sent, got)))
+}
+
+/// `MPI_Intercomm_create`, at the local leader once the swap is done
+/// (`theirs`, `len` bytes of it): what it tells its group, and the other
+/// group's ranks.
+pub(crate) fn met(
+    m: &Mpi,
+    peer_comm: Handle,
+    user_tag: c_int,
+    theirs: &[u8],
+) -> MpiResult<(Met, Vec<fm::Rank>)> {
+    let remote_leader = u32_at(theirs, 0)?;
+    let remote = ranks_of(&theirs[4..])?;
+    if remote.is_empty() || remote_leader as usize >= remote.len() {
+        return err(MPI_ERR_INTERN, "the remote leader sent no group of its own");
+    }
+    let met = Met {
+        remotes: remote.len() as u32,
+        remote_leader,
+        context: m.comm(peer_comm)?.context | CREATED,
+        tag: user_tag,
+    };
+    Ok((met, remote))
+}
+
+/// `MPI_Intercomm_create`, last step, at every member once its leader
+/// told it `met` and the other group's ranks: the intercommunicator, and
+/// the request of the agreement on its context among both groups (the
+/// group whose leader has the lower rank in the job first).
+pub(crate) fn created(
+    m: &mut Mpi,
+    local_comm: Handle,
+    local_leader: c_int,
+    met: &Met,
+    remote: Vec<fm::Rank>,
+) -> MpiResult<(Handle, Option<u32>)> {
+    let local = m.intracomm(local_comm, "MPI_Intercomm_create")?.clone();
+    let leader = crate::coll::root(&local, local_leader)?;
+    let theirs = remote
+        .get(met.remote_leader as usize)
+        .copied()
+        .unwrap_or(fm::Rank::MAX);
+    let me = m.engine.fm.rank();
+    if remote.contains(&me) {
+        return err(
+            MPI_ERR_COMM,
+            "the two groups of an intercommunicator overlap",
+        );
+    }
+    let (first, second) = if local.ranks[leader] < theirs {
+        (&local.ranks[..], &remote[..])
+    } else {
+        (&remote[..], &local.ranks[..])
+    };
+    let ranks: Arc<[fm::Rank]> = first.iter().chain(second).copied().collect();
+    let everyone = Comm {
+        context: met.context,
+        rank: ranks.iter().position(|&r| r == me).unwrap_or(0) as c_int,
+        ranks,
+        remote: None,
+        collectives: 0,
+        children: 0,
+        ..local.clone()
+    };
+    let new = m.add_comm(Comm {
+        context: crate::context::UNAGREED,
         remote: Some(remote.into()),
         collectives: 0,
         children: 0,
         ..local
-    })
-}
-
-/// A free set holding only `id`.
-fn id_bits(id: u32) -> Vec<u8> {
-    let mut b = vec![0u8; crate::context::CONTEXT_IDS / 8];
-    if let Some(byte) = b.get_mut(id as usize / 8) {
-        *byte = 1 << (id % 8);
-    }
-    b
+    })?;
+    let channel = Channel::Tagged(met.tag);
+    Ok((
+        new,
+        Some(agree_later(m, new, &everyone, met.context, channel)),
+    ))
 }
 
 /// `MPI_Intercomm_merge`: one intracommunicator of both groups, the

@@ -426,11 +426,85 @@ fn PMPI_Intercomm_create(
     tag: c_int,
     newintercomm: *mut Handle,
 ) -> c_int {
-    call("MPI_Intercomm_create", local_comm, |m| {
-        let out = arg(newintercomm, "the new intercommunicator")?;
-        *out = intercomm::create(m, local_comm, local_leader, peer_comm, remote_leader, tag)?;
+    // The leaders swap their groups over `peer_comm`, each tells its own
+    // group what it learnt (two broadcasts), then both groups agree on
+    // the context: every wait without the library's lock.
+    let func = "MPI_Intercomm_create";
+    let (mut mine, mut theirs) = (Vec::new(), Vec::new());
+    let mut swap = None;
+    let rc = call(func, local_comm, |m| {
+        arg(newintercomm, "the new intercommunicator")?;
+        let (l, p, r, t) = (local_leader, peer_comm, remote_leader, tag);
+        swap = intercomm::start_swap(m, local_comm, l, p, r, t, &mut mine, &mut theirs)?;
         Ok(())
+    });
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    let mut told = [0u8; intercomm::Met::LEN];
+    let mut remote = Vec::new();
+    if let Some((sent, got)) = swap {
+        let mut status = MpiStatus::empty();
+        for (id, status) in [(sent, STATUS_IGNORE as *mut MpiStatus), (got, &mut status)] {
+            let rc = super::request::wait(func, local_comm, &mut request_handle(id), status);
+            if rc != MPI_SUCCESS {
+                return rc;
+            }
+        }
+        theirs.truncate(status.bytes() as usize);
+        let rc = call(func, local_comm, |m| {
+            let (met, ranks) = intercomm::met(m, peer_comm, tag, &theirs)?;
+            told = met.bytes();
+            remote = ranks.iter().flat_map(|r| r.to_le_bytes()).collect();
+            Ok(())
+        });
+        if rc != MPI_SUCCESS {
+            return rc;
+        }
+    }
+    // `mine` lives until the send is done, above.
+    drop(mine);
+    let rc = broadcast(func, local_comm, local_leader, &mut told);
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    let met = match intercomm::Met::read(&told) {
+        Ok(met) => met,
+        Err(e) => return call(func, local_comm, |_| Err::<(), _>(e)),
+    };
+    remote.resize(4 * met.remotes as usize, 0);
+    let rc = broadcast(func, local_comm, local_leader, &mut remote);
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    made_when_agreed(func, local_comm, newintercomm, |m| {
+        let remote = (remote.chunks_exact(4))
+            .map(|b| fm::Rank::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        intercomm::created(m, local_comm, local_leader, &met, remote)
     })
+}
+
+/// `buf` from member `root` of intracommunicator `comm` to every other,
+/// by a non-blocking broadcast (a collective like the program's)
+/// waited for without the library's lock.
+///
+/// # Safety
+/// Every member of `comm` calls it, as a collective.
+unsafe fn broadcast(func: &str, comm: Handle, root: c_int, buf: &mut [u8]) -> c_int {
+    let mut request = MPI_REQUEST_NULL;
+    let rc = call(func, comm, |m| {
+        let c = m.intracomm(comm, func)?;
+        let root = crate::coll::root(c, root)?;
+        let data = m.elements_at(buf.as_mut_ptr().cast(), buf.len() as i64, MPI_BYTE)?;
+        let mode = crate::collective::Mode::Start(&mut request);
+        m.collective(comm, mode, move |c| Ok(crate::coll::bcast(c, &data, root)))
+    });
+    if rc != MPI_SUCCESS {
+        return rc;
+    }
+    // `buf` lives until the broadcast is done, here.
+    super::request::wait(func, comm, &mut request, STATUS_IGNORE as *mut MpiStatus)
 }
 
 #[mpi]

@@ -404,9 +404,9 @@ static void makers(void) {
         MPI_Comm_free(&parents[t]);
 }
 
-/* The same from intercommunicators of the even ranks and the odd ones
- * (made first, one after another): MPI_Intercomm_merge and splits, in
- * opposite orders at odd and even ranks. Only under fm: under MPICH
+/* The same with intercommunicators of the even ranks and the odd ones:
+ * MPI_Intercomm_create, MPI_Intercomm_merge and splits, in opposite
+ * orders at odd and even ranks. Only under fm: under MPICH
  * 4.0.2 on 4 ranks, even with one thread, the allreduce on the second
  * split (ranks 0 and 3) returns at rank 0 and never at rank 3. */
 static void *inter_maker(void *arg) {
@@ -414,6 +414,19 @@ static void *inter_maker(void *arg) {
     int place = rank % 2 ? THREADS - 1 - t : t, r;
     for (int i = 0; i < 16; i++) {
         MPI_Comm c;
+        if (i % 4 == 0) {
+            /* A new intercommunicator every few rounds. */
+            MPI_Comm side;
+            if (inters[t] != MPI_COMM_NULL)
+                MPI_Comm_free(&inters[t]);
+            usleep(300 * place);
+            MPI_Comm_split(parents[t], rank % 2, rank, &side);
+            usleep(300 * place);
+            MPI_Intercomm_create(side, 0, parents[t], rank % 2 ? 0 : 1, 100 + t, &inters[t]);
+            MPI_Comm_free(&side);
+            MPI_Comm_remote_size(inters[t], &r);
+            CHECK(r == (rank % 2 ? (size + 1) / 2 : size / 2), "thread %d: MPI_Intercomm_create made a remote group of %d", t, r);
+        }
         usleep(300 * place);
         /* The odd ranks said high: the even ones come first. */
         MPI_Intercomm_merge(inters[t], rank % 2, &c);
@@ -447,17 +460,17 @@ static void *inter_maker(void *arg) {
 static void inter_makers(void) {
     pthread_t th[THREADS];
     for (int t = 0; t < THREADS; t++) {
-        MPI_Comm side;
-        MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &side);
-        MPI_Intercomm_create(side, 0, MPI_COMM_WORLD, rank % 2 ? 0 : 1, t, &inters[t]);
-        MPI_Comm_free(&side);
+        MPI_Comm_dup(MPI_COMM_WORLD, &parents[t]);
+        inters[t] = MPI_COMM_NULL;
     }
     for (int t = 0; t < THREADS; t++)
         pthread_create(&th[t], NULL, inter_maker, (void *)(intptr_t)t);
     for (int t = 0; t < THREADS; t++)
         pthread_join(th[t], NULL);
-    for (int t = 0; t < THREADS; t++)
+    for (int t = 0; t < THREADS; t++) {
         MPI_Comm_free(&inters[t]);
+        MPI_Comm_free(&parents[t]);
+    }
 }
 
 /* Every way of making a communicator, each used once. */
