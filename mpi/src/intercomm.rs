@@ -311,15 +311,6 @@ pub(crate) fn create_group(
     Ok((new, Some(agree_later(m, new, &v, parent.context, channel))))
 }
 
-/// The lowest context id free on every member of `v` (collective over
-/// it, with `tag`), taken.
-fn agree_among(m: &mut Mpi, v: &Comm, tag: c_int) -> MpiResult<u32> {
-    m.holding_ids(|m| {
-        let free = crate::context::free_on(&mut m.engine, v, tag)?;
-        m.engine.contexts.take_lowest(&free, true)
-    })
-}
-
 /// The context `MPI_Intercomm_create_from_groups` agrees on: no
 /// communicator's (ids are below [`crate::context::CONTEXT_IDS`]), under
 /// the view bit.
@@ -330,7 +321,8 @@ const FROM_GROUPS: u32 = crate::context::CONTEXT_IDS as u32 | VIEW;
 /// no communicator of both to start from. Both groups agree on its
 /// context over the job, the group whose leader has the lower rank in
 /// the job first; `stringtag` (its hash the tag) tells concurrent calls
-/// apart, as the standard asks of the program.
+/// apart, as the standard asks of the program. The handle and the
+/// agreement's request (`comm::agree_later`).
 pub(crate) fn create_from_groups(
     m: &mut Mpi,
     local: Arc<[fm::Rank]>,
@@ -339,7 +331,7 @@ pub(crate) fn create_from_groups(
     remote_leader: c_int,
     stringtag: &[u8],
     errhandler: Handle,
-) -> MpiResult<Handle> {
+) -> MpiResult<(Handle, Option<u32>)> {
     let me = m.engine.fm.rank();
     let Some(rank) = local.iter().position(|&r| r == me) else {
         return err(MPI_ERR_GROUP, "this process is not in the local group");
@@ -374,16 +366,20 @@ pub(crate) fn create_from_groups(
         collectives: 0,
         children: 0,
     };
-    let id = agree_among(m, &everyone, tag_of(stringtag))?;
-    m.add_comm(Comm {
-        context: id,
+    let new = m.add_comm(Comm {
+        context: crate::context::UNAGREED,
         ranks: local,
         rank: rank as c_int,
         remote: Some(remote),
         errhandler,
         collectives: 0,
         children: 0,
-    })
+    })?;
+    let channel = Channel::Tagged(tag_of(stringtag));
+    Ok((
+        new,
+        Some(agree_later(m, new, &everyone, FROM_GROUPS, channel)),
+    ))
 }
 
 /// The tag a string tag stands for: its FNV-1a hash, the same at every

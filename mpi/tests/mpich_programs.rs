@@ -632,7 +632,7 @@ fn partitioned_sends_arrive_whole_and_apart_from_ordinary_messages() {
 /// opposite orders at odd and
 /// even ranks (agreeing holding the lock, that hung); and, only under fm
 /// (MPICH 4.0.2 hangs there even with one thread, in an allreduce on a
-/// split intercommunicator), `MPI_Intercomm_create`,
+/// split intercommunicator), `MPI_Intercomm_create`, `_create_from_groups`,
 /// `MPI_Intercomm_merge` and splits of intercommunicators so. On one host, across two virtual hosts, and there under packet
 /// loss, duplication and reordering; its checker fails on one wrong byte;
 /// MPICH agrees.

@@ -538,24 +538,16 @@ fn PMPI_Intercomm_create_from_groups(
     errhandler: Handle,
     newintercomm: *mut Handle,
 ) -> c_int {
-    call("MPI_Intercomm_create_from_groups", MPI_COMM_WORLD, |m| {
-        let out = arg(newintercomm, "the new intercommunicator")?;
+    let func = "MPI_Intercomm_create_from_groups";
+    made_when_agreed(func, MPI_COMM_WORLD, newintercomm, |m| {
         if stringtag.is_null() {
             return err(MPI_ERR_ARG, "the string tag is a null pointer");
         }
         let tag = std::ffi::CStr::from_ptr(stringtag).to_bytes();
         let errhandler = m.errors.settable(errhandler)?;
         let (local, remote) = (m.group(local_group)?, m.group(remote_group)?);
-        *out = intercomm::create_from_groups(
-            m,
-            local,
-            local_leader,
-            remote,
-            remote_leader,
-            tag,
-            errhandler,
-        )?;
-        Ok(())
+        let (l, r) = (local_leader, remote_leader);
+        intercomm::create_from_groups(m, local, l, remote, r, tag, errhandler)
     })
 }
 

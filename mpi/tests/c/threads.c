@@ -405,15 +405,35 @@ static void makers(void) {
 }
 
 /* The same with intercommunicators of the even ranks and the odd ones:
- * MPI_Intercomm_create, MPI_Intercomm_merge and splits, in opposite
- * orders at odd and even ranks. Only under fm: under MPICH
+ * MPI_Intercomm_create, _create_from_groups, MPI_Intercomm_merge and
+ * splits, in opposite orders at odd and even ranks. Only under fm: under MPICH
  * 4.0.2 on 4 ranks, even with one thread, the allreduce on the second
  * split (ranks 0 and 3) returns at rank 0 and never at rank 3. */
 static void *inter_maker(void *arg) {
     int t = (int)(intptr_t)arg;
     int place = rank % 2 ? THREADS - 1 - t : t, r;
+    MPI_Group world_group, evens_group, odds_group;
+    int evens_range[1][3] = {{0, size - 1, 2}}, odds_range[1][3] = {{1, size - 1, 2}};
+    MPI_Comm_group(parents[t], &world_group);
+    MPI_Group_range_incl(world_group, 1, evens_range, &evens_group);
+    MPI_Group_range_incl(world_group, 1, odds_range, &odds_group);
     for (int i = 0; i < 16; i++) {
         MPI_Comm c;
+        if (i % 4 == 2) {
+            /* The same groups with no communicator to start from. */
+            char stringtag[32];
+            int mine = rank, sum, want = sabotage;
+            snprintf(stringtag, sizeof stringtag, "threads-%d-%d", t, i);
+            usleep(300 * place);
+            MPI_Intercomm_create_from_groups(rank % 2 ? odds_group : evens_group, 0,
+                                             rank % 2 ? evens_group : odds_group, 0, stringtag,
+                                             MPI_INFO_NULL, MPI_ERRORS_ARE_FATAL, &c);
+            MPI_Allreduce(&mine, &sum, 1, MPI_INT, MPI_SUM, c);
+            for (int q = 0; q < size; q++)
+                want += q % 2 != rank % 2 ? q : 0;
+            CHECK(sum == want, "thread %d: MPI_Intercomm_create_from_groups: the other group sums to %d, not %d", t, sum, want);
+            MPI_Comm_free(&c);
+        }
         if (i % 4 == 0) {
             /* A new intercommunicator every few rounds. */
             MPI_Comm side;
@@ -454,6 +474,9 @@ static void *inter_maker(void *arg) {
             MPI_Comm_free(&c);
         }
     }
+    MPI_Group_free(&odds_group);
+    MPI_Group_free(&evens_group);
+    MPI_Group_free(&world_group);
     return NULL;
 }
 
