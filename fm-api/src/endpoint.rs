@@ -369,6 +369,40 @@ impl Endpoint {
         self.room.get(dest as usize).copied().unwrap_or(0)
     }
 
+    /// Whether a message of `len` bytes to `dest` goes out whole on the
+    /// credits held now: each of its packets (one per [`Endpoint::mtu`]
+    /// bytes) has its credit, so its send never waits part way for credit,
+    /// setting aside what arrives meanwhile. A message longer than the
+    /// whole credit window passes once the whole window is held. `true`
+    /// where sending gives its error at once (a rank outside the job, a
+    /// rank with no route).
+    ///
+    /// ```no_run
+    /// # let mut fm = fm::Fm::init()?;
+    /// let piece = vec![7u8; 256 << 10];
+    /// while !fm.sends_whole(1, piece.len()) {
+    ///     fm.extract(usize::MAX)?; // receive while credit comes back
+    /// }
+    /// fm.send(1, 7, &piece)?;
+    /// # Ok::<(), fm::FmError>(())
+    /// ```
+    pub fn sends_whole(&self, dest: Rank, len: usize) -> bool {
+        let d = dest as usize;
+        let room = self.room.get(d).copied().unwrap_or(0);
+        if room == 0 || self.dev.is_null_route(dest) {
+            return true;
+        }
+        let packets = len.div_ceil(room).max(1);
+        let held = self.acct.credits[d] as usize;
+        held >= packets.min(self.acct.window[d] as usize)
+    }
+
+    /// The credit window towards `dest`: the most packets in flight to it
+    /// (0 for a rank outside the job).
+    pub fn credit_window(&self, dest: Rank) -> u32 {
+        self.acct.window.get(dest as usize).copied().unwrap_or(0)
+    }
+
     /// Limit every wait inside fm (for credit, for a single-copy
     /// completion, for the rest of a message being read, in `barrier` and
     /// `extract_wait`, and an [`FmSender`]'s wait for room) to `limit`;

@@ -125,6 +125,48 @@ fn mpich_built_point_to_point_on_shared_memory() {
     assert!(dir.segments().is_empty(), "{:?}", dir.segments());
 }
 
+/// Ranks 0 and 1 stream windows of non-blocking messages of random sizes
+/// to each other at once (`p2p windows`): a rendezvous message's data
+/// goes in pieces sized by the credits towards its receiver, and a queued
+/// eager message is sent from the sender's own buffer. So the same
+/// program runs with windows of a few credits and small frames (pieces of
+/// a few packets), with every message a rendezvous one, with pieces by
+/// single copy, over ethernet between two virtual hosts, and there under
+/// loss, duplication and reordering. The checker fails on one flipped
+/// byte.
+#[test]
+fn messages_streamed_both_ways_at_once_arrive_whole_and_in_order() {
+    let dir = TempDir::for_segments("mpi-windows");
+    let Some(exe) = p2p(&dir) else { return };
+    let two: &[&str] = &["-n", "2"];
+    let hosts: &[&str] = &["-n", "2", "--hosts", "a,b", "--rsh", "local"];
+    type Env<'a> = &'a [(&'a str, &'a str)];
+    let runs: [(&[&str], Env); 7] = [
+        (two, &[]),
+        (two, &[("FM_CREDITS", "4")]),
+        (two, &[("FM_SHM_PAYLOAD", "4080"), ("FM_CREDITS", "8")]),
+        (two, &[("FM_MPI_EAGER_LIMIT", "0")]),
+        (two, &[("FM_SHM_CMA_THRESHOLD", "100000")]),
+        (hosts, &[]),
+        (hosts, &[("FM_FAULTS", "drop=0.05,dup=0.01,reorder=0.02")]),
+    ];
+    for (args, env) in runs {
+        let o = run(&dir, args, &exe, &["windows"], env);
+        let t = text(&o);
+        assert!(
+            o.status.success() && t.contains("windows: ok"),
+            "{args:?} {env:?}:\n{t}"
+        );
+    }
+    let o = run(&dir, two, &exe, &["windows-sabotage"], &[]);
+    let t = text(&o);
+    assert!(
+        !o.status.success() && t.contains("FAILED") && t.contains("windows"),
+        "the checker missed a flipped byte:\n{t}"
+    );
+    assert!(dir.segments().is_empty(), "{:?}", dir.segments());
+}
+
 /// The setting that reads source -1 as `MPI_ANY_SOURCE` (docs/MPI.md).
 const MINUS_ONE: &str = "FM_MPI_SOURCE_MINUS_ONE";
 

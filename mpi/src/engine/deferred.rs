@@ -2,72 +2,122 @@
 //! matches in order (eager, synchronous eager, request to send) and finds
 //! no credit towards its destination is queued, in order, and sent by
 //! progress as credit returns ([`Engine::deferred`], docs/MPI.md).
+//!
+//! A queued message keeps its envelope and its send request, not a copy
+//! of the data: the request completes only once the message is handed to
+//! FM, and MPI keeps the data in place until then (a copy of a 64 KiB
+//! message per send, and the memory it faulted in, cut streaming
+//! bandwidth at the eager limit to a fifth).
 
 use super::*;
 
-/// A message waiting in [`Engine::deferred`]: its handler and bytes, and
-/// the send request it completes once handed to FM.
+/// A message waiting in [`Engine::deferred`]: its handler, its envelope
+/// (`head`), and the send request whose data follows the envelope (if
+/// `with_data`) and which completes once the message is handed to FM (if
+/// `completes`; a synchronous send's completes on its acknowledgement).
 pub(super) struct Deferred {
     handler: u16,
-    bytes: Vec<u8>,
-    completes: Option<u32>,
+    head: [u8; RTS_LEN],
+    head_len: usize,
+    req: u32,
+    with_data: bool,
+    completes: bool,
 }
 
 impl Engine {
-    /// Send a message that matches in order (`head`, then `data`) to
-    /// `to` if FM takes it without waiting for credit, completing send
-    /// request `completes`; else queue a copy behind any already waiting
-    /// for `to` ([`Engine::deferred`]). Only the first packet is sure of
-    /// its credit: a message longer than FM's packet may still wait for
-    /// the rest.
+    /// Send a message that matches in order (`head`, then send request
+    /// `req`'s data if `with_data`) to `to` if FM takes all of it without
+    /// waiting for credit, completing `req` if `completes`; else queue it
+    /// behind any already waiting for `to` ([`Engine::deferred`]).
     pub(super) fn send_or_defer(
         &mut self,
         to: Rank,
         handler: u16,
         head: &[u8],
-        data: &[u8],
-        completes: Option<u32>,
+        req: u32,
+        with_data: bool,
+        completes: bool,
     ) -> MpiResult<()> {
-        if !self.deferred.contains_key(&to) {
-            match self
-                .fm
-                .try_begin_message(to, head.len() + data.len(), handler)
-            {
-                Ok(()) => {
-                    // As `send_eager`: a few bytes are gathered into one
-                    // piece (cheaper than two), more go where they are.
-                    if head.len() + data.len() <= SMALL_GATHER {
-                        self.scratch.clear();
-                        self.scratch.extend_from_slice(head);
-                        self.scratch.extend_from_slice(data);
-                        self.fm.send_piece(&self.scratch)?;
-                    } else {
-                        self.fm.send_piece(head)?;
-                        self.fm.send_piece(data)?;
-                    }
-                    self.fm.end_message()?;
-                    if let Some(req) = completes {
-                        self.matching().complete(req, MpiStatus::proc_null());
-                    }
-                    return Ok(());
-                }
-                Err(e) if !matches!(e.kind(), fm::ErrorKind::WouldBlock { .. }) => {
-                    return Err(e.into())
-                }
-                Err(_) => {}
-            }
-        }
-        self.deferred.entry(to).or_default().push_back(Deferred {
+        let mut d = Deferred {
             handler,
-            bytes: [head, data].concat(),
+            head: [0; RTS_LEN],
+            head_len: head.len(),
+            req,
+            with_data,
             completes,
-        });
+        };
+        d.head[..head.len()].copy_from_slice(head);
+        if self.deferred.contains_key(&to) || !self.send_deferred_one(to, &d, false)? {
+            self.deferred.entry(to).or_default().push_back(d);
+        }
         Ok(())
     }
 
+    /// Send `d` to `to` (`wait`: as [`Engine::send_whole`]), completing
+    /// its request if it says so; whether it went.
+    fn send_deferred_one(&mut self, to: Rank, d: &Deferred, wait: bool) -> MpiResult<bool> {
+        // The data is read from the request each time: a blocking send
+        // may have set it aside meanwhile (`Matching::set_aside`) and
+        // returned, its own buffer gone.
+        let (data, len) = match self.matching().get(d.req).map(|r| &r.op) {
+            Some(Op::Send { data, len }) if d.with_data => (*data, *len),
+            _ => (std::ptr::null(), 0),
+        };
+        // SAFETY: a send request's data lives until it completes, which
+        // is no earlier than this message is sent.
+        let bytes = unsafe { slice_or_empty(data, len) };
+        if !self.send_whole(to, d.handler, &d.head[..d.head_len], bytes, wait)? {
+            return Ok(false);
+        }
+        if d.completes {
+            self.matching().complete(d.req, MpiStatus::proc_null());
+        }
+        Ok(true)
+    }
+
+    /// Send `head` then `data` to `to` as one message for `handler`. With
+    /// `wait`, as FM's send does (waiting for credit as it goes);
+    /// without, only if FM takes the whole message on the credit at hand
+    /// (`Ok(false)` if not: nothing was sent), so that the send never
+    /// waits part way, setting aside what arrives meanwhile.
+    pub(super) fn send_whole(
+        &mut self,
+        to: Rank,
+        handler: u16,
+        head: &[u8],
+        data: &[u8],
+        wait: bool,
+    ) -> MpiResult<bool> {
+        let len = head.len() + data.len();
+        if wait {
+            self.fm.begin_message(to, len, handler)?;
+        } else {
+            if !self.fm.sends_whole(to, len) {
+                return Ok(false);
+            }
+            match self.fm.try_begin_message(to, len, handler) {
+                Err(e) if matches!(e.kind(), fm::ErrorKind::WouldBlock { .. }) => return Ok(false),
+                r => r?,
+            }
+        }
+        // As `send_eager`: a few bytes are gathered into one piece
+        // (cheaper than two), more go where they are.
+        if len <= SMALL_GATHER {
+            self.scratch.clear();
+            self.scratch.extend_from_slice(head);
+            self.scratch.extend_from_slice(data);
+            self.fm.send_piece(&self.scratch)?;
+        } else {
+            self.fm.send_piece(head)?;
+            self.fm.send_piece(data)?;
+        }
+        self.fm.end_message()?;
+        Ok(true)
+    }
+
     /// Send the deferred messages (those to `only`, if given), oldest
-    /// first: with `wait_for` `None`, as far as FM takes them without
-    /// waiting; with `Some(k)`, the first `k`, waiting for credit.
+    /// first: with `wait_for` `None`, as far as FM takes them whole
+    /// without waiting; with `Some(k)`, the first `k`, waiting for credit.
     pub(super) fn send_deferred(
         &mut self,
         only: Option<Rank>,
@@ -84,26 +134,10 @@ impl Engine {
                     self.requeue(to, d);
                     break;
                 }
-                // (As `send_or_defer`: only the first packet is sure of
-                // its credit; a longer message's later ones may wait.)
-                let sent = if wait_for.is_some() {
-                    waits -= 1;
-                    self.fm.send(to, d.handler, &d.bytes).map(|()| true)
-                } else {
-                    match self.fm.try_begin_message(to, d.bytes.len(), d.handler) {
-                        Err(e) if matches!(e.kind(), fm::ErrorKind::WouldBlock { .. }) => Ok(false),
-                        r => r
-                            .and_then(|()| self.fm.send_piece(&d.bytes))
-                            .and_then(|()| self.fm.end_message())
-                            .map(|()| true),
-                    }
-                };
-                if !sent? {
+                waits = waits.saturating_sub(1);
+                if !self.send_deferred_one(to, &d, wait_for.is_some())? {
                     self.requeue(to, d);
                     break;
-                }
-                if let Some(req) = d.completes {
-                    self.matching().complete(req, MpiStatus::proc_null());
                 }
             }
             if self.deferred.get(&to).is_some_and(VecDeque::is_empty) {

@@ -51,7 +51,7 @@ pub(crate) fn on_rts(shared: &Shared, m: &mut Incoming<'_>) -> fm::Result<()> {
     let len = u64::from_le_bytes(head[SYNC_ENVELOPE..].try_into().unwrap_or([0; 8]));
     let mut sh = lock(shared);
     match sh.take_posted(&env) {
-        Some(recv_req) => sh.clear_to_send(m.src(), &env, recv_req),
+        Some(recv_req) => sh.clear_to_send(m.src(), &env, recv_req, len),
         None => sh.keep_unexpected(Unexpected {
             env,
             from: m.src(),
@@ -74,25 +74,62 @@ pub(crate) fn on_cts(shared: &Shared, m: &mut Incoming<'_>) -> fm::Result<()> {
     Ok(())
 }
 
+/// A piece of a cleared rendezvous message (`stream.rs`): its bytes go
+/// into the receive's buffer at the piece's offset, as far as the buffer
+/// reaches, and the last piece completes the receive (truncated if the
+/// message was longer than the buffer). A piece that does not continue
+/// its message where the last one ended, or that goes past its end, is
+/// dropped and counted as a warning.
 pub(crate) fn on_data(shared: &Shared, m: &mut Incoming<'_>) -> fm::Result<()> {
-    let mut b = [0u8; 4];
-    if m.receive(&mut b)? < 4 {
+    let mut b = [0u8; DATA_HEAD];
+    if m.receive(&mut b)? < DATA_HEAD {
+        tracing::warn!(src = m.src(), "mpi: a short piece of data: dropped");
         return Ok(());
     }
     let req = u32_at(&b, 0);
+    let offset = u64::from_le_bytes(b[4..].try_into().unwrap_or([0; 8]));
+    let n = m.remaining();
     let mut sh = lock(shared);
-    let Some(r) = sh.get(req) else {
-        tracing::warn!(src = m.src(), req, "mpi: data for no receive: dropped");
+    let piece = match sh.get(req) {
+        Some(Request {
+            op: Op::Recv { buf, cap },
+            arriving: Some(a),
+            done: false,
+            ..
+        }) if offset == a.at as u64 && n <= a.len - a.at => Some((*buf, *cap, *a)),
+        _ => None,
+    };
+    let Some((buf, cap, a)) = piece else {
+        tracing::warn!(
+            src = m.src(),
+            req,
+            offset,
+            "mpi: data for no receive, or out of its message's order: dropped"
+        );
         return Ok(());
     };
-    let env = Envelope {
-        context: 0,
-        source: r.status.source,
-        tag: r.status.tag,
-        flags: 0,
-        sender_req: 0,
+    let fits = n.min(cap.saturating_sub(a.at));
+    if fits > 0 {
+        // SAFETY: the receive's buffer holds `cap` bytes and lives until
+        // the request completes (MPI's rule for the caller); a.at + fits
+        // ≤ cap.
+        let dst = unsafe { std::slice::from_raw_parts_mut(buf.add(a.at), fits) };
+        m.receive(dst)?;
+    }
+    let at = a.at + n;
+    let Some(r) = sh.get(req) else {
+        return Ok(());
     };
-    deliver(&mut sh, req, m, &env)
+    r.arriving = Some(Arriving { len: a.len, at });
+    if at == a.len {
+        let (source, tag) = (r.status.source, r.status.tag);
+        let error = match a.len > cap {
+            true => MPI_ERR_TRUNCATE,
+            false => MPI_SUCCESS,
+        };
+        sh.complete(req, MpiStatus::new(source, tag, a.len.min(cap), error));
+    }
+    Ok(())
 }
 
 pub(crate) fn on_ack(shared: &Shared, m: &mut Incoming<'_>) -> fm::Result<()> {

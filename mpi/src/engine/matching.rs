@@ -67,6 +67,17 @@ pub(crate) struct Request {
     /// Its data was copied aside by a blocking send ([`Engine::send`]):
     /// the bytes go back to `set_aside_room` when it is gone.
     pub(crate) set_aside: bool,
+    /// A receive that cleared a rendezvous message: its pieces' progress.
+    pub(crate) arriving: Option<Arriving>,
+}
+
+/// A cleared rendezvous message's data as it arrives (`handlers::on_data`).
+#[derive(Clone, Copy)]
+pub(crate) struct Arriving {
+    /// The message's length, as its request to send said.
+    pub(crate) len: usize,
+    /// Bytes that arrived so far: the next piece's offset.
+    pub(crate) at: usize,
 }
 
 impl Request {
@@ -78,6 +89,7 @@ impl Request {
             freed: false,
             kept,
             set_aside: false,
+            arriving: None,
         }
     }
 }
@@ -303,9 +315,13 @@ impl Matching {
 
     /// A rendezvous matched receive `req`: ask the sender for the data, and
     /// keep the envelope's source and tag for the status when it comes.
-    pub(crate) fn clear_to_send(&mut self, to: Rank, env: &Envelope, req: u32) {
+    pub(crate) fn clear_to_send(&mut self, to: Rank, env: &Envelope, req: u32, len: u64) {
         if let Some(r) = self.get(req) {
             r.status = MpiStatus::new(env.source, env.tag, 0, MPI_SUCCESS);
+            r.arriving = Some(Arriving {
+                len: usize::try_from(len).unwrap_or(usize::MAX),
+                at: 0,
+            });
         }
         self.actions.push(Action::ClearToSend {
             to,
@@ -343,7 +359,7 @@ impl Matching {
                     });
                 }
             }
-            Body::Rendezvous { .. } => self.clear_to_send(u.from, &env, req),
+            Body::Rendezvous { len } => self.clear_to_send(u.from, &env, req, len),
         }
     }
 

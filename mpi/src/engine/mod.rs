@@ -30,6 +30,7 @@ mod deferred;
 mod handlers;
 mod matching;
 pub mod rma;
+mod stream;
 mod wire;
 
 pub use agreements::{Agreements, Channel};
@@ -101,6 +102,9 @@ pub struct Engine {
     /// sends them as credit returns, so `MPI_Isend` never waits for its
     /// receiver (MPICH's pt2pt/sendrecv3).
     deferred: HashMap<Rank, VecDeque<Deferred>>,
+    /// Rendezvous sends whose receivers cleared them, their data going
+    /// out in pieces as credit allows (`stream.rs`), oldest first.
+    streams: Vec<stream::Stream>,
     /// The context ids this process's communicators use.
     pub contexts: crate::context::ContextIds,
     /// Context agreements under way (`MPI_Comm_idup`), and their outcomes.
@@ -156,6 +160,7 @@ impl Engine {
             collectives: Vec::new(),
             pairs: Vec::new(),
             deferred: HashMap::new(),
+            streams: Vec::new(),
             contexts: Default::default(),
             agreements: Default::default(),
         })
@@ -178,6 +183,9 @@ impl Engine {
         }
         if !self.deferred.is_empty() {
             self.send_deferred(None, None)?;
+        }
+        if !self.streams.is_empty() {
+            self.send_streams(false)?;
         }
         if !self.collectives.is_empty() {
             self.advance_collectives();
@@ -227,21 +235,8 @@ impl Engine {
                         self.fm.send(to, ACK, &sender_req.to_le_bytes())?;
                     }
                     Action::Data { req, to, recv_req } => {
-                        let data = match self.matching().get(req).map(|r| &r.op) {
-                            Some(Op::Send { data, len, .. }) => Some((*data, *len)),
-                            _ => None,
-                        };
-                        let Some((data, len)) = data else {
-                            continue;
-                        };
-                        // SAFETY: the send's buffer lives until its request
-                        // completes, which is after this.
-                        let bytes = unsafe { slice_or_empty(data, len) };
-                        self.fm.begin_message(to, 4 + len, DATA)?;
-                        self.fm.send_piece(&recv_req.to_le_bytes())?;
-                        self.fm.send_piece(bytes)?;
-                        self.fm.end_message()?;
-                        self.matching().complete(req, MpiStatus::proc_null());
+                        self.start_stream(req, to, recv_req);
+                        self.send_streams(false)?;
                     }
                 }
             }
@@ -249,9 +244,10 @@ impl Engine {
     }
 
     /// Wait for something to happen, then make progress. With messages
-    /// deferred, what may happen is a credit return, which wakes no wait
-    /// for messages: this waits instead in FM's send of the oldest
-    /// deferred message (which runs handlers meanwhile, as any blocking
+    /// deferred or a cleared send's pieces to go, what may happen is a
+    /// credit return, which wakes no wait for messages: this waits
+    /// instead in FM's send of the oldest deferred message, or of the
+    /// next piece (which takes in what arrives meanwhile, as any blocking
     /// send does). An agreement whose round ended without an id starts
     /// its next round first, and nothing waits: its members may all be
     /// in the same state, each waiting for the others' next round (three
@@ -270,6 +266,9 @@ impl Engine {
     fn instead_of_waiting(&mut self) -> Option<MpiResult<()>> {
         if let Some(&to) = self.deferred.keys().next() {
             return Some(self.send_deferred(Some(to), Some(1)));
+        }
+        if !self.streams.is_empty() {
+            return Some(self.send_streams(true));
         }
         if self.agreements.round_to_start() {
             self.advance_agreements();
@@ -380,14 +379,12 @@ impl Engine {
             let (handler, head_len) = eager_head(&env);
             let mut head = [0u8; SYNC_ENVELOPE];
             env.write(&mut head[..head_len]);
-            let completes = (!sync).then_some(req);
-            let data = slice_or_empty(data, len);
-            self.send_or_defer(to, handler, &head[..head_len], data, completes)?;
+            self.send_or_defer(to, handler, &head[..head_len], req, true, !sync)?;
         } else {
             let mut head = [0u8; RTS_LEN];
             env.write(&mut head[..SYNC_ENVELOPE]);
             head[SYNC_ENVELOPE..].copy_from_slice(&(len as u64).to_le_bytes());
-            self.send_or_defer(to, RTS, &head, &[], None)?;
+            self.send_or_defer(to, RTS, &head, req, false, false)?;
         }
         self.act()?;
         Ok(req)

@@ -20,6 +20,9 @@ pub(crate) const ENVELOPE: usize = 12;
 /// receiver's acknowledgement names; a request to send adds the length.
 pub(crate) const SYNC_ENVELOPE: usize = 16;
 pub(crate) const RTS_LEN: usize = SYNC_ENVELOPE + 8;
+/// A piece of a rendezvous message's data (`DATA`) begins with the
+/// receive's request (4 bytes) and the piece's offset in the message (8).
+pub(crate) const DATA_HEAD: usize = 12;
 /// Flag: a synchronous send, acknowledged when matched.
 pub(crate) const SYNC: u32 = 1;
 
