@@ -25,31 +25,36 @@ pub(super) struct Deferred {
 }
 
 impl Engine {
-    /// Send a message that matches in order (`head`, then send request
-    /// `req`'s data if `with_data`) to `to` if FM takes all of it without
-    /// waiting for credit, completing `req` if `completes`; else queue it
-    /// behind any already waiting for `to` ([`Engine::deferred`]).
+    /// Send a message that matches in order (`head`, then `data`, which
+    /// is send request `req`'s data or nothing) to `to` if FM takes all of
+    /// it without waiting for credit, completing `req` if `completes`;
+    /// else queue it behind any already waiting for `to`
+    /// ([`Engine::deferred`]).
     pub(super) fn send_or_defer(
         &mut self,
         to: Rank,
         handler: u16,
         head: &[u8],
+        data: &[u8],
         req: u32,
-        with_data: bool,
         completes: bool,
     ) -> MpiResult<()> {
+        if !self.deferred.contains_key(&to) && self.send_whole(to, handler, head, data, false)? {
+            if completes {
+                self.matching().complete(req, MpiStatus::proc_null());
+            }
+            return Ok(());
+        }
         let mut d = Deferred {
             handler,
             head: [0; RTS_LEN],
             head_len: head.len(),
             req,
-            with_data,
+            with_data: !data.is_empty(),
             completes,
         };
         d.head[..head.len()].copy_from_slice(head);
-        if self.deferred.contains_key(&to) || !self.send_deferred_one(to, &d, false)? {
-            self.deferred.entry(to).or_default().push_back(d);
-        }
+        self.deferred.entry(to).or_default().push_back(d);
         Ok(())
     }
 
@@ -79,7 +84,10 @@ impl Engine {
     /// `wait`, as FM's send does (waiting for credit as it goes);
     /// without, only if FM takes the whole message on the credit at hand
     /// (`Ok(false)` if not: nothing was sent), so that the send never
-    /// waits part way, setting aside what arrives meanwhile.
+    /// waits part way, setting aside what arrives meanwhile. A few bytes
+    /// are gathered into one piece (cheaper than FM's gather of two, and a
+    /// waiting send of one packet takes FM's fast path); more go as two
+    /// pieces, the data where it is.
     pub(super) fn send_whole(
         &mut self,
         to: Rank,
@@ -89,6 +97,13 @@ impl Engine {
         wait: bool,
     ) -> MpiResult<bool> {
         let len = head.len() + data.len();
+        if wait && len <= SMALL_GATHER {
+            self.scratch.clear();
+            self.scratch.extend_from_slice(head);
+            self.scratch.extend_from_slice(data);
+            self.fm.send(to, handler, &self.scratch)?;
+            return Ok(true);
+        }
         if wait {
             self.fm.begin_message(to, len, handler)?;
         } else {
@@ -100,8 +115,6 @@ impl Engine {
                 r => r?,
             }
         }
-        // As `send_eager`: a few bytes are gathered into one piece
-        // (cheaper than two), more go where they are.
         if len <= SMALL_GATHER {
             self.scratch.clear();
             self.scratch.extend_from_slice(head);

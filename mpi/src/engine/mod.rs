@@ -379,12 +379,13 @@ impl Engine {
             let (handler, head_len) = eager_head(&env);
             let mut head = [0u8; SYNC_ENVELOPE];
             env.write(&mut head[..head_len]);
-            self.send_or_defer(to, handler, &head[..head_len], req, true, !sync)?;
+            let data = slice_or_empty(data, len);
+            self.send_or_defer(to, handler, &head[..head_len], data, req, !sync)?;
         } else {
             let mut head = [0u8; RTS_LEN];
             env.write(&mut head[..SYNC_ENVELOPE]);
             head[SYNC_ENVELOPE..].copy_from_slice(&(len as u64).to_le_bytes());
-            self.send_or_defer(to, RTS, &head, req, false, false)?;
+            self.send_or_defer(to, RTS, &head, &[], req, false)?;
         }
         self.act()?;
         Ok(req)
@@ -460,26 +461,13 @@ impl Engine {
         self.act()
     }
 
-    /// An eager message: the envelope, then the data. A small one is
-    /// gathered here and sent as one piece (cheaper than FM's gather for a
-    /// few bytes); a larger one goes as two pieces, the data where it is.
+    /// An eager message: the envelope, then the data, waiting for credit
+    /// as FM's send does ([`Engine::send_whole`]).
     fn send_eager(&mut self, to: Rank, env: &Envelope, data: &[u8]) -> MpiResult<()> {
         let (handler, head_len) = eager_head(env);
-        if head_len + data.len() <= SMALL_GATHER {
-            let b = &mut self.scratch;
-            b.clear();
-            b.resize(head_len, 0);
-            env.write(b);
-            b.extend_from_slice(data);
-            self.fm.send(to, handler, &self.scratch)?;
-        } else {
-            let mut head = [0u8; SYNC_ENVELOPE];
-            env.write(&mut head[..head_len]);
-            self.fm.begin_message(to, head_len + data.len(), handler)?;
-            self.fm.send_piece(&head[..head_len])?;
-            self.fm.send_piece(data)?;
-            self.fm.end_message()?;
-        }
+        let mut head = [0u8; SYNC_ENVELOPE];
+        env.write(&mut head[..head_len]);
+        self.send_whole(to, handler, &head[..head_len], data, true)?;
         Ok(())
     }
 
