@@ -560,6 +560,9 @@ impl Endpoint {
     /// # Ok::<(), fm::FmError>(())
     /// ```
     pub fn try_send(&mut self, dest: Rank, handler: u16, data: &[u8]) -> Result<()> {
+        if self.send_packet_now(dest, handler, &[data]) {
+            return Ok(());
+        }
         self.check_dest(dest)?;
         let packets = data.len().div_ceil(self.room[dest as usize].max(1)).max(1);
         if self.out.is_none()
@@ -722,38 +725,69 @@ impl Endpoint {
     /// Send a whole message in one call.
     #[inline]
     pub fn send(&mut self, dest: Rank, handler: u16, data: &[u8]) -> Result<()> {
-        // Fast path: the whole message fits one packet and a credit is at hand.
-        let d = dest as usize;
-        if d < self.size
-            && self.out.is_none()
-            && !self.acct.stash_full()
-            && data.len() <= self.room[d]
-            && data.len() < self.cma_threshold
-            && self.acct.credits[d] > 0
-        {
-            if let Ok(slot) = self.dev.raw_send_buffer(dest, HEADER + data.len()) {
-                self.acct.credits[d] -= 1;
-                let h = Header {
-                    kind: Kind::Data,
-                    flags: FIRST | LAST,
-                    handler,
-                    credits: self.acct.take_owed(d),
-                    msg_len: data.len() as u32,
-                };
-                // SAFETY: the slot has room for the header and the data.
-                unsafe {
-                    h.encode(std::slice::from_raw_parts_mut(slot.ptr, HEADER));
-                    std::ptr::copy_nonoverlapping(data.as_ptr(), slot.ptr.add(HEADER), data.len());
-                }
-                self.dev.raw_send(slot, HEADER + data.len());
-                self.stats.messages_sent += 1;
-                self.stats.bytes_sent += data.len() as u64;
-                return Ok(());
-            }
+        if self.send_packet_now(dest, handler, &[data]) {
+            return Ok(());
         }
         self.begin_message(dest, data.len(), handler)?;
         self.send_piece(data)?;
         self.end_message()
+    }
+
+    /// Send a message made of `parts`, one after another, if it fits one
+    /// packet ([`Endpoint::mtu`]) and a credit and a buffer towards `dest`
+    /// are at hand: it is written straight into the packet, with no
+    /// gathering first. `false` if not, and nothing was sent (nor any error
+    /// made: the caller decides whether to wait, queue or take a longer
+    /// way). This is [`Endpoint::send`]'s fast path; an envelope and a
+    /// payload held apart are the common case.
+    ///
+    /// ```no_run
+    /// # let mut fm = fm::Fm::init()?;
+    /// let (head, body) = ([1u8, 2, 3, 4], b"payload");
+    /// if !fm.send_packet_now(1, 7, &[&head, body]) {
+    ///     let mut whole = head.to_vec();
+    ///     whole.extend_from_slice(body);
+    ///     fm.send(1, 7, &whole)?; // waits for credit as it must
+    /// }
+    /// # Ok::<(), fm::FmError>(())
+    /// ```
+    #[inline]
+    pub fn send_packet_now(&mut self, dest: Rank, handler: u16, parts: &[&[u8]]) -> bool {
+        let d = dest as usize;
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if d >= self.size
+            || self.out.is_some()
+            || self.acct.stash_full()
+            || len > self.room[d]
+            || len >= self.cma_threshold
+            || self.acct.credits[d] == 0
+        {
+            return false;
+        }
+        let Ok(slot) = self.dev.raw_send_buffer(dest, HEADER + len) else {
+            return false;
+        };
+        self.acct.credits[d] -= 1;
+        let h = Header {
+            kind: Kind::Data,
+            flags: FIRST | LAST,
+            handler,
+            credits: self.acct.take_owed(d),
+            msg_len: len as u32,
+        };
+        // SAFETY: the slot has room for the header and the parts.
+        unsafe {
+            h.encode(std::slice::from_raw_parts_mut(slot.ptr, HEADER));
+            let mut at = slot.ptr.add(HEADER);
+            for p in parts {
+                std::ptr::copy_nonoverlapping(p.as_ptr(), at, p.len());
+                at = at.add(p.len());
+            }
+        }
+        self.dev.raw_send(slot, HEADER + len);
+        self.stats.messages_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        true
     }
 
     /// Send the open slot with `flags` (FIRST is added for a message's first packet).

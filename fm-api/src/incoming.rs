@@ -229,6 +229,42 @@ impl<'a> Incoming<'a> {
         Ok(got)
     }
 
+    /// Run `f` on the rest of the message where it lies, if all of it is
+    /// in the packet at hand (a message of one packet not yet read: most
+    /// small ones), and count it received: no copy out first, and nothing
+    /// of it is left to read. `None`, and `f` is not run, otherwise: read
+    /// the message with [`Incoming::receive`] then.
+    ///
+    /// ```no_run
+    /// let fm = fm::Fm::builder()
+    ///     .handler(3, "sum", |m| {
+    ///         let sum = match m.receive_in_place(|b| b.iter().map(|&x| x as u64).sum()) {
+    ///             Some(sum) => sum,
+    ///             None => m.receive_vec()?.iter().map(|&x| x as u64).sum::<u64>(),
+    ///         };
+    ///         println!("{sum}");
+    ///         Ok(())
+    ///     })
+    ///     .from_env()?
+    ///     .build()?;
+    /// # Ok::<(), fm::FmError>(())
+    /// ```
+    #[inline]
+    pub fn receive_in_place<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let k = self.end - self.off;
+        if !matches!(self.seg, Seg::Device | Seg::Stashed) || k != self.len - self.done {
+            return None;
+        }
+        // SAFETY: off..end lies in the packet (or its copy), valid until
+        // the segment is released below.
+        let r = f(unsafe { std::slice::from_raw_parts(self.ptr.add(self.off), k) });
+        self.off = self.end;
+        self.done += k;
+        self.ep.stats.bytes_received += k as u64;
+        self.release_segment();
+        Some(r)
+    }
+
     /// The rest of the message as a vector. The vector grows with the
     /// bytes that arrive (doubling, from at most 64 KiB): the length is the
     /// sender's claim, and a packet claiming 4 GiB must cost what really

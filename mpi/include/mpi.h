@@ -427,6 +427,7 @@ int MPI_Waitsome(int incount, MPI_Request *requests, int *outcount, int *indices
 int MPI_Testsome(int incount, MPI_Request *requests, int *outcount, int *indices,
                  MPI_Status *statuses);
 int MPI_Request_free(MPI_Request *request);
+int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status);
 int MPI_Cancel(MPI_Request *request);
 int MPI_Test_cancelled(const MPI_Status *status, int *flag);
 
@@ -751,6 +752,7 @@ int PMPI_Waitsome(int incount, MPI_Request *requests, int *outcount, int *indice
 int PMPI_Testsome(int incount, MPI_Request *requests, int *outcount, int *indices,
                   MPI_Status *statuses);
 int PMPI_Request_free(MPI_Request *request);
+int PMPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status);
 int PMPI_Cancel(MPI_Request *request);
 int PMPI_Test_cancelled(const MPI_Status *status, int *flag);
 int PMPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype *newtype);

@@ -96,6 +96,9 @@ impl Engine {
         data: &[u8],
         wait: bool,
     ) -> MpiResult<bool> {
+        if !wait && self.fm.send_packet_now(to, handler, &[head, data]) {
+            return Ok(true);
+        }
         let len = head.len() + data.len();
         if wait && len <= SMALL_GATHER {
             self.scratch.clear();
@@ -136,32 +139,51 @@ impl Engine {
         only: Option<Rank>,
         wait_for: Option<usize>,
     ) -> MpiResult<()> {
-        let dests: Vec<Rank> = match only {
-            Some(to) => vec![to],
-            None => self.deferred.keys().copied().collect(),
-        };
+        // The queues are taken out while they are sent from (sending needs
+        // the engine), so that progress, which comes here on every poll
+        // while credit is short, neither collects their keys nor hashes a
+        // destination per message.
+        let mut queues = std::mem::take(&mut self.deferred);
         let mut waits = wait_for.unwrap_or(0);
-        for to in dests {
-            while let Some(d) = self.deferred.get_mut(&to).and_then(VecDeque::pop_front) {
-                if wait_for.is_some() && waits == 0 {
-                    self.requeue(to, d);
-                    break;
-                }
-                waits = waits.saturating_sub(1);
-                if !self.send_deferred_one(to, &d, wait_for.is_some())? {
-                    self.requeue(to, d);
-                    break;
-                }
+        let mut sent = Ok(());
+        for (&to, q) in queues.iter_mut() {
+            if only.is_some_and(|o| o != to) {
+                continue;
             }
-            if self.deferred.get(&to).is_some_and(VecDeque::is_empty) {
-                self.deferred.remove(&to);
+            sent = self.send_queue(to, q, wait_for.is_some(), &mut waits);
+            if sent.is_err() {
+                break;
             }
         }
-        Ok(())
+        queues.retain(|_, q| !q.is_empty());
+        // Nothing is deferred while sending (handlers only ask for answers,
+        // which `act` sends), but should it be, it goes behind.
+        for (to, later) in self.deferred.drain() {
+            queues.entry(to).or_default().extend(later);
+        }
+        self.deferred = queues;
+        sent
     }
 
-    /// `d` back at the head of `to`'s deferred messages.
-    fn requeue(&mut self, to: Rank, d: Deferred) {
-        self.deferred.entry(to).or_default().push_front(d);
+    /// Send `to`'s deferred messages `q` from the oldest while FM takes
+    /// them (`wait`: waiting for credit, at most `waits` of them).
+    fn send_queue(
+        &mut self,
+        to: Rank,
+        q: &mut VecDeque<Deferred>,
+        wait: bool,
+        waits: &mut usize,
+    ) -> MpiResult<()> {
+        while let Some(d) = q.front() {
+            if wait && *waits == 0 {
+                break;
+            }
+            if !self.send_deferred_one(to, d, wait)? {
+                break;
+            }
+            *waits = waits.saturating_sub(1);
+            q.pop_front();
+        }
+        Ok(())
     }
 }

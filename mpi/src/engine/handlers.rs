@@ -5,6 +5,11 @@ use super::*;
 
 /// An eager message (`sync`: a synchronous send's, to be acknowledged).
 pub(crate) fn on_eager(shared: &Shared, m: &mut Incoming<'_>, sync: bool) -> fm::Result<()> {
+    // A message of one packet is matched and copied where it lies.
+    let from = m.src();
+    if let Some(()) = m.receive_in_place(|b| on_eager_in_place(shared, from, b, sync)) {
+        return Ok(());
+    }
     let mut head = [0u8; SYNC_ENVELOPE];
     let (head, flags) = if sync {
         (&mut head[..], SYNC)
@@ -39,6 +44,32 @@ pub(crate) fn on_eager(shared: &Shared, m: &mut Incoming<'_>, sync: bool) -> fm:
         });
     }
     Ok(())
+}
+
+/// [`on_eager`] of a message whose bytes `b` all lie in one packet.
+fn on_eager_in_place(shared: &Shared, from: Rank, b: &[u8], sync: bool) {
+    let (head_len, flags) = if sync {
+        (SYNC_ENVELOPE, SYNC)
+    } else {
+        (ENVELOPE, 0)
+    };
+    let Some((head, data)) = b.split_at_checked(head_len) else {
+        tracing::warn!(
+            src = from,
+            "mpi: a message shorter than its envelope: dropped"
+        );
+        return;
+    };
+    let env = Envelope::read(head, flags);
+    let mut sh = lock(shared);
+    match sh.take_posted(&env) {
+        Some(req) => sh.deliver_eager(req, data, &env, from),
+        None => sh.keep_unexpected(Unexpected {
+            env,
+            from,
+            body: Body::Eager(data.to_vec()),
+        }),
+    }
 }
 
 pub(crate) fn on_rts(shared: &Shared, m: &mut Incoming<'_>) -> fm::Result<()> {

@@ -145,9 +145,15 @@ pub(crate) enum Action {
     },
 }
 
+/// The request that every send complete as it started shares (an eager
+/// `MPI_Isend` that FM took at once): always done, never removed or
+/// freed, so such a send makes no request of its own, and its wait finds
+/// it done. MPICH 4.0.2 does the same: its completed sends share one
+/// built-in request handle.
+pub(crate) const DONE_SEND: u32 = 0;
+
 /// What handlers and calls share: never borrowed across a send or an
 /// extract (handlers borrow it inside those).
-#[derive(Default)]
 pub(crate) struct Matching {
     pub(crate) requests: Vec<Option<Request>>,
     pub(crate) free: Vec<u32>,
@@ -181,6 +187,23 @@ unsafe impl Send for Shared {}
 // SAFETY: as above.
 unsafe impl Sync for Shared {}
 
+impl Default for Matching {
+    fn default() -> Matching {
+        Matching {
+            // Slot `DONE_SEND`.
+            requests: vec![Some(Request::new(Op::Null, true, None))],
+            free: Vec::new(),
+            posted: VecDeque::new(),
+            unexpected: VecDeque::new(),
+            actions: Vec::new(),
+            taken: Vec::new(),
+            unexpected_rendezvous: 0,
+            set_aside_room: 0,
+            rma: Default::default(),
+        }
+    }
+}
+
 impl Matching {
     pub(crate) fn add(&mut self, r: Request) -> u32 {
         match self.free.pop() {
@@ -202,6 +225,9 @@ impl Matching {
     /// Forget request `id`: dropped where it is, not moved out first
     /// (copying a just-written request stalls the load on the stores).
     pub(crate) fn remove(&mut self, id: u32) {
+        if id == DONE_SEND {
+            return;
+        }
         let Some(slot) = self.requests.get_mut(id as usize) else {
             return;
         };
@@ -230,6 +256,11 @@ impl Matching {
         source: c_int,
         tag: c_int,
     ) -> Option<Unexpected> {
+        // Every receive asks; most find nothing kept (an iterator over an
+        // empty ring still costs a receive's tenth).
+        if self.unexpected.is_empty() {
+            return None;
+        }
         let i = (self.unexpected.iter()).position(|u| u.env.matches(context, source, tag))?;
         let u = self.unexpected.remove(i)?;
         if matches!(u.body, Body::Rendezvous { .. }) {
@@ -302,15 +333,15 @@ impl Matching {
 
     /// The first posted receive `env` matches, taken off the queue.
     pub(crate) fn take_posted(&mut self, env: &Envelope) -> Option<u32> {
+        // Most messages match the oldest receive: it is tried first and
+        // taken from the front, without an iterator over the ring (this is
+        // every message's path).
+        let front = self.posted.front()?;
+        if env.matches(front.context, front.source, front.tag) {
+            return self.posted.pop_front().map(|p| p.req);
+        }
         let i = (self.posted.iter()).position(|p| env.matches(p.context, p.source, p.tag))?;
-        // Most messages match the oldest receive: taking it from the front
-        // is cheaper than `remove`, and this is every message's path.
-        let p = if i == 0 {
-            self.posted.pop_front()
-        } else {
-            self.posted.remove(i)
-        };
-        p.map(|p| p.req)
+        self.posted.remove(i).map(|p| p.req)
     }
 
     /// A rendezvous matched receive `req`: ask the sender for the data, and
@@ -336,30 +367,35 @@ impl Matching {
     pub(crate) fn receive_unexpected(&mut self, req: u32, u: Unexpected) {
         let env = u.env;
         match u.body {
-            Body::Eager(data) => {
-                let Some((buf, cap)) = self.recv_buffer(req) else {
-                    return;
-                };
-                let n = data.len().min(cap);
-                let error = if data.len() > cap {
-                    MPI_ERR_TRUNCATE
-                } else {
-                    MPI_SUCCESS
-                };
-                if n > 0 {
-                    // SAFETY: the receive's buffer holds `cap` bytes while
-                    // its request is live (the caller's promise to irecv).
-                    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
-                }
-                self.complete(req, MpiStatus::new(env.source, env.tag, n, error));
-                if env.flags & SYNC != 0 {
-                    self.actions.push(Action::Ack {
-                        to: u.from,
-                        sender_req: env.sender_req,
-                    });
-                }
-            }
+            Body::Eager(data) => self.deliver_eager(req, &data, &env, u.from),
             Body::Rendezvous { len } => self.clear_to_send(u.from, &env, req, len),
+        }
+    }
+
+    /// Eager message `data` (with envelope `env`, from FM rank `from`)
+    /// into receive `req`, as much as fits, which completes it (truncated
+    /// if it did not all fit); a synchronous one is acknowledged.
+    pub(crate) fn deliver_eager(&mut self, req: u32, data: &[u8], env: &Envelope, from: Rank) {
+        let Some((buf, cap)) = self.recv_buffer(req) else {
+            return;
+        };
+        let n = data.len().min(cap);
+        let error = if data.len() > cap {
+            MPI_ERR_TRUNCATE
+        } else {
+            MPI_SUCCESS
+        };
+        if n > 0 {
+            // SAFETY: the receive's buffer holds `cap` bytes while its
+            // request is live (the caller's promise to irecv).
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
+        }
+        self.complete(req, MpiStatus::new(env.source, env.tag, n, error));
+        if env.flags & SYNC != 0 {
+            self.actions.push(Action::Ack {
+                to: from,
+                sender_req: env.sender_req,
+            });
         }
     }
 

@@ -360,6 +360,12 @@ impl Engine {
             return Ok(self.null_request());
         };
         fits_one_message(len)?;
+        if !sync && kept.is_none() && len <= self.eager_limit_of(route.context) {
+            let waiting = !self.deferred.is_empty() && self.deferred.contains_key(&to);
+            if !waiting && self.send_eager_now(to, route, tag, slice_or_empty(data, len)) {
+                return Ok(DONE_SEND);
+            }
+        }
         let req = self
             .matching()
             .add(Request::new(Op::Send { data, len }, false, kept));
@@ -370,12 +376,7 @@ impl Engine {
             flags: if sync { SYNC } else { 0 },
             sender_req: req,
         };
-        // A collective's message has a limit of its own.
-        let eager_limit = match route.context & COLLECTIVE_OPERATIONS {
-            0 => self.eager_limit,
-            _ => self.coll_eager_limit,
-        };
-        if len <= eager_limit {
+        if len <= self.eager_limit_of(route.context) {
             let (handler, head_len) = eager_head(&env);
             let mut head = [0u8; SYNC_ENVELOPE];
             env.write(&mut head[..head_len]);
@@ -389,6 +390,27 @@ impl Engine {
         }
         self.act()?;
         Ok(req)
+    }
+
+    /// The eager limit of messages on `context`: a collective's message has
+    /// a limit of its own.
+    fn eager_limit_of(&self, context: u32) -> usize {
+        match context & COLLECTIVE_OPERATIONS {
+            0 => self.eager_limit,
+            _ => self.coll_eager_limit,
+        }
+    }
+
+    /// An eager message of a standard send that FM takes at once as one
+    /// packet, envelope and data written straight into it: whether it
+    /// went. Such a send is complete when it returns, with no request of
+    /// its own (`DONE_SEND`); nothing else may wait for credit towards
+    /// `to` (MPI's order).
+    #[inline]
+    fn send_eager_now(&mut self, to: Rank, route: Route, tag: c_int, data: &[u8]) -> bool {
+        let mut head = [0u8; ENVELOPE];
+        Envelope::standard(&route, tag).write(&mut head);
+        self.fm.send_packet_now(to, EAGER, &[&head, data])
     }
 
     /// A blocking standard send (`MPI_Send`): an eager one is complete once
@@ -705,6 +727,9 @@ impl Engine {
 
     /// `MPI_Request_free`: forget the request once it completes.
     pub fn free_request(&mut self, id: u32) {
+        if id == DONE_SEND {
+            return;
+        }
         let mut sh = self.matching();
         let done = match sh.get(id) {
             Some(r) => {

@@ -70,14 +70,15 @@ pub(crate) struct Envelope {
 }
 
 impl Envelope {
-    /// A standard send's envelope on `route`: no flags, no request.
+    /// A standard send's envelope on `route`: no flags, and the request
+    /// of a send already complete.
     pub(crate) fn standard(route: &Route, tag: c_int) -> Envelope {
         Envelope {
             context: route.context,
             source: route.me,
             tag,
             flags: 0,
-            sender_req: 0,
+            sender_req: super::matching::DONE_SEND,
         }
     }
 

@@ -338,6 +338,63 @@ static void completion_calls(void) {
     if (rank == 0) printf("completion calls: ok\n");
 }
 
+/* Small MPI_Isends, many at once: most complete as they start (FM takes
+ * them at once), the rest once credit returns. Sends complete as they
+ * start may share one handle (MPICH 4.0.2's do, and fm's), never with a
+ * receive; every completion call treats them as sends, and the data
+ * arrives whole, in order, however each send's request was completed or
+ * freed. */
+static void completed_sends(void) {
+    enum { N = 48 };
+    if (rank < 2) {
+        int other = 1 - rank, out[N], in[N], flag, idx, n, idxs[N];
+        MPI_Request s[N], r[N];
+        MPI_Status st;
+        for (int i = 0; i < N; i++) out[i] = 1000 * rank + i;
+        for (int i = 0; i < N; i++) MPI_Irecv(&in[i], 1, MPI_INT, other, 70, MPI_COMM_WORLD, &r[i]);
+        for (int i = 0; i < N; i++) MPI_Isend(&out[i], 1, MPI_INT, other, 70, MPI_COMM_WORLD, &s[i]);
+        for (int i = 0; i < N; i++) {
+            CHECK(s[i] != MPI_REQUEST_NULL, "send %d has no request", i);
+            for (int j = 0; j < N; j++) CHECK(s[i] != r[j], "send %d and receive %d share a handle", i, j);
+        }
+        MPI_Wait(&s[0], &st);
+        CHECK(s[0] == MPI_REQUEST_NULL, "wait left send 0's request");
+        for (flag = 0; !flag;) MPI_Test(&s[1], &flag, &st);
+        CHECK(s[1] == MPI_REQUEST_NULL, "test left send 1's request");
+        for (flag = 0; !flag;) MPI_Request_get_status(s[2], &flag, &st);
+        CHECK(s[2] != MPI_REQUEST_NULL, "get_status freed send 2's request");
+        MPI_Wait(&s[2], MPI_STATUS_IGNORE);
+        MPI_Request_free(&s[3]);
+        CHECK(s[3] == MPI_REQUEST_NULL, "freed send 3's request not nulled");
+        MPI_Waitany(N, s, &idx, &st);
+        CHECK(idx >= 4 && idx < N && s[idx] == MPI_REQUEST_NULL, "waitany took %d", idx);
+        MPI_Testsome(N, s, &n, idxs, MPI_STATUSES_IGNORE);
+        CHECK(n == MPI_UNDEFINED || (n >= 0 && n <= N - 5), "testsome: %d", n);
+        for (int k = 0; n != MPI_UNDEFINED && k < n; k++)
+            CHECK(s[idxs[k]] == MPI_REQUEST_NULL, "testsome left send %d", idxs[k]);
+        MPI_Waitall(N, s, MPI_STATUSES_IGNORE);
+        for (int i = 0; i < N; i++) CHECK(s[i] == MPI_REQUEST_NULL, "waitall left send %d", i);
+        MPI_Waitall(N, r, MPI_STATUSES_IGNORE);
+        for (int i = 0; i < N; i++) CHECK(in[i] == 1000 * other + i, "message %d: %d", i, in[i]);
+        /* A persistent send started again and again: its handle stays. */
+        MPI_Request p;
+        MPI_Send_init(&out[0], 1, MPI_INT, other, 71, MPI_COMM_WORLD, &p);
+        for (int k = 0; k < 2 * N; k++) {
+            out[0] = k;
+            MPI_Start(&p);
+            MPI_Wait(&p, MPI_STATUS_IGNORE);
+            CHECK(p != MPI_REQUEST_NULL, "a persistent send's request was nulled");
+        }
+        MPI_Request_free(&p);
+        for (int k = 0; k < 2 * N; k++) {
+            MPI_Recv(&in[0], 1, MPI_INT, other, 71, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            CHECK(in[0] == k, "persistent send %d brought %d", k, in[0]);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) printf("completed sends: ok\n");
+}
+
 /* Sendrecv_replace, Waitsome/Testsome, and matched probes. */
 static void more_calls(void) {
     if (rank < 2) {
@@ -1420,6 +1477,7 @@ int main(int argc, char **argv) {
     ssend_completion();
     probing();
     completion_calls();
+    completed_sends();
     more_calls();
     persistent_requests();
     buffered_sends();
