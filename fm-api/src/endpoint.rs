@@ -560,7 +560,7 @@ impl Endpoint {
     /// # Ok::<(), fm::FmError>(())
     /// ```
     pub fn try_send(&mut self, dest: Rank, handler: u16, data: &[u8]) -> Result<()> {
-        if self.send_packet_now(dest, handler, &[data]) {
+        if self.send_packet_now(dest, handler, [data]) {
             return Ok(());
         }
         self.check_dest(dest)?;
@@ -725,7 +725,7 @@ impl Endpoint {
     /// Send a whole message in one call.
     #[inline]
     pub fn send(&mut self, dest: Rank, handler: u16, data: &[u8]) -> Result<()> {
-        if self.send_packet_now(dest, handler, &[data]) {
+        if self.send_packet_now(dest, handler, [data]) {
             return Ok(());
         }
         self.begin_message(dest, data.len(), handler)?;
@@ -744,7 +744,7 @@ impl Endpoint {
     /// ```no_run
     /// # let mut fm = fm::Fm::init()?;
     /// let (head, body) = ([1u8, 2, 3, 4], b"payload");
-    /// if !fm.send_packet_now(1, 7, &[&head, body]) {
+    /// if !fm.send_packet_now(1, 7, [&head, body]) {
     ///     let mut whole = head.to_vec();
     ///     whole.extend_from_slice(body);
     ///     fm.send(1, 7, &whole)?; // waits for credit as it must
@@ -752,7 +752,12 @@ impl Endpoint {
     /// # Ok::<(), fm::FmError>(())
     /// ```
     #[inline]
-    pub fn send_packet_now(&mut self, dest: Rank, handler: u16, parts: &[&[u8]]) -> bool {
+    pub fn send_packet_now<const N: usize>(
+        &mut self,
+        dest: Rank,
+        handler: u16,
+        parts: [&[u8]; N],
+    ) -> bool {
         let d = dest as usize;
         let len: usize = parts.iter().map(|p| p.len()).sum();
         if d >= self.size

@@ -96,7 +96,7 @@ impl Engine {
         data: &[u8],
         wait: bool,
     ) -> MpiResult<bool> {
-        if !wait && self.fm.send_packet_now(to, handler, &[head, data]) {
+        if !wait && self.fm.send_packet_now(to, handler, [head, data]) {
             return Ok(true);
         }
         let len = head.len() + data.len();

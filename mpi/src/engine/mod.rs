@@ -410,7 +410,7 @@ impl Engine {
     fn send_eager_now(&mut self, to: Rank, route: Route, tag: c_int, data: &[u8]) -> bool {
         let mut head = [0u8; ENVELOPE];
         Envelope::standard(&route, tag).write(&mut head);
-        self.fm.send_packet_now(to, EAGER, &[&head, data])
+        self.fm.send_packet_now(to, EAGER, [&head, data])
     }
 
     /// A blocking standard send (`MPI_Send`): an eager one is complete once
