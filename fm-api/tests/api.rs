@@ -252,6 +252,74 @@ fn try_send_credits_mtu_and_timeouts() {
     fm.set_wait_timeout(None);
 }
 
+/// `send_packet_now` sends its parts as one message when they fit a packet
+/// and a credit is at hand, and otherwise sends nothing; a handler reads
+/// the rest of a message in place (`receive_in_place`) when all of it lies
+/// in the packet at hand, and is refused that for a longer one.
+#[test]
+fn packets_sent_now_and_messages_read_in_place() {
+    let mut cfg = Config::local(0, 1, JobKey(11));
+    cfg.max_credits = Some(2);
+    // What each message gave: its first byte read by `receive` (handler 2
+    // only), the rest read in place or else by `receive_vec`.
+    type Got = (Option<u8>, Option<Vec<u8>>, Vec<u8>);
+    let got = Arc::new(Mutex::new(Vec::<Got>::new()));
+    let (g1, g2) = (got.clone(), got.clone());
+    let mut fm = Fm::builder()
+        .handler(1, "in place", move |m| {
+            let rest = m.receive_in_place(|b| b.to_vec());
+            let after = m.receive_vec()?;
+            g1.lock().unwrap().push((None, rest, after));
+            Ok(())
+        })
+        .handler(2, "one byte first", move |m| {
+            let mut first = [0u8; 1];
+            m.receive(&mut first)?;
+            let rest = m.receive_in_place(|b| b.to_vec());
+            let after = m.receive_vec()?;
+            assert!(m.receive_in_place(|_| ()).is_none(), "nothing is left");
+            g2.lock().unwrap().push((Some(first[0]), rest, after));
+            Ok(())
+        })
+        .config(cfg)
+        .build()
+        .expect("one-rank job");
+    let wait_for = |fm: &mut Fm, n: usize| {
+        while got.lock().unwrap().len() < n {
+            fm.extract_wait(usize::MAX).expect("extract");
+        }
+        while fm.credits(0) < 1 {
+            fm.extract(usize::MAX).expect("credit returns");
+        }
+    };
+    let (head, body) = ([1u8, 2, 3], b"four");
+    assert!(
+        fm.send_packet_now(0, 1, [&head, body]),
+        "fits, a credit at hand"
+    );
+    assert!(fm.send_packet_now(0, 2, [b"x".as_slice(), &[], b"yz"]));
+    assert_eq!(fm.credits(0), 0);
+    assert!(!fm.send_packet_now(0, 1, [b"no credit".as_slice()]));
+    assert!(!fm.send_packet_now(7, 1, [b"no such rank".as_slice()]));
+    wait_for(&mut fm, 2);
+    let long = vec![9u8; 2 * fm.mtu(0)];
+    assert!(!fm.send_packet_now(0, 1, [long.as_slice()]), "two packets");
+    fm.send(0, 1, &long).expect("send waits as it must");
+    wait_for(&mut fm, 3);
+    fm.send(0, 2, &long).expect("send");
+    wait_for(&mut fm, 4);
+    let got = got.lock().unwrap();
+    let some = |b: &[u8]| Some(b.to_vec());
+    assert_eq!(got[0], (None, some(b"\x01\x02\x03four"), vec![]));
+    assert_eq!(got[1], (Some(b'x'), some(b"yz"), vec![]));
+    assert_eq!(
+        got[2],
+        (None, None, long.clone()),
+        "two packets: not in place"
+    );
+    assert_eq!(got[3], (Some(9), None, long[1..].to_vec()));
+}
+
 /// An open message given up before any of it left sends nothing, and the
 /// stream is usable again at once.
 #[test]
