@@ -203,6 +203,23 @@ struct Opts {
     /// FM_WAIT_SPIN_US=0 sleeps at once).
     #[arg(long, value_enum)]
     wait: Option<WaitArg>,
+    /// Seconds without progress after which a rank gives up and reports
+    /// what it saw instead of hanging (a lost peer, a stuck protocol).
+    /// Raise it where a rank may be descheduled that long: many ranks on
+    /// few CPUs, a slow emulator.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    stall_limit: Duration,
+}
+
+/// A positive number of seconds, as `--stall-limit` takes it.
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.parse().map_err(|e| format!("bad seconds {s:?}: {e}"))?;
+    match Duration::try_from_secs_f64(secs) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!(
+            "{s:?}: the limit must be a positive number of seconds"
+        )),
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
@@ -264,8 +281,6 @@ fn parse_size(s: &str) -> Result<usize, String> {
 }
 
 const H_PING: u16 = 1;
-/// A benchmark that makes no progress for this long fails with its counts.
-const STALL_LIMIT: Duration = Duration::from_secs(10);
 const H_ACK: u16 = 2;
 const H_SYNC: u16 = 3;
 
@@ -766,16 +781,13 @@ impl Ctx<'_> {
     /// progress reports what it saw instead of hanging. Ranks whose waits
     /// sleep (`FM_WAIT`) wait in `extract_wait`, as a program would.
     fn wait_for(&mut self, n: u64, count: impl Fn(&Flags) -> u64, what: &str) -> Res<()> {
+        let limit = self.opts.stall_limit;
         if self.fm.config().wait_sleeps() {
             while count(self.flags) < n {
-                if self
-                    .fm
-                    .extract_wait_timeout(usize::MAX, STALL_LIMIT)
-                    .map_err(e)?
-                    == 0
-                {
+                if self.fm.extract_wait_timeout(usize::MAX, limit).map_err(e)? == 0 {
                     return Err(format!(
-                        "rank {}: nothing for {STALL_LIMIT:?} waiting for {what}: have {}, want {n}",
+                        "rank {}: nothing for {limit:?} waiting for {what}: have {}, want {n} \
+                         (--stall-limit)",
                         self.fm.rank(),
                         count(self.flags)
                     ));
@@ -794,11 +806,12 @@ impl Ctx<'_> {
                 if now != last {
                     last = now;
                     since = Instant::now();
-                } else if since.elapsed() > STALL_LIMIT {
+                } else if since.elapsed() > limit {
                     return Err(format!(
-                        "rank {}: no progress for {:?} waiting for {what}: have {now}, want {n}; stats {:?}",
+                        "rank {}: no progress for {:?} waiting for {what}: have {now}, want {n} \
+                         (--stall-limit); stats {:?}",
                         self.fm.rank(),
-                        STALL_LIMIT,
+                        limit,
                         self.fm.stats()
                     ));
                 }

@@ -160,8 +160,12 @@ impl Ctx<'_> {
         let start = Instant::now();
         while win.load(self.fm, flag).map_err(e)? != seq {
             self.fm.extract(usize::MAX).map_err(e)?;
-            if start.elapsed() > crate::STALL_LIMIT {
-                return Err(format!("rank {}: put {seq} never landed", self.fm.rank()));
+            if start.elapsed() > self.opts.stall_limit {
+                return Err(format!(
+                    "rank {}: put {seq} never landed within {:?} (--stall-limit)",
+                    self.fm.rank(),
+                    self.opts.stall_limit
+                ));
             }
         }
         Ok(())

@@ -303,3 +303,21 @@ fn one_sided_benchmarks_report_a_row_per_operation_and_size() {
         named(&[("fetch_add", 8), ("compare_swap", 8), ("swap", 8)])
     );
 }
+
+/// `--stall-limit` takes a positive number of seconds; anything else is
+/// refused before any rank starts, naming the option.
+#[test]
+fn a_stall_limit_must_be_a_positive_number_of_seconds() {
+    for bad in ["0", "-1", "abc", "nan", "inf"] {
+        let out = Command::new(BENCH)
+            .args(["pingpong", "--sizes", "8", &format!("--stall-limit={bad}")])
+            .output()
+            .expect("run fm-bench");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad}: accepted");
+        assert!(err.contains("--stall-limit"), "{bad}: {err}");
+    }
+    let mut cmd = Command::new(BENCH);
+    cmd.args(PINGPONG).args(["--stall-limit", "30"]);
+    check_run(cmd);
+}
