@@ -308,6 +308,11 @@ impl Matching {
 
     /// A request reached its end: it is done, and gone if it was freed.
     pub(crate) fn complete(&mut self, id: u32, status: MpiStatus) {
+        if id == DONE_SEND {
+            // Done already, and shared: a stray answer naming it (a
+            // malformed acknowledgement) changes nothing.
+            return;
+        }
         let freed = match self.get(id) {
             Some(r) => {
                 r.done = true;
@@ -514,6 +519,33 @@ mod tests {
             Body::Eager(d) => d[0],
             Body::Rendezvous { .. } => 0,
         }
+    }
+
+    /// The request completed sends share is done from the start, and
+    /// stays: waits, completions and removals leave it as it is, and no
+    /// other request is ever given its slot.
+    #[test]
+    fn the_shared_request_of_completed_sends_stays_done() {
+        let mut m = Matching::default();
+        let done = |m: &mut Matching| m.get(DONE_SEND).map(|r| (r.done, r.freed));
+        assert_eq!(done(&mut m), Some((true, false)));
+        m.remove(DONE_SEND);
+        let mut s = MpiStatus::proc_null();
+        s.count_hi_and_cancelled |= 1;
+        m.complete(DONE_SEND, s);
+        assert_eq!(done(&mut m), Some((true, false)));
+        assert_eq!(
+            m.get(DONE_SEND).map(|r| r.status.count_hi_and_cancelled),
+            Some(0)
+        );
+        let ids: Vec<u32> = (0..4)
+            .map(|_| m.add(Request::new(Op::Null, false, None)))
+            .collect();
+        assert!(!ids.contains(&DONE_SEND), "{ids:?}");
+        for id in ids {
+            m.remove(id);
+        }
+        assert_ne!(m.add(Request::new(Op::Null, false, None)), DONE_SEND);
     }
 
     /// A message goes to the oldest posted receive it matches; wildcards
