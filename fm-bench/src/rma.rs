@@ -102,7 +102,13 @@ impl Ctx<'_> {
         let flag = (size - 8) & !7;
         let t = self.peer as usize;
         let mut buf = vec![0x5au8; size];
-        let mut seq = win.load(self.fm, flag).map_err(e)?;
+        // Both start from 0, each having cleared its own flag before the
+        // other may put: read after the pair's sync instead, the leader's
+        // first put could land before its peer read the flag, which then
+        // waited for one more than the leader would ever send.
+        win.local_mut(self.fm)[flag..flag + 8].fill(0);
+        self.sync()?;
+        let mut seq = 0u64;
         let leader = self.leader();
         let (iters, samples) = self.batches(win, size, 2.0, |ctx, win, _| {
             seq += 1;
