@@ -84,10 +84,11 @@ impl Engine {
     /// `wait`, as FM's send does (waiting for credit as it goes);
     /// without, only if FM takes the whole message on the credit at hand
     /// (`Ok(false)` if not: nothing was sent), so that the send never
-    /// waits part way, setting aside what arrives meanwhile. A few bytes
-    /// are gathered into one piece (cheaper than FM's gather of two, and a
-    /// waiting send of one packet takes FM's fast path); more go as two
-    /// pieces, the data where it is.
+    /// waits part way, setting aside what arrives meanwhile. A message of
+    /// one packet with a credit at hand is written straight into the
+    /// packet; otherwise a few bytes are gathered into one piece (cheaper
+    /// than FM's gather of two) and more go as two pieces, the data where
+    /// it is.
     pub(super) fn send_whole(
         &mut self,
         to: Rank,
@@ -96,17 +97,12 @@ impl Engine {
         data: &[u8],
         wait: bool,
     ) -> MpiResult<bool> {
-        if !wait && self.fm.send_packet_now(to, handler, [head, data]) {
+        // One packet with a credit at hand: written straight into it,
+        // waiting or not (no gathering first).
+        if self.fm.send_packet_now(to, handler, [head, data]) {
             return Ok(true);
         }
         let len = head.len() + data.len();
-        if wait && len <= SMALL_GATHER {
-            self.scratch.clear();
-            self.scratch.extend_from_slice(head);
-            self.scratch.extend_from_slice(data);
-            self.fm.send(to, handler, &self.scratch)?;
-            return Ok(true);
-        }
         if wait {
             self.fm.begin_message(to, len, handler)?;
         } else {
