@@ -384,6 +384,11 @@ impl Composite {
         self.hosts.get(rank as usize).map(|s| s.as_str())
     }
 
+    /// The shared-memory device, where this process has local peers.
+    pub fn shmem(&self) -> Option<&ShmemDevice> {
+        self.shmem.as_ref()
+    }
+
     /// Names of the member devices, in polling order.
     pub fn member_names(&self) -> Vec<&'static str> {
         let mut v = vec![self.self_loop.info().name];

@@ -458,7 +458,7 @@ impl Endpoint {
     }
 
     /// A waiter bounded by this endpoint's wait limit.
-    pub(crate) fn waiter(&self, what: &'static str) -> Waiter {
+    pub(crate) fn waiter(&self, what: &'static str) -> Waiter<'static> {
         Waiter::new(self.wait, self.wait_limit, what)
     }
 

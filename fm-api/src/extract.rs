@@ -84,7 +84,10 @@ impl Endpoint {
     /// thread that makes it return `false` then calls [`Waker::wake`]
     /// (from [`Endpoint::waker`]) so that a sleeping wait looks again: this
     /// is how a thread that holds the endpoint while it waits lets another
-    /// thread have it (fm's MPI under `MPI_THREAD_MULTIPLE`).
+    /// thread have it (fm's MPI under `MPI_THREAD_MULTIPLE`). Another
+    /// process on this host that changes what `go_on` reads (memory both
+    /// map, such as a [`crate::coll::HostArea`]) wakes it with
+    /// [`Endpoint::wake`].
     ///
     /// [`Waker::wake`]: crate::wait::Waker::wake
     ///
@@ -104,11 +107,15 @@ impl Endpoint {
     /// other.join().expect("thread");
     /// # Ok::<(), fm::FmError>(())
     /// ```
-    pub fn extract_wait_while(&mut self, max_bytes: usize, go_on: fn() -> bool) -> Result<usize> {
+    pub fn extract_wait_while(
+        &mut self,
+        max_bytes: usize,
+        go_on: impl Fn() -> bool,
+    ) -> Result<usize> {
         let mut w = self
             .waiter("a message to arrive")
             .sending_outbox()
-            .while_(go_on);
+            .while_(&go_on);
         loop {
             let n = self.extract(max_bytes)?;
             if n > 0 || w.stopped() {

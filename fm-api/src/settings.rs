@@ -152,6 +152,13 @@ pub const COLL_HOSTS: Setting = Setting {
     doc: r#"fm's collectives, in MPI and in FM programs (docs/MPI.md, "Collectives"): `auto`: on a communicator with members on several hosts and more than one on some, barrier, broadcast, reduce and allreduce (commutative operations) combine each host's members over shared memory first, and only one leader per host takes part in the stage between hosts. `off`: every member in one algorithm over the whole communicator. Read by `MPI_Init` and by FM programs' `Fm::build` (their `fm::coll`); not in the settings file."#,
 };
 
+pub const COLL_SHM_BYTES: Setting = Setting {
+    var: "FM_COLL_SHM_BYTES",
+    scope: Scope::Environment,
+    default: r#"`4096`"#,
+    doc: r#"fm's MPI collectives on a communicator of 2 to 64 members that all share this host: barrier, and broadcast, reduce, allreduce, gather and allgather(v) of up to this many bytes per member, blocking or not, go through the communicator's collective area in shared memory (each member writes its part once and the others read it where it lies: no message, no matching; docs/MPI.md, "Collectives"); larger ones, the other collectives, persistent ones and communicators spread over hosts go by messages. `0`: always by messages. At most 1048576. Read by `MPI_Init`; not in the settings file."#,
+};
+
 pub const COLL_EAGER_LIMIT: Setting = Setting {
     var: "FM_COLL_EAGER_LIMIT",
     scope: Scope::Environment,
@@ -252,6 +259,7 @@ pub const SETTINGS: &[Setting] = &[
     MPI_SET_ASIDE_LIMIT,
     MPI_SOURCE_MINUS_ONE,
     COLL_HOSTS,
+    COLL_SHM_BYTES,
     COLL_EAGER_LIMIT,
     COLL_BCAST,
     COLL_BCAST_LONG,

@@ -186,7 +186,7 @@ impl WaitPolicy {
     }
 }
 
-pub(crate) struct Waiter {
+pub(crate) struct Waiter<'a> {
     policy: WaitPolicy,
     polls: u32,
     idle_since: Option<Instant>,
@@ -207,7 +207,7 @@ pub(crate) struct Waiter {
     /// Whether to go on waiting ([`Endpoint::extract_wait_while`]): looked
     /// at in the armed window too, so that a thread that changes what it
     /// reads and then wakes the endpoint ([`Waker`]) is never missed.
-    go_on: Option<fn() -> bool>,
+    go_on: Option<&'a dyn Fn() -> bool>,
 }
 
 /// Wakes an endpoint's sleeping wait from another thread
@@ -230,7 +230,7 @@ impl Endpoint {
     }
 }
 
-impl Waiter {
+impl<'a> Waiter<'a> {
     /// A waiter that fails with [`ErrorKind::Timeout`] once `limit` has
     /// passed without the wait ending (`None`: waits for ever).
     pub(crate) fn new(policy: WaitPolicy, limit: Option<Duration>, what: &'static str) -> Self {
@@ -250,9 +250,14 @@ impl Waiter {
     }
 
     /// A waiter that stops once `go_on` says so (`Waiter::stopped`).
-    pub(crate) fn while_(mut self, go_on: fn() -> bool) -> Self {
-        self.go_on = Some(go_on);
-        self
+    pub(crate) fn while_<'b>(self, go_on: &'b dyn Fn() -> bool) -> Waiter<'b>
+    where
+        'a: 'b,
+    {
+        Waiter {
+            go_on: Some(go_on),
+            ..self
+        }
     }
 
     /// Whether the waiter's `go_on` says to stop.

@@ -1,6 +1,7 @@
 //! What the collective bindings share: their arguments checked, and a
 //! collective run (blocking) or started (non-blocking) on a communicator.
 
+use crate::coll::area::{self, AreaOp, AreaState, CommArea};
 use crate::coll::op::{Reduction, UserOp};
 use crate::coll::schedule::schedule;
 use crate::coll::{Elements, Plan};
@@ -49,6 +50,59 @@ impl Mpi {
             count,
             layout,
         })
+    }
+
+    /// The host's collective area of `comm`, where a collective of
+    /// `bytes` per member called as `mode` goes through it
+    /// ([`coll::area`]): made at the first such collective, by every
+    /// member at once. The choice depends only on what every member
+    /// passes alike (MPI's rules), so all members make the same.
+    /// Persistent collectives always go by messages.
+    pub(crate) fn area_for(
+        &mut self,
+        comm: Handle,
+        bytes: usize,
+        mode: Mode,
+    ) -> MpiResult<Option<Arc<CommArea>>> {
+        let limit = self.engine.coll_shm_bytes;
+        if limit == 0 || bytes > limit || matches!(mode, Mode::Persistent(_)) {
+            return Ok(None);
+        }
+        let c = self.comm(comm)?;
+        match &c.area {
+            AreaState::Open(a) => return Ok(Some(a.clone())),
+            AreaState::Never => return Ok(None),
+            AreaState::Unknown => {}
+        }
+        let dev = self.engine.fm.composite();
+        let here = dev.host_of(dev.rank());
+        let possible = c.remote.is_none()
+            && (2..=area::MAX_MEMBERS).contains(&c.ranks.len())
+            && dev.shmem().is_some()
+            && c.ranks.iter().all(|&r| dev.host_of(r) == here);
+        let state = match possible {
+            true => AreaState::Open(Arc::new(CommArea::open(&self.engine, c, limit)?)),
+            false => AreaState::Never,
+        };
+        let open = match &state {
+            AreaState::Open(a) => Some(a.clone()),
+            _ => None,
+        };
+        self.comm_mut(comm)?.area = state;
+        Ok(open)
+    }
+
+    /// Run (blocking) or start (non-blocking) collective step `op`.
+    pub(crate) fn area_collective(&mut self, mode: Mode, op: AreaOp) -> MpiResult<()> {
+        match mode {
+            Mode::Blocking => self.engine.run(op),
+            Mode::Start(r) | Mode::Persistent(r) => {
+                // SAFETY: the caller's request handle (MPI's rule).
+                let out = unsafe { arg(r, "the request")? };
+                *out = request_handle(self.engine.start_collective(op)?);
+                Ok(())
+            }
+        }
     }
 
     /// The caller's operation made by `MPI_Op_create`, if `op` is one.

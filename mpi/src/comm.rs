@@ -100,6 +100,7 @@ pub(crate) fn icreate(
             errhandler: parent.errhandler,
             collectives: 0,
             children: 0,
+            area: Default::default(),
             remote: None,
         })?,
     };
@@ -136,6 +137,7 @@ fn copy(m: &mut Mpi, comm: Handle, parent: Comm, context: u32) -> MpiResult<Hand
         context,
         collectives: 0,
         children: 0,
+        area: Default::default(),
         ..parent
     })?;
     if let Some(t) = m.topologies.get(&comm).cloned() {

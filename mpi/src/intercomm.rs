@@ -24,6 +24,7 @@ fn view(comm: &Comm, ranks: Arc<[fm::Rank]>, rank: c_int) -> Comm {
         ranks,
         rank,
         remote: None,
+        area: Default::default(),
         ..comm.clone()
     }
 }
@@ -205,6 +206,7 @@ pub(crate) fn created(
         remote: None,
         collectives: 0,
         children: 0,
+        area: Default::default(),
         ..local.clone()
     };
     let new = m.add_comm(Comm {
@@ -212,6 +214,7 @@ pub(crate) fn created(
         remote: Some(remote.into()),
         collectives: 0,
         children: 0,
+        area: Default::default(),
         ..local
     })?;
     let channel = Channel::Tagged(met.tag);
@@ -262,6 +265,7 @@ pub(crate) fn merge_from(
         remote: None,
         collectives: 0,
         children: 0,
+        area: Default::default(),
         ..ic.clone()
     })?;
     let view = both(&ic);
@@ -305,6 +309,7 @@ pub(crate) fn create_group(
         remote: None,
         collectives: 0,
         children: 0,
+        area: Default::default(),
         ..parent
     })?;
     let channel = Channel::Tagged(user_tag);
@@ -365,6 +370,7 @@ pub(crate) fn create_from_groups(
         errhandler,
         collectives: 0,
         children: 0,
+        area: Default::default(),
     };
     let new = m.add_comm(Comm {
         context: crate::context::UNAGREED,
@@ -374,6 +380,7 @@ pub(crate) fn create_from_groups(
         errhandler,
         collectives: 0,
         children: 0,
+        area: Default::default(),
     })?;
     let channel = Channel::Tagged(tag_of(stringtag));
     Ok((
@@ -414,9 +421,11 @@ pub(crate) fn create_from_group(
         errhandler,
         collectives: 0,
         children: 0,
+        area: Default::default(),
     };
     let new = m.add_comm(Comm {
         context: crate::context::UNAGREED,
+        area: Default::default(),
         ..c.clone()
     })?;
     let channel = Channel::Tagged(tag_of(stringtag));
@@ -432,6 +441,7 @@ pub(crate) fn both(ic: &Comm) -> Comm {
         ranks: crate::coll::inter::members(ic),
         rank: s.local(s.me) as c_int,
         remote: None,
+        area: Default::default(),
         ..ic.clone()
     }
 }
@@ -445,6 +455,7 @@ pub(crate) fn dup(m: &mut Mpi, comm: Handle) -> MpiResult<Handle> {
         context,
         collectives: 0,
         children: 0,
+        area: Default::default(),
         ..ic
     })
 }
@@ -477,6 +488,7 @@ pub(crate) fn split_from(
             remote: Some(remotes.iter().map(|&i| remote[i]).collect()),
             collectives: 0,
             children: 0,
+            area: Default::default(),
             ..ic.clone()
         })?,
     };

@@ -607,6 +607,7 @@ pub(crate) fn join_job(func: &str) -> Box<Mpi> {
         errhandler: MPI_ERRORS_ARE_FATAL,
         collectives: 0,
         children: 0,
+        area: Default::default(),
         remote: None,
     };
     let own = Comm {
@@ -616,6 +617,7 @@ pub(crate) fn join_job(func: &str) -> Box<Mpi> {
         errhandler: MPI_ERRORS_ARE_FATAL,
         collectives: 0,
         children: 0,
+        area: Default::default(),
         remote: None,
     };
     crate::info::infos().universe = Some(size as c_int);

@@ -41,6 +41,56 @@ fn every_collective_on_one_to_eight_ranks_of_one_host() {
     }
 }
 
+/// The collective area of a host (`coll::area`): `tests/c/area.c`'s
+/// small collectives in tight loops (a root running ahead, sizes on both
+/// sides of the area's limit on one communicator, a non-commutative
+/// operation, non-blocking ones completed in reverse, two communicators
+/// in turn, barriers seen through a shared window) on 2 to 8 ranks; with
+/// every wait sleeping at once, so that a lost wake-up would hang; and
+/// `coll.c` with the area off and with a limit of 16 bytes, so that the
+/// one-host message paths of small collectives stay tested and mix with
+/// the area's. No area file is left behind.
+#[test]
+fn small_collectives_through_the_host_area() {
+    let dir = TempDir::for_segments("mpi-coll-area");
+    let (Some(area), Some(coll)) = (mpich_built(&dir, "area"), mpich_built(&dir, "coll")) else {
+        return;
+    };
+    let passed = "area collectives passed on";
+    passes_fails_and_agrees_with_mpich(&dir, &area, 2, passed);
+    for n in ["3", "5", "8"] {
+        passes_on(&dir, &area, &["-n", n, "--oversubscribe"], &[], &[], passed);
+    }
+    let asleep = [("FM_WAIT", "block"), ("FM_WAIT_SPIN_US", "0")];
+    passes_on(
+        &dir,
+        &area,
+        &["-n", "4", "--oversubscribe"],
+        &[],
+        &asleep,
+        passed,
+    );
+    let off = [("FM_COLL_SHM_BYTES", "0")];
+    passes_on(
+        &dir,
+        &area,
+        &["-n", "3", "--oversubscribe"],
+        &[],
+        &off,
+        passed,
+    );
+    passes(&dir, &coll, &["-n", "3", "--oversubscribe"], "7", &off);
+    let mixed = [("FM_COLL_SHM_BYTES", "16")];
+    passes(&dir, &coll, &["-n", "5", "--oversubscribe"], "8", &mixed);
+    let left: Vec<String> = std::fs::read_dir(&dir.0)
+        .expect("the test's segment directory")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("-area-"))
+        .collect();
+    assert!(left.is_empty(), "area files left: {left:?}");
+}
+
 #[test]
 fn collectives_across_virtual_hosts_and_under_loss() {
     let dir = TempDir::for_segments("mpi-coll-hosts");

@@ -269,6 +269,8 @@ pub struct ShmemDevice {
     held_free: u64,
     /// Keeps the CMA probe word alive at a fixed address.
     _probe: Box<u64>,
+    /// Where the job's other files on this host go ([`ShmemDevice::job_file`]).
+    job_files: (PathBuf, JobKey),
     stats: DeviceStats,
 }
 
@@ -348,6 +350,7 @@ impl ShmemDevice {
             held: Box::new([[0; INLINE_BYTES]; HELD_INLINE]),
             held_free: u64::MAX,
             _probe: probe,
+            job_files: (cfg.settings.dir.clone(), cfg.job_key),
             stats: DeviceStats::default(),
         };
         if dev.seg.attached().fetch_add(1, Ordering::AcqRel) + 1 == n {
@@ -506,6 +509,22 @@ impl ShmemDevice {
     /// This process's doorbell, in its entry of the segment.
     pub fn doorbell(&self) -> Arc<Doorbell> {
         self.bell.clone()
+    }
+
+    /// A file of this job's on this host beside its segment, named
+    /// `fm-<job key>-<name>`: what fmrun and the GRM remove when the job
+    /// dies ([`segment::remove_job_segments`]) has this form.
+    pub fn job_file(&self, name: &str) -> PathBuf {
+        let (dir, key) = &self.job_files;
+        dir.join(format!("fm-{key}-{name}"))
+    }
+
+    /// Wake `dest`'s waits if it may sleep: for memory this process
+    /// shares with it that its wait looks at (a collective area), as a
+    /// packet does.
+    #[inline]
+    pub fn wake(&self, dest: Rank) {
+        self.ring(dest)
     }
 
     /// Wake `dest` if it may sleep: after every packet published to it.

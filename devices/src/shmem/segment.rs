@@ -935,10 +935,12 @@ pub fn scan(dir: &Path) -> Vec<SegmentFile> {
 }
 
 /// Remove the segments of job `key` in `dir` (a dead job's, or one that
-/// ended before all its processes attached). Returns how many were removed.
+/// ended before all its processes attached), and its other files there
+/// (collective areas a member died before opening: `fm-<key>-area-…`).
+/// Returns how many were removed.
 pub fn remove_job_segments(dir: &Path, key: JobKey) -> usize {
     let prefix = format!("fm-{key}-");
-    scan(dir)
+    let segments = scan(dir)
         .into_iter()
         .filter(|s| s.job_key == key)
         .filter(|s| {
@@ -947,5 +949,18 @@ pub fn remove_job_segments(dir: &Path, key: JobKey) -> usize {
                 .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
         })
         .filter(|s| std::fs::remove_file(&s.path).is_ok())
-        .count()
+        .count();
+    let areas = format!("{prefix}{AREA_FILES}");
+    let others = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&areas))
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count();
+    segments + others
 }
+
+/// How the names of a job's collective areas go on after `fm-<key>-`
+/// ([`crate::shmem::ShmemDevice::job_file`]).
+pub const AREA_FILES: &str = "area-";

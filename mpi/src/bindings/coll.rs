@@ -3,6 +3,7 @@
 //! (`coll`; on an intercommunicator, `intercoll.rs`); `Mpi::collective`
 //! runs or starts it.
 
+use crate::coll::area::AreaOp;
 use crate::coll::{self, Elements};
 use crate::collective::*;
 use crate::*;
@@ -86,6 +87,9 @@ fn barrier(m: &mut Mpi, comm: Handle, mode: Mode) -> MpiResult<()> {
     if remote_size(m, comm)?.is_some() {
         return intercoll::barrier(m, comm, mode);
     }
+    if let Some(area) = m.area_for(comm, 0, mode)? {
+        return m.area_collective(mode, AreaOp::barrier(&area));
+    }
     m.collective(comm, mode, move |c| Ok(coll::barrier(c)))
 }
 
@@ -102,6 +106,10 @@ unsafe fn bcast<C: CountArg>(
         return intercoll::bcast(m, buffer, count, datatype, root, comm, mode);
     }
     let data = m.elements_at(buffer, count, datatype)?;
+    if let Some(area) = m.area_for(comm, data.bytes(), mode)? {
+        let r = coll::root(m.comm(comm)?, root)?;
+        return m.area_collective(mode, AreaOp::bcast(&area, data, r));
+    }
     m.collective(comm, mode, move |c| {
         Ok(coll::bcast(c, &data, coll::root(c, root)?))
     })
@@ -151,6 +159,10 @@ unsafe fn reduce<C: CountArg>(
             .elements_at(std::ptr::null(), 0, datatype)?
             .at(0, nonneg(count, "count")?),
     };
+    if let Some(area) = m.area_for(comm, recv.bytes(), mode)? {
+        let r = coll::root(m.comm(comm)?, root)?;
+        return m.area_collective(mode, AreaOp::reduce(&area, send, recv, reduction, Some(r)));
+    }
     m.collective(comm, mode, move |c| {
         Ok(coll::reduce(
             c,
@@ -179,6 +191,9 @@ unsafe fn allreduce<C: CountArg>(
     let reduction = m.reduction(op, datatype)?;
     let send = input(m, sendbuf, count, datatype)?;
     let recv = m.elements_at(recvbuf, count, datatype)?;
+    if let Some(area) = m.area_for(comm, recv.bytes(), mode)? {
+        return m.area_collective(mode, AreaOp::reduce(&area, send, recv, reduction, None));
+    }
     m.collective(comm, mode, move |c| {
         Ok(coll::allreduce(c, send.as_ref(), &recv, reduction.clone()))
     })
@@ -212,6 +227,16 @@ unsafe fn gather<C: CountArg>(
         true => uniform(&m.elements_at(recvbuf, recvcount, recvtype)?, n),
         false => Vec::new(),
     };
+    // Every member's part is as long (MPI's rule), so each member's
+    // own says whether the area serves them all (not so for gatherv).
+    let send = match coll::in_place(sendbuf) && !recv.is_empty() {
+        true => None,
+        false => Some(m.elements_at(sendbuf, sendcount, sendtype)?),
+    };
+    let part = send.as_ref().unwrap_or_else(|| &recv[me]).bytes();
+    if let Some(area) = m.area_for(comm, part, mode)? {
+        return m.area_collective(mode, AreaOp::gather(&area, send, recv, Some(r)));
+    }
     gathered(m, sendbuf, sendcount, sendtype, recv, root, comm, mode)
 }
 
@@ -408,6 +433,11 @@ unsafe fn allgathered<C: CountArg>(
         true => None,
         false => Some(m.elements_at(sendbuf, sendcount, sendtype)?),
     };
+    // Every member knows every part's length: the longest decides.
+    let longest = recv.iter().map(Elements::bytes).max().unwrap_or(0);
+    if let Some(area) = m.area_for(comm, longest, mode)? {
+        return m.area_collective(mode, AreaOp::gather(&area, send, recv, None));
+    }
     m.collective(comm, mode, move |c| {
         Ok(coll::allgather(c, send.as_ref(), &recv))
     })

@@ -9,6 +9,7 @@
 //! into the caller's buffers by the schedule's last steps.
 
 pub use fm_coll::{algorithms, hosts, pool};
+pub mod area;
 pub mod inter;
 pub mod op;
 pub mod schedule;
@@ -24,6 +25,44 @@ pub use schedule::{Plan, Schedule, Span};
 use std::os::raw::c_int;
 use std::sync::Arc;
 pub use tuning::Tuning;
+
+/// A collective under way: a schedule of messages, or a step through
+/// the host's collective area ([`area`]).
+pub enum Running {
+    Messages(Schedule),
+    Area(area::AreaOp),
+}
+
+impl Running {
+    /// Go as far as possible without waiting; whether it is done.
+    pub fn advance(&mut self, e: &mut crate::engine::Engine) -> MpiResult<bool> {
+        match self {
+            Running::Messages(s) => s.advance(e),
+            Running::Area(a) => a.advance(e),
+        }
+    }
+
+    /// What it waits for besides messages, if anything: a wait that may
+    /// sleep looks at it too.
+    pub fn watch(&self) -> Option<area::Watch> {
+        match self {
+            Running::Messages(_) => None,
+            Running::Area(a) => a.watch(),
+        }
+    }
+}
+
+impl From<Schedule> for Running {
+    fn from(s: Schedule) -> Running {
+        Running::Messages(s)
+    }
+}
+
+impl From<area::AreaOp> for Running {
+    fn from(a: area::AreaOp) -> Running {
+        Running::Area(a)
+    }
+}
 
 /// `count` elements of a datatype at `buf` (the caller's).
 #[derive(Clone, Debug)]

@@ -38,6 +38,7 @@ use super::*;
 use crate::coll::algorithms::allreduce_recursive_doubling;
 use crate::coll::op::{Elem, Predefined, Reduction};
 use crate::coll::schedule::schedule;
+use crate::coll::Schedule;
 use crate::coll::{Plan, Span};
 use crate::context::{COLLECTIVE_CONTEXT, CONTEXT_IDS};
 

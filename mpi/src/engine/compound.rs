@@ -38,24 +38,25 @@ impl Engine {
     }
 
     /// Run collective `s` to its end (a blocking collective).
-    pub fn run(&mut self, mut s: Schedule) -> MpiResult<()> {
+    pub fn run(&mut self, s: impl Into<Running>) -> MpiResult<()> {
+        let mut s = s.into();
         if s.advance(self)? {
             return Ok(());
         }
-        self.progress_until(|e| match s.advance(e) {
-            Ok(false) => None,
-            done => Some(done),
+        self.progress_watching(|e| match s.advance(e) {
+            Ok(false) => Err(s.watch()),
+            done => Ok(done),
         })?
         .map(drop)
     }
 
     /// Start collective `s` (a non-blocking one): its request, which
     /// completes when the schedule ends (advanced by every progress).
-    pub fn start_collective(&mut self, s: Schedule) -> MpiResult<u32> {
+    pub fn start_collective(&mut self, s: impl Into<Running>) -> MpiResult<u32> {
         let req = self
             .matching()
             .add(Request::new(Op::Collective, false, None));
-        self.collectives.push((req, s));
+        self.collectives.push((req, s.into()));
         self.advance_collectives();
         Ok(req)
     }

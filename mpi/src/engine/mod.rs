@@ -15,8 +15,9 @@
 //! protocol moving.
 
 use crate::abi::*;
+use crate::coll::area::Watch;
 use crate::coll::schedule::COLLECTIVE_OPERATIONS;
-use crate::coll::Schedule;
+use crate::coll::Running;
 use crate::datatype::Layout;
 use fm::{Fm, Incoming, Rank};
 use std::cell::{RefCell, RefMut};
@@ -42,7 +43,8 @@ use matching::*;
 pub use matching::{Kept, Unpack};
 use wire::*;
 pub use wire::{
-    COLL_EAGER_LIMIT, DEFAULT_EAGER_LIMIT, DEFAULT_SET_ASIDE_LIMIT, MAX_MESSAGE, SHORT,
+    COLL_EAGER_LIMIT, COLL_SHM_BYTES, DEFAULT_EAGER_LIMIT, DEFAULT_SET_ASIDE_LIMIT,
+    MAX_COLL_SHM_BYTES, MAX_MESSAGE, SHORT,
 };
 
 /// Where a point-to-point call goes: the communicator's context, this
@@ -73,6 +75,9 @@ pub struct Comm {
     /// Contexts handed out to communicators made from this one: every
     /// member makes the same ones in the same order.
     pub children: u32,
+    /// Its collective area on this host, once its first small collective
+    /// asked (`coll::area`).
+    pub area: crate::coll::area::AreaState,
 }
 
 impl Comm {
@@ -88,10 +93,13 @@ pub struct Engine {
     pub eager_limit: usize,
     /// The same for collectives' messages (`FM_COLL_EAGER_LIMIT`).
     pub coll_eager_limit: usize,
+    /// Bytes per member up to which a collective goes through the host's
+    /// area where it can (`FM_COLL_SHM_BYTES`; 0: never).
+    pub coll_shm_bytes: usize,
     /// Where a small eager message is gathered before it is sent.
     scratch: Vec<u8>,
     /// Non-blocking collectives under way, by their request.
-    collectives: Vec<(u32, Schedule)>,
+    collectives: Vec<(u32, Running)>,
     /// Requests of a send and a receive together (`MPI_Isendrecv`): the
     /// request, the send's (none to `MPI_PROC_NULL`) and the receive's.
     pairs: Vec<(u32, Option<u32>, u32)>,
@@ -149,6 +157,15 @@ impl Engine {
             true => eager_limit,
         };
         let coll_eager_limit = bytes(&fm::settings::COLL_EAGER_LIMIT, coll_default)?;
+        let coll_shm_bytes = bytes(&fm::settings::COLL_SHM_BYTES, COLL_SHM_BYTES)?;
+        if coll_shm_bytes > MAX_COLL_SHM_BYTES {
+            return Err(fm::FmError::from(fm::ErrorKind::Env {
+                var: fm::settings::COLL_SHM_BYTES.var,
+                value: coll_shm_bytes.to_string(),
+                reason: format!("at most {MAX_COLL_SHM_BYTES}"),
+            })
+            .into());
+        }
         shared.0.borrow_mut().set_aside_room =
             bytes(&fm::settings::MPI_SET_ASIDE_LIMIT, DEFAULT_SET_ASIDE_LIMIT)?;
         Ok(Engine {
@@ -156,6 +173,7 @@ impl Engine {
             shared,
             eager_limit,
             coll_eager_limit,
+            coll_shm_bytes,
             scratch: Vec::with_capacity(4096),
             collectives: Vec::new(),
             pairs: Vec::new(),
@@ -253,11 +271,41 @@ impl Engine {
     /// in the same state, each waiting for the others' next round (three
     /// ranks' `MPI_Comm_dup`s hung so, about once in 30 runs, when the
     /// round ended in the last poll before the wait).
-    fn wait_for_arrival(&mut self) -> MpiResult<()> {
+    ///
+    /// A wait also ends when what a collective through the host's area
+    /// waits for comes (`extra`'s, and those of the non-blocking ones
+    /// under way): the member that posts it rings this process's
+    /// doorbell, and the wait looks at it before it sleeps.
+    fn wait_for_arrival(&mut self, extra: Option<&Watch>) -> MpiResult<()> {
+        self.wait_for_arrival_while_inner(extra, || true)
+    }
+
+    /// The watches of the collectives under way, and `extra`.
+    fn watches(&self, extra: Option<&Watch>) -> Vec<Watch> {
+        let mut w: Vec<Watch> = (self.collectives.iter())
+            .filter_map(|(_, r)| r.watch())
+            .collect();
+        w.extend(extra.cloned());
+        w
+    }
+
+    fn wait_for_arrival_while_inner(
+        &mut self,
+        extra: Option<&Watch>,
+        go_on: impl Fn() -> bool,
+    ) -> MpiResult<()> {
         if let Some(r) = self.instead_of_waiting() {
             return r;
         }
-        self.fm.extract_wait(usize::MAX)?;
+        let watches = self.watches(extra);
+        if watches.is_empty() {
+            self.fm.extract_wait_while(usize::MAX, go_on)?;
+        } else {
+            let quiet = || go_on() && !watches.iter().any(Watch::ready);
+            if quiet() {
+                self.fm.extract_wait_while(usize::MAX, quiet)?;
+            }
+        }
         self.act()
     }
 
@@ -281,11 +329,7 @@ impl Engine {
     /// how a thread waiting under `MPI_THREAD_MULTIPLE` lets another have
     /// the library (`state::Idle`).
     pub fn wait_for_arrival_while(&mut self, go_on: fn() -> bool) -> MpiResult<()> {
-        if let Some(r) = self.instead_of_waiting() {
-            return r;
-        }
-        self.fm.extract_wait_while(usize::MAX, go_on)?;
-        self.act()
+        self.wait_for_arrival_while_inner(None, go_on)
     }
 
     /// Make progress until `found` finds something, and return it: polling
@@ -293,18 +337,28 @@ impl Engine {
     /// waiting reads the clock each round), then FM's own wait, which
     /// sleeps as `FM_WAIT` says. Every blocking call waits through here.
     fn progress_until<T>(&mut self, mut found: impl FnMut(&mut Self) -> Option<T>) -> MpiResult<T> {
+        self.progress_watching(|e| found(e).ok_or(None))
+    }
+
+    /// [`Engine::progress_until`] for what `found` says a wait should
+    /// also look at when it finds nothing (a collective through the
+    /// host's area).
+    fn progress_watching<T>(
+        &mut self,
+        mut found: impl FnMut(&mut Self) -> Result<T, Option<Watch>>,
+    ) -> MpiResult<T> {
         const POLLS: u32 = 256;
         loop {
             for _ in 0..POLLS {
-                if let Some(t) = found(self) {
+                if let Ok(t) = found(self) {
                     return Ok(t);
                 }
                 self.progress()?;
             }
-            if let Some(t) = found(self) {
-                return Ok(t);
+            match found(self) {
+                Ok(t) => return Ok(t),
+                Err(w) => self.wait_for_arrival(w.as_ref())?,
             }
-            self.wait_for_arrival()?;
         }
     }
 
