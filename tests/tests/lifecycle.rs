@@ -698,8 +698,7 @@ fn four_users_at_their_limits_cannot_lock_our_job_out_of_a_shared_grm() {
 }
 
 /// `fmrun --stats` prints each rank's counters after the job (a ring of
-/// 10 laps: 10 messages each way per rank, its closing barrier going
-/// through the host's collective area), as a line or as JSON; the
+/// 10 laps: 11 messages each way per rank), as a line or as JSON; the
 /// numbers are the ranks' own.
 #[test]
 fn fmrun_stats_prints_each_ranks_counters_as_lines_and_as_json() {
@@ -716,7 +715,7 @@ fn fmrun_stats_prints_each_ranks_counters_as_lines_and_as_json() {
             .find(|l| l.starts_with(&format!("rank {r}: fm ")))
             .unwrap_or_else(|| panic!("no counters of rank {r}: {}", f.stdout));
         assert!(
-            line.contains("messages_sent 10;") && line.contains("shmem "),
+            line.contains("messages_sent 11") && line.contains("shmem "),
             "{line}"
         );
     }
@@ -735,7 +734,7 @@ fn fmrun_stats_prints_each_ranks_counters_as_lines_and_as_json() {
     assert_eq!(objects.len(), 2, "{}", f.stdout);
     for (r, o) in objects.iter().enumerate() {
         assert!(
-            o.starts_with(&format!("{{\"rank\":{r},\"fm\":{{\"messages_sent\":10,")),
+            o.starts_with(&format!("{{\"rank\":{r},\"fm\":{{\"messages_sent\":11,")),
             "{o}"
         );
         assert!(

@@ -190,8 +190,7 @@ impl<R: Combine> AreaOp<R> {
             Collective::Bcast { data, .. } => one(data),
             Collective::Reduce { input, .. } => one(input),
             Collective::Gather { mine: Some(m), .. } => one(m),
-            // In place: this member's block of the result is its part.
-            Collective::Gather { all, .. } => all.get(self.me()).map_or(&[], one),
+            Collective::Gather { all, .. } => one(&all[self.me()]),
             Collective::Scatter { all, .. } => all,
             Collective::Alltoall { send, .. } => send,
         };
