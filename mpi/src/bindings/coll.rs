@@ -233,7 +233,7 @@ unsafe fn gather<C: CountArg>(
         true => uniform(&m.elements_at(recvbuf, recvcount, recvtype)?, n),
         false => Vec::new(),
     };
-    let send = own_block(m, sendbuf, sendcount, sendtype, !recv.is_empty())?;
+    let send = gather_input(m, sendbuf, sendcount, sendtype, &recv)?;
     // Every member's part is as long (MPI's rule), so each member's
     // own says whether the area serves them all (not so for gatherv).
     let part = send.as_ref().unwrap_or_else(|| &recv[me]).bytes();
@@ -267,23 +267,22 @@ unsafe fn gatherv<C: CountArg>(
         true => per_member(m, recvbuf, recvcounts, displs, recvtype, n)?,
         false => Vec::new(),
     };
-    let send = own_block(m, sendbuf, sendcount, sendtype, !recv.is_empty())?;
+    let send = gather_input(m, sendbuf, sendcount, sendtype, &recv)?;
     gathered(m, send, recv, root, comm, mode)
 }
 
-/// This member's block: the elements at `buf`, or `None` where `buf` is
-/// `MPI_IN_PLACE` at the root (`at_root`: this member holds the root's
-/// blocks, among which its own stays where it is).
-unsafe fn own_block<C: CountArg>(
+/// Gather(v)'s input at this member: `None` for `MPI_IN_PLACE` at the
+/// root (which has the blocks `recv`).
+unsafe fn gather_input<C: CountArg>(
     m: &Mpi,
-    buf: *const c_void,
-    count: C,
-    datatype: Handle,
-    at_root: bool,
+    sendbuf: *const c_void,
+    sendcount: C,
+    sendtype: Handle,
+    recv: &[Elements],
 ) -> MpiResult<Option<Elements>> {
-    match coll::in_place(buf) && at_root {
+    match coll::in_place(sendbuf) && !recv.is_empty() {
         true => Ok(None),
-        false => m.elements_at(buf, count, datatype).map(Some),
+        false => m.elements_at(sendbuf, sendcount, sendtype).map(Some),
     }
 }
 
@@ -325,7 +324,7 @@ unsafe fn scatter<C: CountArg>(
         true => uniform(&m.elements_at(sendbuf, sendcount, sendtype)?, n),
         false => Vec::new(),
     };
-    let recv = own_block(m, recvbuf, recvcount, recvtype, !send.is_empty())?;
+    let recv = scatter_output(m, &send, recvbuf, recvcount, recvtype)?;
     // Every block is as long (MPI's rule): each member's own says whether
     // the root's blocks fit the area (not so for scatterv).
     let block = recv.as_ref().unwrap_or_else(|| &send[me]).bytes();
@@ -359,8 +358,23 @@ unsafe fn scatterv<C: CountArg>(
         true => per_member(m, sendbuf, sendcounts, displs, sendtype, n)?,
         false => Vec::new(),
     };
-    let recv = own_block(m, recvbuf, recvcount, recvtype, !send.is_empty())?;
+    let recv = scatter_output(m, &send, recvbuf, recvcount, recvtype)?;
     scattered(m, send, recv, root, comm, mode)
+}
+
+/// Scatter(v)'s output at this member: `None` for `MPI_IN_PLACE` at the
+/// root (which has the blocks `send`).
+unsafe fn scatter_output<C: CountArg>(
+    m: &Mpi,
+    send: &[Elements],
+    recvbuf: *mut c_void,
+    recvcount: C,
+    recvtype: Handle,
+) -> MpiResult<Option<Elements>> {
+    match coll::in_place(recvbuf) && !send.is_empty() {
+        true => Ok(None),
+        false => m.elements_at(recvbuf, recvcount, recvtype).map(Some),
+    }
 }
 
 /// Scatter(v) by messages.

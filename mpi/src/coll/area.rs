@@ -1,18 +1,19 @@
 //! Small collectives through the host's collective area: on a
 //! communicator whose members all share this host, barrier, broadcast,
 //! reduce, allreduce, gather, allgather, scatter and alltoall of up to
-//! `FM_COLL_SHM_BYTES` per member move through shared memory, by FM's
-//! rules ([`fm::coll::area`]): each member writes its part once into its
-//! cell and posts the step, and each member that needs others' parts
-//! reads them where they lie once their step is posted. No message, no
-//! matching, no schedule. What this module adds is MPI's: datatypes
-//! that are not one run of bytes are packed first and unpacked after,
-//! and FM's errors become MPI's.
+//! `FM_COLL_SHM_BYTES` per member move through shared memory ([`fm::coll::HostArea`]): each
+//! member writes its part once into its slot and posts the step, and
+//! each member that needs others' parts reads them where they lie once
+//! their step is posted. No message, no matching, no schedule.
 //!
-//! A step is one collective, numbered per communicator in the order the
-//! collectives are called, which every member shares (MPI's rule). A
-//! non-blocking collective here is a step that progress advances; a
+//! A step is one collective. Steps are numbered per communicator in the
+//! order the collectives are called, which every member shares (MPI's
+//! rule), and one member runs them one after the other: a step starts
+//! (writes and posts) only once this member completed the one before, so
+//! that posting `s` says "done with `s − 1`" ([`fm::coll::HostArea`]).
+//! A non-blocking collective here is a step that progress advances; a
 //! blocking one waits for its step, sleeping as `FM_WAIT` says.
+//!
 //! Reductions combine in rank order on every member that keeps the
 //! result (`v0 op (v1 op (… op v(n−1)))`), so non-commutative operations
 //! are right and every member of an allreduce gets the very same bytes.

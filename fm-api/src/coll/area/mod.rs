@@ -10,7 +10,7 @@
 //! start, so that a small contribution travels with its step in one line.
 //! A collective is one step of a sequence that every member numbers alike
 //! (1, 2, …): for step `s` a member writes what it contributes into its
-//! cell `s % CELLS`, then [`Step::post`]s `s` there (a release
+//! cell `s % CELLS`, then [`HostArea::post`]s `s` there (a release
 //! store); a member that needs another's contribution waits until that
 //! member's cell says `s` ([`HostArea::posted`], an acquire load) and
 //! reads it. Posting `s` also says that the member is done with step
@@ -33,7 +33,7 @@
 //! over every sequence of four steps on 2 and 3 members.
 //!
 //! A member that waits for a posted word and may sleep (`FM_WAIT`)
-//! sleeps on its doorbell like any wait in fm: [`Step::post`] rings
+//! sleeps on its doorbell like any wait in fm: [`HostArea::post`] rings
 //! the other members', and the waiter looks at the words in its re-check
 //! ([`crate::Endpoint::extract_wait_while`]).
 
