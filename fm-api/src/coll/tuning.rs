@@ -38,8 +38,8 @@ pub struct Tuning {
 /// `FM_COLL_SHM_BYTES`'s default (docs/PERFORMANCE.md, "Small
 /// collectives through the host's area").
 pub const AREA_BYTES: usize = 4096;
-/// Its bound: each member has [`super::area::CELLS`] cells of it.
-pub const MAX_AREA_BYTES: usize = 64 << 10;
+/// Its bound: each member's area holds two slots of it.
+pub const MAX_AREA_BYTES: usize = 1 << 20;
 
 impl Default for Tuning {
     fn default() -> Tuning {

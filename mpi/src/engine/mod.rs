@@ -95,9 +95,6 @@ pub struct Engine {
     /// Bytes per member up to which a collective goes through the host's
     /// area where it can (`FM_COLL_SHM_BYTES`; 0: never).
     pub coll_shm_bytes: usize,
-    /// Polls of a blocking call before it waits in FM
-    /// ([`Engine::progress_until`]).
-    polls: u32,
     /// Where a small eager message is gathered before it is sent.
     scratch: Vec<u8>,
     /// Non-blocking collectives under way, by their request.
@@ -159,14 +156,6 @@ impl Engine {
             true => eager_limit,
         };
         let coll_eager_limit = bytes(&fm::settings::COLL_EAGER_LIMIT, coll_default)?;
-        // Sharing CPUs, what a wait waits for mostly comes from a rank
-        // that is not running: FM's wait yields (or sleeps) at once, so
-        // that it can (docs/PERFORMANCE.md, "Small collectives through
-        // the host's area").
-        let polls = match fm.config().oversubscribed() {
-            false => 256,
-            true => 4,
-        };
         shared.0.borrow_mut().set_aside_room =
             bytes(&fm::settings::MPI_SET_ASIDE_LIMIT, DEFAULT_SET_ASIDE_LIMIT)?;
         Ok(Engine {
@@ -176,7 +165,6 @@ impl Engine {
             coll_eager_limit,
             // The tuning's, once the library joined the job (`join_job`).
             coll_shm_bytes: 0,
-            polls,
             scratch: Vec::with_capacity(4096),
             collectives: Vec::new(),
             pairs: Vec::new(),
@@ -348,8 +336,9 @@ impl Engine {
         &mut self,
         mut found: impl FnMut(&mut Self) -> Result<T, Option<Watch>>,
     ) -> MpiResult<T> {
+        const POLLS: u32 = 256;
         loop {
-            for _ in 0..self.polls {
+            for _ in 0..POLLS {
                 if let Ok(t) = found(self) {
                     return Ok(t);
                 }

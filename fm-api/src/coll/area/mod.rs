@@ -3,22 +3,21 @@
 //! message (fm's MPI uses it for its small collectives on communicators
 //! whose members share a host; docs/MPI.md, "Collectives").
 //!
-//! Each member has [`CELLS`] *cells*, used by its steps in turn: a cell
-//! is the step it was last posted for, the length of what the member
+//! Each member has two *cells*, one for even steps and one for odd: a
+//! cell is the step it was last posted for, the length of what the member
 //! contributed to it, and that contribution (up to
 //! [`HostArea::slot_bytes`]), one after another from a cache line's
 //! start, so that a small contribution travels with its step in one line.
 //! A collective is one step of a sequence that every member numbers alike
 //! (1, 2, …): for step `s` a member writes what it contributes into its
-//! cell `s % CELLS`, then [`HostArea::post`]s `s` there (a release
-//! store); a member that needs another's contribution waits until that
-//! member's cell says `s` ([`HostArea::posted`], an acquire load) and
-//! reads it. Posting `s` also says that the member is done with step
-//! `s − 1`, so a member reuses its cell of step `s − CELLS` for step `s`
-//! once every member has posted `s − CELLS + 1`
-//! ([`HostArea::all_posted`]): no cell is overwritten while it is read,
-//! and a member that only writes (a broadcast's root in a loop) runs up
-//! to `CELLS − 1` steps ahead of the slowest.
+//! cell `s % 2`, then [`HostArea::post`]s `s` there (a release store); a
+//! member that needs another's contribution waits until that member's
+//! cell says `s` ([`HostArea::posted`], an acquire load) and reads it.
+//! Posting `s` also says that the member is done with step `s − 1`, so a
+//! member reuses its cell of step `s − 2` for step `s` once every member
+//! has posted `s − 1` ([`HostArea::all_posted`]): a member runs at most
+//! one step ahead of the slowest, and no cell is overwritten while it is
+//! read.
 //!
 //! The area is a file of the job's beside its segment
 //! (`fm-<job key>-area-…`, named from the members and an ID that all of
@@ -44,12 +43,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// every member's cell, which costs more than a tree's messages once
 /// there are many.
 pub const MAX_MEMBERS: usize = 64;
-
-/// Cells per member: how far ahead of the slowest member a writer may
-/// run, plus one. Sharing CPUs, a root that can run ahead broadcasts
-/// several times per switch between ranks (docs/PERFORMANCE.md, "Small
-/// collectives through the host's area").
-pub const CELLS: usize = 4;
 
 /// Cells start on a boundary of two cache lines, so that the
 /// adjacent-line prefetcher does not tie two members' cells together.
@@ -80,10 +73,9 @@ impl HostArea {
     }
 
     /// Bytes the area of `members` members with slots of `slot_bytes`
-    /// takes: [`CELLS`] cells each, then the count of members that
-    /// opened it.
+    /// takes: two cells each, then the count of members that opened it.
     pub fn bytes(members: usize, slot_bytes: usize) -> usize {
-        CELLS * members * HostArea::stride(slot_bytes) + LINE
+        2 * members * HostArea::stride(slot_bytes) + LINE
     }
 
     /// The members' job ranks, in group order.
@@ -112,15 +104,15 @@ impl HostArea {
     /// Where `member`'s cell for `step` starts.
     #[inline]
     fn cell(&self, member: usize, step: u64) -> usize {
-        (CELLS * member + (step % CELLS as u64) as usize) * self.stride
+        (2 * member + (step & 1) as usize) * self.stride
     }
 
     /// Whether `member` has posted `step` (or a later one).
     #[inline]
     pub fn posted(&self, member: usize, step: u64) -> bool {
-        // The cell of `step` holds `step` or, once the member went on,
-        // `step + CELLS` (which it posts only after every member, this
-        // one too, posted `step + 1`).
+        // The cell of `step`'s parity holds `step` or, once the member
+        // went on, `step + 2` (which it posts only after every member,
+        // this one too, posted `step + 1`).
         self.word(self.cell(member, step)).load(Ordering::Acquire) >= step
     }
 
@@ -268,7 +260,7 @@ mod tests {
             let stride = HostArea::stride(slot);
             assert!(stride >= CELL_HEADER + slot && stride.is_multiple_of(LINE));
             // The last cell ends before the count of members.
-            assert!(CELLS * n * stride <= HostArea::bytes(n, slot) - LINE);
+            assert!(2 * n * stride <= HostArea::bytes(n, slot) - LINE);
         }
     }
 }

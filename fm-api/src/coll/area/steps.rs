@@ -3,7 +3,7 @@
 //! step, and one group's steps at one member. The module above says why
 //! the rules hold; the explicit-state check below runs them.
 
-use super::{HostArea, CELLS};
+use super::HostArea;
 use crate::Endpoint;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -53,24 +53,9 @@ impl Shape {
 
 /// Whether a member may start (write and post) `step`, having completed
 /// `done`: the step before must be done, and a member that writes must
-/// find its cell free: `all_posted(s)` says whether every member posted
-/// step `s`, and with `cells` cells each, the one `step` takes was last
-/// `step − cells`'s, which every member is done with once it posted
-/// `step − cells + 1`.
-fn may_start(
-    done: u64,
-    step: u64,
-    writes: bool,
-    cells: usize,
-    all_posted: impl FnOnce(u64) -> bool,
-) -> bool {
-    done + 1 >= step && (!writes || all_posted(freed_by(step, cells)))
-}
-
-/// The step every member must have posted before a member writes `step`
-/// into its cell, with `cells` cells each.
-fn freed_by(step: u64, cells: usize) -> u64 {
-    step.saturating_sub(cells as u64 - 1)
+/// find its cell of `step − 2` free (every member posted `step − 1`).
+fn may_start(done: u64, step: u64, writes: bool, all_posted_before: impl FnOnce() -> bool) -> bool {
+    done + 1 >= step && (!writes || all_posted_before())
 }
 
 fn posted(a: &HostArea, need: Need, step: u64) -> bool {
@@ -147,8 +132,8 @@ impl Step {
     /// before, and, if it writes, its cell is free.
     pub fn may_start(&self) -> bool {
         let a = self.area();
-        may_start(self.done(), self.step, self.writes(), CELLS, |s| {
-            a.all_posted(s)
+        may_start(self.done(), self.step, self.writes(), || {
+            a.all_posted(self.step - 1)
         })
     }
 
@@ -197,7 +182,7 @@ impl Step {
     pub fn watch(&self) -> Option<Watch> {
         let (need, step) = match self.posted {
             false if self.done() + 1 < self.step => return None,
-            false if self.writes() => (Need::All, freed_by(self.step, CELLS)),
+            false if self.writes() => (Need::All, self.step - 1),
             false => return None,
             true => (self.shape.reads(self.area().me()), self.step),
         };
@@ -226,7 +211,7 @@ impl Watch {
 
 /// An explicit-state check of the step protocol: members running the same
 /// collectives' steps in every interleaving, over cells modelled as the
-/// host area lays them out (cells per member, taken by the steps in turn), with
+/// host area lays them out (two per member, by the step's parity), with
 /// the production rules ([`Shape`], [`may_start`], [`posted`]'s "at
 /// least"). Every read must find the writer's contribution to that very
 /// step, and every state must let some member move until all are done.
@@ -236,29 +221,16 @@ mod model {
     use std::collections::HashSet;
 
     /// Per member: the next op, whether it posted it, the last step done.
-    /// Per member and cell: the step posted there, and the step whose
+    /// Per member and parity: the step posted there, and the step whose
     /// data lies there.
     #[derive(Clone, PartialEq, Eq, Hash)]
     struct State {
         at: Vec<(usize, bool, u64)>,
-        cells: Vec<Vec<(u64, u64)>>,
+        cells: Vec<[(u64, u64); 2]>,
     }
 
-    /// The rules under check, with `cells` cells per member; `free_cells`
-    /// false breaks the one that waits for a cell to be free (the check
-    /// of the check).
-    #[derive(Clone, Copy)]
-    struct Rules {
-        cells: usize,
-        free_cells: bool,
-    }
-
-    fn cell(step: u64, cells: usize) -> usize {
-        (step % cells as u64) as usize
-    }
-
-    fn ready(s: &State, cells: usize, need: Need, step: u64) -> bool {
-        let posted = |m: usize| s.cells[m][cell(step, cells)].0 >= step;
+    fn ready(s: &State, need: Need, step: u64) -> bool {
+        let posted = |m: usize| s.cells[m][(step & 1) as usize].0 >= step;
         match need {
             Need::Nobody => true,
             Need::Member(m) => posted(m),
@@ -267,50 +239,49 @@ mod model {
     }
 
     /// Member `m`'s next move, if it can make one: the state after it.
-    fn step(s: &State, ops: &[Shape], m: usize, rules: Rules) -> Option<State> {
+    fn step(s: &State, ops: &[Shape], m: usize) -> Option<State> {
         let (i, posted_it, done) = s.at[m];
         let shape = *ops.get(i)?;
         let step = i as u64 + 1;
         let mut t = s.clone();
-        let c = cell(step, rules.cells);
+        let p = (step & 1) as usize;
         if !posted_it {
-            let writes = shape.writes(m) && rules.free_cells;
-            let all = |p| ready(s, rules.cells, Need::All, p);
-            if !may_start(done, step, writes, rules.cells, all) {
+            let writes = shape.writes(m);
+            let before = || ready(s, Need::All, step - 1);
+            if !may_start(done, step, writes, before) {
                 return None;
             }
-            if shape.writes(m) {
-                t.cells[m][c].1 = step;
+            if writes {
+                t.cells[m][p].1 = step;
             }
-            t.cells[m][c].0 = step;
+            t.cells[m][p].0 = step;
             t.at[m].1 = true;
             return Some(t);
         }
         let need = shape.reads(m);
-        if !ready(s, rules.cells, need, step) {
+        if !ready(s, need, step) {
             return None;
         }
-        let writers: Vec<usize> = match need {
+        let readers: Vec<usize> = match need {
             Need::Nobody => vec![],
             Need::Member(r) => vec![r],
             Need::All => (0..s.cells.len()).filter(|&w| shape.writes(w)).collect(),
         };
-        for w in writers {
+        for w in readers {
             assert_eq!(
-                s.cells[w][c].1, step,
+                s.cells[w][p].1, step,
                 "member {m} read member {w}'s step {step} and found step {}'s data ({ops:?})",
-                s.cells[w][c].1
+                s.cells[w][p].1
             );
         }
         t.at[m] = (i + 1, false, step);
         Some(t)
     }
 
-    /// Every interleaving of `n` members running `ops`: the states seen.
-    fn explore(n: usize, ops: &[Shape], rules: Rules) -> usize {
+    fn explore(n: usize, ops: &[Shape]) -> usize {
         let start = State {
             at: vec![(0, false, 0); n],
-            cells: vec![vec![(0, 0); rules.cells]; n],
+            cells: vec![[(0, 0); 2]; n],
         };
         let mut seen = HashSet::new();
         let mut todo = vec![start];
@@ -318,7 +289,7 @@ mod model {
             if !seen.insert(s.clone()) {
                 continue;
             }
-            let next: Vec<State> = (0..n).filter_map(|m| step(&s, ops, m, rules)).collect();
+            let next: Vec<State> = (0..n).filter_map(|m| step(&s, ops, m)).collect();
             let finished = s.at.iter().all(|&(i, _, _)| i == ops.len());
             assert!(finished || !next.is_empty(), "stuck: {ops:?}");
             todo.extend(next);
@@ -326,34 +297,23 @@ mod model {
         seen.len()
     }
 
-    /// Every sequence of `len` steps of every shape on `n` members.
-    fn every_sequence(n: usize, len: u32, rules: Rules) -> usize {
-        let mut shapes = vec![Shape::Barrier, Shape::Gather(None)];
-        for r in 0..n {
-            shapes.push(Shape::Bcast(r));
-            shapes.push(Shape::Gather(Some(r)));
-        }
-        let k = shapes.len();
-        (0..k.pow(len))
-            .map(|code| {
-                let ops: Vec<Shape> = (0..len).map(|d| shapes[code / k.pow(d) % k]).collect();
-                explore(n, &ops, rules)
-            })
-            .sum()
-    }
-
-    /// With 2 cells, every sequence of 4 steps on 2 and 3 members; with
-    /// 3, of 5 steps on 2 members (each reuses a cell at least once).
+    /// Every sequence of 4 steps of every shape on 2 and 3 members.
     #[test]
     fn every_read_finds_its_step_and_nothing_sticks() {
-        let rules = |cells| Rules {
-            cells,
-            free_cells: true,
-        };
-        for n in [2, 3] {
-            assert!(every_sequence(n, 4, rules(2)) > 1000);
+        for n in [2usize, 3] {
+            let mut shapes = vec![Shape::Barrier, Shape::Gather(None)];
+            for r in 0..n {
+                shapes.push(Shape::Bcast(r));
+                shapes.push(Shape::Gather(Some(r)));
+            }
+            let k = shapes.len();
+            let mut states = 0;
+            for code in 0..k.pow(4) {
+                let ops: Vec<Shape> = (0..4).map(|d| shapes[code / k.pow(d) % k]).collect();
+                states += explore(n, &ops);
+            }
+            assert!(states > 1000, "{states}");
         }
-        assert!(every_sequence(2, 5, rules(3)) > 1000);
     }
 
     /// The check fails on the rule it guards: a writer that does not wait
@@ -361,13 +321,33 @@ mod model {
     #[test]
     #[should_panic(expected = "found step")]
     fn the_check_fails_without_the_free_cell_rule() {
-        let ops = [Shape::Bcast(0); 4];
-        for cells in [2, 3] {
-            let rules = Rules {
-                cells,
-                free_cells: false,
-            };
-            explore(2, &ops, rules);
+        let ops = [Shape::Bcast(0), Shape::Bcast(0), Shape::Bcast(0)];
+        // The same exploration, with `may_start` told every cell is free.
+        let n = 2;
+        let mut todo = vec![State {
+            at: vec![(0, false, 0); n],
+            cells: vec![[(0, 0); 2]; n],
+        }];
+        let mut seen = HashSet::new();
+        while let Some(s) = todo.pop() {
+            if !seen.insert(s.clone()) {
+                continue;
+            }
+            for m in 0..n {
+                let (i, posted_it, done) = s.at[m];
+                if i < ops.len() && !posted_it && may_start(done, i as u64 + 1, true, || true) {
+                    let mut t = s.clone();
+                    let p = (i + 1) & 1;
+                    if ops[i].writes(m) {
+                        t.cells[m][p].1 = i as u64 + 1;
+                    }
+                    t.cells[m][p].0 = i as u64 + 1;
+                    t.at[m].1 = true;
+                    todo.push(t);
+                } else if let Some(t) = step(&s, &ops, m) {
+                    todo.push(t);
+                }
+            }
         }
     }
 }
