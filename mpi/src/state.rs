@@ -582,7 +582,7 @@ pub(crate) fn join_job(func: &str) -> Box<Mpi> {
         Ok(v) => v.map_or(MPI_PROC_NULL, |v| v.0),
         Err(e) => fatal(None, func, &e.to_string()),
     };
-    let mut engine = match Engine::start() {
+    let engine = match Engine::start() {
         Ok(e) => e,
         Err(e) => fatal(None, func, &e.message),
     };
@@ -595,10 +595,7 @@ pub(crate) fn join_job(func: &str) -> Box<Mpi> {
         .map(String::as_str)
         .collect();
     match crate::coll::Tuning::from_env(&hosts) {
-        Ok(t) => {
-            engine.coll_shm_bytes = t.area_bytes;
-            crate::coll::tuning::set(t)
-        }
+        Ok(t) => crate::coll::tuning::set(t),
         Err(e) => fatal(None, func, &e.to_string()),
     }
     let me = engine.fm.rank();

@@ -83,7 +83,13 @@ fn small_collectives_through_the_host_area() {
     passes(&dir, &coll, &["-n", "3", "--oversubscribe"], "7", &off);
     let mixed = [("FM_COLL_SHM_BYTES", "16")];
     passes(&dir, &coll, &["-n", "5", "--oversubscribe"], "8", &mixed);
-    assert!(dir.segments().is_empty(), "left: {:?}", dir.segments());
+    let left: Vec<String> = std::fs::read_dir(&dir.0)
+        .expect("the test's segment directory")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("-area-"))
+        .collect();
+    assert!(left.is_empty(), "area files left: {left:?}");
 }
 
 #[test]

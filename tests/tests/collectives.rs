@@ -35,12 +35,6 @@ fn every_collective_is_right_on_1_to_8_ranks_and_on_sub_groups() {
         );
         passes(&o, n);
     }
-    // The small collectives by messages on one host too (the area off).
-    let off = [("FM_COLL_SHM_BYTES", "0")];
-    passes(
-        &coll(&dir, &["-n", "3", "--oversubscribe"], &["2", "3"], &off),
-        3,
-    );
     assert!(dir.segments().is_empty(), "{:?}", dir.segments());
 }
 

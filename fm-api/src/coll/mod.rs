@@ -8,10 +8,7 @@
 //! than one member on some (each host's members combine over shared
 //! memory first and one leader per host sends on the network). Here they
 //! run over FM messages to a reserved handler, so they mix freely with
-//! the program's own messages and handlers; on a group whose members all
-//! share this host, the small ones (up to `FM_COLL_SHM_BYTES` per
-//! member) go through the group's collective area in shared memory
-//! instead ([`area`]), as fm's MPI's do.
+//! the program's own messages and handlers.
 //!
 //! Every member of a group calls the same collectives in the same order,
 //! with the same root and matching lengths (a member whose lengths do
@@ -47,7 +44,6 @@
 
 pub mod area;
 mod channel;
-mod in_area;
 mod mailbox;
 mod tuning;
 
@@ -62,7 +58,6 @@ use channel::FmChannel;
 use fm_coll::hosts::{self, Hosts};
 use fm_coll::op::bytes_of;
 use fm_coll::{algorithms, Combine, Span};
-use in_area::{Chain, GroupArea, InArea};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::marker::PhantomData;
@@ -136,8 +131,6 @@ impl Groups {
             next: 0,
             hosts,
             rules: t.rules,
-            area_bytes: t.area_bytes,
-            area: GroupArea::Unknown,
             unfinished_barrier: None,
         })
     }
@@ -164,10 +157,6 @@ pub struct Group {
     /// The members' hosts, where collectives go in two levels.
     hosts: Option<Arc<Hosts>>,
     rules: Rules,
-    /// Bytes per member up to which a collective goes through the host's
-    /// area, where all members share this host (`FM_COLL_SHM_BYTES`).
-    area_bytes: usize,
-    area: GroupArea,
     /// A barrier a handler's error interrupted, for the next `barrier`.
     unfinished_barrier: Option<Pending<'static>>,
 }
@@ -178,16 +167,9 @@ pub struct Group {
 /// for it stays in the endpoint's mailbox.
 #[must_use = "a collective advances only when tested or waited for"]
 pub struct Pending<'a> {
-    run: Run,
+    schedule: Schedule,
     done: bool,
     _buffers: PhantomData<&'a mut [u8]>,
-}
-
-/// How a collective runs: a schedule of FM messages, or a step through
-/// the host's area ([`in_area`]).
-enum Run {
-    Messages(Schedule),
-    Area(InArea),
 }
 
 impl Pending<'_> {
@@ -203,15 +185,10 @@ impl Pending<'_> {
     /// One advance of the schedule; once complete, the mailbox forgets
     /// the collective.
     fn advance(&mut self, ep: &mut Endpoint) -> Result<()> {
-        match &mut self.run {
-            Run::Messages(s) => {
-                self.done = s.advance(ep)?;
-                if self.done {
-                    let c = s.channel();
-                    ep.coll_mailbox.forget(c.group, c.seq);
-                }
-            }
-            Run::Area(a) => self.done = a.advance(ep)?,
+        self.done = self.schedule.advance(ep)?;
+        if self.done {
+            let c = self.schedule.channel();
+            ep.coll_mailbox.forget(c.group, c.seq);
         }
         Ok(())
     }
@@ -222,18 +199,9 @@ impl Pending<'_> {
     pub fn wait(&mut self, ep: &mut Endpoint) -> Result<()> {
         while !self.done {
             self.advance(ep)?;
-            if self.done {
-                break;
+            if !self.done {
+                ep.extract_wait(usize::MAX)?;
             }
-            match &self.run {
-                Run::Messages(_) => ep.extract_wait(usize::MAX)?,
-                // A member's post rings this process's doorbell; the wait
-                // looks at the cells before it sleeps.
-                Run::Area(a) => match a.watch() {
-                    Some(w) => ep.extract_wait_while(usize::MAX, || !w.ready())?,
-                    None => ep.extract(usize::MAX)?,
-                },
-            };
         }
         Ok(())
     }
@@ -269,27 +237,6 @@ fn program_read<T: Element>(p: &mut Plan, v: &[T]) -> Span {
     // SAFETY: as `program`; the plan's steps only read a span that is
     // sent or copied from.
     unsafe { p.program(b.as_ptr().cast_mut(), b.len()) }
-}
-
-/// `all` cut into `n` regions one after another.
-fn cut(all: Region, n: usize) -> Vec<Region> {
-    let each = all.len / n.max(1);
-    (0..n)
-        .map(|i| Region {
-            ptr: all.ptr.wrapping_add(i * each),
-            len: each,
-        })
-        .collect()
-}
-
-/// `v`'s bytes as `n` blocks the collective writes.
-fn regions<T: Element>(v: &mut [T], n: usize) -> Vec<Region> {
-    cut(Region::of_mut(fm_coll::op::bytes_of_mut(v)), n)
-}
-
-/// `v`'s bytes as `n` blocks the collective only reads.
-fn read_regions<T: Element>(v: &[T], n: usize) -> Vec<Region> {
-    cut(Region::of(bytes_of(v)), n)
 }
 
 /// `len` bytes cut into `n` blocks one after another.
@@ -343,12 +290,8 @@ impl Group {
             sent: Default::default(),
             alive: Arc::new(std::sync::Mutex::new(true)),
         });
-        self.started(ep, Run::Messages(schedule))
-    }
-
-    fn started<'a>(&self, ep: &mut Endpoint, run: Run) -> Result<Pending<'a>> {
         let mut p = Pending {
-            run,
+            schedule,
             done: false,
             _buffers: PhantomData,
         };
@@ -356,54 +299,8 @@ impl Group {
         Ok(p)
     }
 
-    /// The group's area, where a collective of `bytes` per member goes
-    /// through it: made at the first such collective, by every member at
-    /// once (the choice depends only on what every member passes alike).
-    fn area(&mut self, ep: &Endpoint, bytes: usize) -> Result<Option<Arc<Chain>>> {
-        if self.area_bytes == 0 || bytes > self.area_bytes {
-            return Ok(None);
-        }
-        match &self.area {
-            GroupArea::Open(c) => return Ok(Some(c.clone())),
-            GroupArea::Never => return Ok(None),
-            GroupArea::Unknown => {}
-        }
-        let dev = ep.composite();
-        let here = dev.host_of(ep.rank());
-        let possible = (2..=area::MAX_MEMBERS).contains(&self.members.len())
-            && dev.shmem().is_some()
-            && self.members.iter().all(|&r| dev.host_of(r) == here);
-        self.area = match possible {
-            true => {
-                let a = ep.host_area(&self.members, self.id, self.area_bytes)?;
-                GroupArea::Open(Arc::new(Chain::new(Steps::new(a))))
-            }
-            false => GroupArea::Never,
-        };
-        self.area(ep, bytes)
-    }
-
-    /// Start collective `what` through the group's area `chain`.
-    ///
-    /// # Safety
-    /// `what`'s regions are borrowed for `'a`.
-    unsafe fn in_area<'a>(
-        &self,
-        ep: &mut Endpoint,
-        chain: &Arc<Chain>,
-        what: Collective<Reduction>,
-    ) -> Result<Pending<'a>> {
-        // SAFETY: the regions are borrowed by the `Pending` for `'a`.
-        let op = unsafe { AreaOp::new(chain.steps(), what) };
-        self.started(ep, Run::Area(InArea::start(chain, op)))
-    }
-
     /// Start a barrier.
     pub fn ibarrier<'a>(&mut self, ep: &mut Endpoint) -> Result<Pending<'a>> {
-        if let Some(c) = self.area(ep, 0)? {
-            // SAFETY: no regions.
-            return unsafe { self.in_area(ep, &c, Collective::Barrier) };
-        }
         let mut p = self.plan();
         match &self.hosts {
             Some(h) => hosts::barrier(&mut p, h),
@@ -435,12 +332,6 @@ impl Group {
         data: &'a mut [T],
     ) -> Result<Pending<'a>> {
         let root = self.root(root)?;
-        let bytes = fm_coll::op::bytes_of_mut(data);
-        if let Some(c) = self.area(ep, bytes.len())? {
-            let data = Region::of_mut(bytes);
-            // SAFETY: `data` is borrowed for `'a`.
-            return unsafe { self.in_area(ep, &c, Collective::Bcast { root, data }) };
-        }
         let mut p = self.plan();
         let span = program(&mut p, data);
         let (rules, unit) = (self.rules, std::mem::size_of::<T>());
@@ -463,30 +354,6 @@ impl Group {
         self.ibroadcast(ep, root, data)?.finish(ep)
     }
 
-    /// A reduction of every member's `data` into `root`'s (`None`:
-    /// everyone's) through the host's area, in place.
-    fn reduce_in_area<'a, T: Element>(
-        &mut self,
-        ep: &mut Endpoint,
-        chain: &Arc<Chain>,
-        root: Option<usize>,
-        data: &'a mut [T],
-        op: Op<T>,
-    ) -> Result<Pending<'a>> {
-        let reduction: Reduction =
-            Box::new(op.checked().map_err(|e| ErrorKind::Group(e.to_string()))?);
-        let data = Region::of_mut(fm_coll::op::bytes_of_mut(data));
-        let keeps = root.is_none_or(|r| r == self.me);
-        let what = Collective::Reduce {
-            root,
-            input: data,
-            result: if keeps { data } else { Region::of_mut(&mut []) },
-            reduction,
-        };
-        // SAFETY: `data` is borrowed for `'a`.
-        unsafe { self.in_area(ep, chain, what) }
-    }
-
     /// The reduction, its commutativity, checked against `T`.
     fn reduction<T: Element>(p: &mut Plan, op: Op<T>) -> Result<bool> {
         let c = op.checked().map_err(|e| ErrorKind::Group(e.to_string()))?;
@@ -505,9 +372,6 @@ impl Group {
         op: Op<T>,
     ) -> Result<Pending<'a>> {
         let root = self.root(root)?;
-        if let Some(c) = self.area(ep, std::mem::size_of_val(data))? {
-            return self.reduce_in_area(ep, &c, Some(root), data, op);
-        }
         let mut p = self.plan();
         let commutative = Self::reduction(&mut p, op)?;
         // The root reduces in place; the others' data is only read.
@@ -546,9 +410,6 @@ impl Group {
         data: &'a mut [T],
         op: Op<T>,
     ) -> Result<Pending<'a>> {
-        if let Some(c) = self.area(ep, std::mem::size_of_val(data))? {
-            return self.reduce_in_area(ep, &c, None, data, op);
-        }
         let mut p = self.plan();
         let commutative = Self::reduction(&mut p, op)?;
         let acc = program(&mut p, data);
@@ -595,26 +456,13 @@ impl Group {
         all: &'a mut [T],
     ) -> Result<Pending<'a>> {
         let root = self.root(root)?;
-        if self.me == root {
-            self.whole(all, mine.len(), "the gather's result")?;
-        }
-        if let Some(c) = self.area(ep, std::mem::size_of_val(mine))? {
-            let all = match self.me == root {
-                true => regions(all, self.size()),
-                false => Vec::new(),
-            };
-            let what = Collective::Gather {
-                root: Some(root),
-                mine: Some(Region::of(fm_coll::op::bytes_of(mine))),
-                all,
-            };
-            // SAFETY: the slices are borrowed for `'a`.
-            return unsafe { self.in_area(ep, &c, what) };
-        }
         let mut p = self.plan();
         let m = program_read(&mut p, mine);
         let b = match p.me == root {
-            true => blocks(program(&mut p, all), p.n),
+            true => {
+                self.whole(all, mine.len(), "the gather's result")?;
+                blocks(program(&mut p, all), p.n)
+            }
             false => Vec::new(),
         };
         algorithms::gather_linear(&mut p, root, Some(m), &b);
@@ -643,23 +491,12 @@ impl Group {
         mine: &'a mut [T],
     ) -> Result<Pending<'a>> {
         let root = self.root(root)?;
-        if self.me == root {
-            self.whole(all, mine.len(), "the scatter's input")?;
-        }
-        let whole = self.size() * std::mem::size_of_val(mine);
-        if let Some(c) = self.area(ep, whole)? {
-            let all = match self.me == root {
-                true => read_regions(all, self.size()),
-                false => Vec::new(),
-            };
-            let mine = Some(Region::of_mut(fm_coll::op::bytes_of_mut(mine)));
-            let what = Collective::Scatter { root, all, mine };
-            // SAFETY: the slices are borrowed for `'a`.
-            return unsafe { self.in_area(ep, &c, what) };
-        }
         let mut p = self.plan();
         let b = match p.me == root {
-            true => blocks(program_read(&mut p, all), p.n),
+            true => {
+                self.whole(all, mine.len(), "the scatter's input")?;
+                blocks(program_read(&mut p, all), p.n)
+            }
             false => Vec::new(),
         };
         let m = program(&mut p, mine);
@@ -688,15 +525,6 @@ impl Group {
         all: &'a mut [T],
     ) -> Result<Pending<'a>> {
         self.whole(all, mine.len(), "the allgather's result")?;
-        if let Some(c) = self.area(ep, std::mem::size_of_val(mine))? {
-            let what = Collective::Gather {
-                root: None,
-                mine: Some(Region::of(fm_coll::op::bytes_of(mine))),
-                all: regions(all, self.size()),
-            };
-            // SAFETY: the slices are borrowed for `'a`.
-            return unsafe { self.in_area(ep, &c, what) };
-        }
         let mut p = self.plan();
         let m = program_read(&mut p, mine);
         let b = blocks(program(&mut p, all), p.n);
@@ -732,14 +560,6 @@ impl Group {
                 self.size()
             ))
             .into());
-        }
-        if let Some(c) = self.area(ep, std::mem::size_of_val(send))? {
-            let what = Collective::Alltoall {
-                send: read_regions(send, self.size()),
-                recv: regions(recv, self.size()),
-            };
-            // SAFETY: the slices are borrowed for `'a`.
-            return unsafe { self.in_area(ep, &c, what) };
         }
         let mut p = self.plan();
         let s = blocks(program_read(&mut p, send), p.n);

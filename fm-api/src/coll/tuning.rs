@@ -5,7 +5,7 @@
 
 use crate::config::env_only;
 use crate::settings::{self, Setting};
-use crate::{ErrorKind, Result};
+use crate::Result;
 use fm_coll::choose::{Choice, Rules, CHOICE};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -30,16 +30,7 @@ pub struct Tuning {
     pub job_hosts: Arc<[u32]>,
     /// Whether the job has ranks on more than one host.
     pub several_hosts: bool,
-    /// Bytes per member up to which a collective of a group on one host
-    /// goes through the host's area (`FM_COLL_SHM_BYTES`; 0: never).
-    pub area_bytes: usize,
 }
-
-/// `FM_COLL_SHM_BYTES`'s default (docs/PERFORMANCE.md, "Small
-/// collectives through the host's area").
-pub const AREA_BYTES: usize = 4096;
-/// Its bound: each member's area holds two slots of it.
-pub const MAX_AREA_BYTES: usize = 1 << 20;
 
 impl Default for Tuning {
     fn default() -> Tuning {
@@ -48,7 +39,6 @@ impl Default for Tuning {
             rules: Rules::default(),
             job_hosts: Arc::new([]),
             several_hosts: false,
-            area_bytes: AREA_BYTES,
         }
     }
 }
@@ -87,17 +77,6 @@ impl Tuning {
             },
             several_hosts: seen.len() > 1,
             job_hosts,
-            area_bytes: match or(&settings::COLL_SHM_BYTES, AREA_BYTES)? {
-                b if b > MAX_AREA_BYTES => {
-                    return Err(ErrorKind::Env {
-                        var: settings::COLL_SHM_BYTES.var,
-                        value: b.to_string(),
-                        reason: format!("at most {MAX_AREA_BYTES}"),
-                    }
-                    .into())
-                }
-                b => b,
-            },
         })
     }
 }

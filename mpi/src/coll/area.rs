@@ -26,7 +26,10 @@ pub use fm::coll::Watch;
 use fm::coll::{AreaError, Collective, Region, Steps};
 use std::sync::Arc;
 
-pub use fm::coll::area::MAX_MEMBERS;
+/// Members above which a communicator does not use an area: each step
+/// reads every member's posted word, which costs more than a tree's
+/// messages once there are many.
+pub const MAX_MEMBERS: usize = 64;
 
 /// Whether a communicator's collectives go through an area: not known
 /// until its first collective that could.

@@ -43,7 +43,8 @@ use matching::*;
 pub use matching::{Kept, Unpack};
 use wire::*;
 pub use wire::{
-    COLL_EAGER_LIMIT, DEFAULT_EAGER_LIMIT, DEFAULT_SET_ASIDE_LIMIT, MAX_MESSAGE, SHORT,
+    COLL_EAGER_LIMIT, COLL_SHM_BYTES, DEFAULT_EAGER_LIMIT, DEFAULT_SET_ASIDE_LIMIT,
+    MAX_COLL_SHM_BYTES, MAX_MESSAGE, SHORT,
 };
 
 /// Where a point-to-point call goes: the communicator's context, this
@@ -156,6 +157,15 @@ impl Engine {
             true => eager_limit,
         };
         let coll_eager_limit = bytes(&fm::settings::COLL_EAGER_LIMIT, coll_default)?;
+        let coll_shm_bytes = bytes(&fm::settings::COLL_SHM_BYTES, COLL_SHM_BYTES)?;
+        if coll_shm_bytes > MAX_COLL_SHM_BYTES {
+            return Err(fm::FmError::from(fm::ErrorKind::Env {
+                var: fm::settings::COLL_SHM_BYTES.var,
+                value: coll_shm_bytes.to_string(),
+                reason: format!("at most {MAX_COLL_SHM_BYTES}"),
+            })
+            .into());
+        }
         shared.0.borrow_mut().set_aside_room =
             bytes(&fm::settings::MPI_SET_ASIDE_LIMIT, DEFAULT_SET_ASIDE_LIMIT)?;
         Ok(Engine {
@@ -163,8 +173,7 @@ impl Engine {
             shared,
             eager_limit,
             coll_eager_limit,
-            // The tuning's, once the library joined the job (`join_job`).
-            coll_shm_bytes: 0,
+            coll_shm_bytes,
             scratch: Vec::with_capacity(4096),
             collectives: Vec::new(),
             pairs: Vec::new(),

@@ -32,6 +32,12 @@ pub const DEFAULT_EAGER_LIMIT: usize = 64 << 10;
 /// Collectives' messages up to this many bytes are sent eagerly where
 /// each rank has a CPU of its own (`fm::settings::COLL_EAGER_LIMIT`).
 pub const COLL_EAGER_LIMIT: usize = 16 << 10;
+/// `FM_COLL_SHM_BYTES`'s default: collectives of up to this many bytes
+/// per member go through the host's area (docs/PERFORMANCE.md, "Small
+/// collectives through shared memory").
+pub const COLL_SHM_BYTES: usize = 4096;
+/// And its bound: each member's area holds two slots of it.
+pub const MAX_COLL_SHM_BYTES: usize = 1 << 20;
 
 /// Data bytes an MPI message may have: it travels as one FM message, whose
 /// length is 32 bits, with at most a 16-byte envelope before it.

@@ -3,8 +3,7 @@
 //! and the even ones), with sizes from 0 to past 4 MiB, every root, every
 //! operation and a user operation that does not commute, and non-blocking
 //! collectives overlapped with each other and with point-to-point
-//! messages (small ones, which go through the host's area on one host,
-//! waited for newest first), and through a handler's error (the collective completes,
+//! messages, and through a handler's error (the collective completes,
 //! then the error comes out, once).
 //!
 //! fm-coll ROUNDS SEED [sabotage]
@@ -227,35 +226,6 @@ fn overlapped(
     Ok(())
 }
 
-/// Small non-blocking collectives on one group, started together and
-/// waited for newest first: on one host they go through the host's area,
-/// where each must wait for the one before it at this member, so the
-/// newest one's wait advances the others.
-fn overlapped_small(fm: &mut Fm, world: &mut Group, c: &mut Checker) -> Res {
-    let (k1, k2) = (c.next(), c.next());
-    let (n, me) = (world.size(), world.me());
-    let mut sum = vector(k1, me, 16, 0);
-    let mut data = match me == n - 1 {
-        true => vector(k2, me, 8, 0),
-        false => vec![0; 8],
-    };
-    let mut a = world.ibarrier(fm).map_err(err)?;
-    let mut b = world.iallreduce(fm, &mut sum, Op::Sum).map_err(err)?;
-    let mut d = world.ibroadcast(fm, n - 1, &mut data).map_err(err)?;
-    d.wait(fm).map_err(err)?;
-    b.wait(fm).map_err(err)?;
-    a.wait(fm).map_err(err)?;
-    let want: Vec<u64> = (0..16)
-        .map(|i| (0..n).fold(0u64, |s, m| s.wrapping_add(value(k1, m, i, c.off))))
-        .collect();
-    c.same("small allreduce waited for second", &sum, &want)?;
-    c.same(
-        "small broadcast waited for first",
-        &data,
-        &vector(k2, n - 1, 8, c.off),
-    )
-}
-
 /// A handler's error while an allreduce and a barrier run: the allreduce
 /// completes with the right sum, and the error comes out once, from the
 /// allreduce, the barrier (called again: it completes the same barrier)
@@ -363,7 +333,6 @@ fn run(rounds: u64, seed: u64, sabotage: bool) -> Res {
     }
     c.k = 3 << 32;
     overlapped(&mut fm, &mut world, &mut backwards, &mut c, &seen)?;
-    overlapped_small(&mut fm, &mut world, &mut c)?;
     c.k = 4 << 32;
     through_a_handlers_error(&mut fm, &mut world, &mut c, &failed)
         .map_err(|e| format!("through a handler's error: {e}"))?;

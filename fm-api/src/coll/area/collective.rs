@@ -5,7 +5,7 @@
 //! what is not one run of bytes first, and unpacks after).
 
 use super::{Shape, Step, Steps, Watch};
-use crate::{Endpoint, Rank};
+use crate::Endpoint;
 use fm_coll::Combine;
 use std::sync::Arc;
 
@@ -144,11 +144,6 @@ impl<R: Combine> AreaOp<R> {
     /// What it waits for now, if it waits for other members.
     pub fn watch(&self) -> Option<Watch> {
         self.step.watch()
-    }
-
-    /// The group's members (job ranks), in its order.
-    pub fn ranks(&self) -> &[Rank] {
-        self.step.area().ranks()
     }
 
     /// Go as far as possible without waiting; whether it is done. Once

@@ -39,11 +39,6 @@
 use crate::{Endpoint, ErrorKind, FmError, Rank, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Members above which a group does not use an area: each step reads
-/// every member's cell, which costs more than a tree's messages once
-/// there are many.
-pub const MAX_MEMBERS: usize = 64;
-
 /// Cells start on a boundary of two cache lines, so that the
 /// adjacent-line prefetcher does not tie two members' cells together.
 const LINE: usize = 128;
