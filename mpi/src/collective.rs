@@ -81,7 +81,7 @@ impl Mpi {
             && dev.shmem().is_some()
             && c.ranks.iter().all(|&r| dev.host_of(r) == here);
         let state = match possible {
-            true => AreaState::Open(Arc::new(area::open(&self.engine, c, limit)?)),
+            true => AreaState::Open(Arc::new(CommArea::open(&self.engine, c, limit)?)),
             false => AreaState::Never,
         };
         let open = match &state {

@@ -42,12 +42,12 @@
 //! # Ok::<(), fm::FmError>(())
 //! ```
 
-pub mod area;
+mod area;
 mod channel;
 mod mailbox;
 mod tuning;
 
-pub use area::{AreaError, AreaOp, Collective, HostArea, Region, Steps, Watch};
+pub use area::HostArea;
 pub use fm_coll::choose::Rules;
 pub use fm_coll::op::{Bitwise, Element, Op};
 pub(crate) use mailbox::{intake, Mailbox, COLLECTIVE};

@@ -108,7 +108,7 @@ unsafe fn bcast<C: CountArg>(
     let data = m.elements_at(buffer, count, datatype)?;
     if let Some(area) = m.area_for(comm, data.bytes(), mode)? {
         let r = coll::root(m.comm(comm)?, root)?;
-        return m.area_collective(mode, AreaOp::bcast(&area, &data, r));
+        return m.area_collective(mode, AreaOp::bcast(&area, data, r));
     }
     m.collective(comm, mode, move |c| {
         Ok(coll::bcast(c, &data, coll::root(c, root)?))
@@ -161,10 +161,7 @@ unsafe fn reduce<C: CountArg>(
     };
     if let Some(area) = m.area_for(comm, recv.bytes(), mode)? {
         let r = coll::root(m.comm(comm)?, root)?;
-        return m.area_collective(
-            mode,
-            AreaOp::reduce(&area, send.as_ref(), &recv, reduction, Some(r)),
-        );
+        return m.area_collective(mode, AreaOp::reduce(&area, send, recv, reduction, Some(r)));
     }
     m.collective(comm, mode, move |c| {
         Ok(coll::reduce(
@@ -195,10 +192,7 @@ unsafe fn allreduce<C: CountArg>(
     let send = input(m, sendbuf, count, datatype)?;
     let recv = m.elements_at(recvbuf, count, datatype)?;
     if let Some(area) = m.area_for(comm, recv.bytes(), mode)? {
-        return m.area_collective(
-            mode,
-            AreaOp::reduce(&area, send.as_ref(), &recv, reduction, None),
-        );
+        return m.area_collective(mode, AreaOp::reduce(&area, send, recv, reduction, None));
     }
     m.collective(comm, mode, move |c| {
         Ok(coll::allreduce(c, send.as_ref(), &recv, reduction.clone()))
@@ -238,7 +232,7 @@ unsafe fn gather<C: CountArg>(
     // own says whether the area serves them all (not so for gatherv).
     let part = send.as_ref().unwrap_or_else(|| &recv[me]).bytes();
     if let Some(area) = m.area_for(comm, part, mode)? {
-        return m.area_collective(mode, AreaOp::gather(&area, send.as_ref(), &recv, Some(r)));
+        return m.area_collective(mode, AreaOp::gather(&area, send, recv, Some(r)));
     }
     gathered(m, send, recv, root, comm, mode)
 }
@@ -329,7 +323,7 @@ unsafe fn scatter<C: CountArg>(
     // the root's blocks fit the area (not so for scatterv).
     let block = recv.as_ref().unwrap_or_else(|| &send[me]).bytes();
     if let Some(area) = m.area_for(comm, n.saturating_mul(block), mode)? {
-        return m.area_collective(mode, AreaOp::scatter(&area, &send, recv.as_ref(), r));
+        return m.area_collective(mode, AreaOp::scatter(&area, send, recv, r));
     }
     scattered(m, send, recv, root, comm, mode)
 }
@@ -466,7 +460,7 @@ unsafe fn allgathered<C: CountArg>(
     // Every member knows every part's length: the longest decides.
     let longest = recv.iter().map(Elements::bytes).max().unwrap_or(0);
     if let Some(area) = m.area_for(comm, longest, mode)? {
-        return m.area_collective(mode, AreaOp::gather(&area, send.as_ref(), &recv, None));
+        return m.area_collective(mode, AreaOp::gather(&area, send, recv, None));
     }
     m.collective(comm, mode, move |c| {
         Ok(coll::allgather(c, send.as_ref(), &recv))
@@ -499,7 +493,7 @@ unsafe fn alltoall<C: CountArg>(
     // Every block is as long (MPI's rule).
     let part = send.iter().map(Elements::bytes).sum();
     if let Some(area) = m.area_for(comm, part, mode)? {
-        return m.area_collective(mode, AreaOp::alltoall(&area, &send, &recv));
+        return m.area_collective(mode, AreaOp::alltoall(&area, send, recv));
     }
     m.collective(comm, mode, move |c| Ok(coll::alltoall(c, &send, &recv)))
 }

@@ -26,11 +26,6 @@
 //! removes the name, and the memory goes with the last mapping. fmrun
 //! and the GRM remove the files of a job that died before that.
 //!
-//! [`Steps`] keeps a group's steps at one member and [`Step`] runs one
-//! by these rules (fm's MPI builds its collectives on them, adding what
-//! each writes and reads); an explicit-state check below runs the rules
-//! over every sequence of four steps on 2 and 3 members.
-//!
 //! A member that waits for a posted word and may sleep (`FM_WAIT`)
 //! sleeps on its doorbell like any wait in fm: [`HostArea::post`] rings
 //! the other members', and the waiter looks at the words in its re-check
@@ -121,7 +116,7 @@ impl HostArea {
     /// contributes to `step` (a release: what it wrote into its cell is
     /// visible to a member that sees the step), and wake the members that
     /// may sleep.
-    pub(crate) fn post(&self, ep: &Endpoint, step: u64) {
+    pub fn post(&self, ep: &Endpoint, step: u64) {
         self.word(self.cell(self.me, step))
             .store(step, Ordering::Release);
         for (m, &r) in self.ranks.iter().enumerate() {
@@ -135,7 +130,7 @@ impl HostArea {
     /// bytes. This member writes its own before it posts the step, and
     /// reads another's once that member posted it.
     #[inline]
-    pub(crate) fn slot(&self, member: usize, step: u64) -> *mut u8 {
+    pub fn slot(&self, member: usize, step: u64) -> *mut u8 {
         let at = self.cell(member, step) + CELL_HEADER;
         // SAFETY: the cell lies inside the mapping (`HostArea::bytes`).
         unsafe { self.map.as_ptr().add(at).cast_mut() }
@@ -144,16 +139,10 @@ impl HostArea {
     /// The length word of `member`'s contribution to `step`: what it says
     /// it contributed (written before the post, like the data).
     #[inline]
-    pub(crate) fn slot_len(&self, member: usize, step: u64) -> &AtomicU64 {
+    pub fn slot_len(&self, member: usize, step: u64) -> &AtomicU64 {
         self.word(self.cell(member, step) + 8)
     }
 }
-
-mod collective;
-mod steps;
-
-pub use collective::{AreaError, AreaOp, Collective, Region};
-pub use steps::{Need, Shape, Step, Steps, Watch};
 
 /// A deterministic hash of the members (FNV-1a): part of the area's name,
 /// so that two groups with the same first member and ID do not meet.
