@@ -156,7 +156,7 @@ pub const COLL_SHM_BYTES: Setting = Setting {
     var: "FM_COLL_SHM_BYTES",
     scope: Scope::Environment,
     default: r#"`4096`"#,
-    doc: r#"fm's MPI collectives on a communicator of 2 to 64 members that all share this host: barrier, and broadcast, reduce, allreduce, gather, allgather(v), scatter and alltoall of up to this many bytes per member (all of a scatter's root's or an alltoall member's blocks together), blocking or not, go through the communicator's collective area in shared memory (each member writes its part once and the others read it where it lies: no message, no matching; docs/MPI.md, "Collectives"); larger ones, the other collectives, persistent ones and communicators spread over hosts go by messages. `0`: always by messages. At most 1048576. Read by `MPI_Init`; not in the settings file."#,
+    doc: r#"fm's MPI collectives on a communicator of 2 to 64 members that all share this host: barrier, and broadcast, reduce, allreduce, gather and allgather(v) of up to this many bytes per member, blocking or not, go through the communicator's collective area in shared memory (each member writes its part once and the others read it where it lies: no message, no matching; docs/MPI.md, "Collectives"); larger ones, the other collectives, persistent ones and communicators spread over hosts go by messages. `0`: always by messages. At most 1048576. Read by `MPI_Init`; not in the settings file."#,
 };
 
 pub const COLL_EAGER_LIMIT: Setting = Setting {

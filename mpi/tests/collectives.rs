@@ -43,8 +43,7 @@ fn every_collective_on_one_to_eight_ranks_of_one_host() {
 
 /// The collective area of a host (`coll::area`): `tests/c/area.c`'s
 /// small collectives in tight loops (a root running ahead, sizes on both
-/// sides of the area's limit on one communicator in broadcasts,
-/// reductions, gathers, scatters and all-to-alls, a non-commutative
+/// sides of the area's limit on one communicator, a non-commutative
 /// operation, non-blocking ones completed in reverse, two communicators
 /// in turn, barriers seen through a shared window) on 2 to 8 ranks; with
 /// every wait sleeping at once, so that a lost wake-up would hang; and

@@ -227,14 +227,17 @@ unsafe fn gather<C: CountArg>(
         true => uniform(&m.elements_at(recvbuf, recvcount, recvtype)?, n),
         false => Vec::new(),
     };
-    let send = gather_input(m, sendbuf, sendcount, sendtype, &recv)?;
     // Every member's part is as long (MPI's rule), so each member's
     // own says whether the area serves them all (not so for gatherv).
+    let send = match coll::in_place(sendbuf) && !recv.is_empty() {
+        true => None,
+        false => Some(m.elements_at(sendbuf, sendcount, sendtype)?),
+    };
     let part = send.as_ref().unwrap_or_else(|| &recv[me]).bytes();
     if let Some(area) = m.area_for(comm, part, mode)? {
         return m.area_collective(mode, AreaOp::gather(&area, send, recv, Some(r)));
     }
-    gathered(m, send, recv, root, comm, mode)
+    gathered(m, sendbuf, sendcount, sendtype, recv, root, comm, mode)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -261,37 +264,27 @@ unsafe fn gatherv<C: CountArg>(
         true => per_member(m, recvbuf, recvcounts, displs, recvtype, n)?,
         false => Vec::new(),
     };
-    let send = gather_input(m, sendbuf, sendcount, sendtype, &recv)?;
-    gathered(m, send, recv, root, comm, mode)
+    gathered(m, sendbuf, sendcount, sendtype, recv, root, comm, mode)
 }
 
-/// Gather(v)'s input at this member: `None` for `MPI_IN_PLACE` at the
-/// root (which has the blocks `recv`).
-unsafe fn gather_input<C: CountArg>(
-    m: &Mpi,
+/// Gather(v)'s common part: this member's input, and the run.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gathered<C: CountArg>(
+    m: &mut Mpi,
     sendbuf: *const c_void,
     sendcount: C,
     sendtype: Handle,
-    recv: &[Elements],
-) -> MpiResult<Option<Elements>> {
-    match coll::in_place(sendbuf) && !recv.is_empty() {
-        true => Ok(None),
-        false => m.elements_at(sendbuf, sendcount, sendtype).map(Some),
-    }
-}
-
-/// Gather(v) by messages.
-fn gathered(
-    m: &mut Mpi,
-    send: Option<Elements>,
     recv: Vec<Elements>,
     root: c_int,
     comm: Handle,
     mode: Mode,
 ) -> MpiResult<()> {
+    let send = match coll::in_place(sendbuf) && !recv.is_empty() {
+        true => None,
+        false => Some(m.elements_at(sendbuf, sendcount, sendtype)?),
+    };
     m.collective(comm, mode, move |c| {
-        // SAFETY: the caller's buffers (MPI's rule).
-        Ok(unsafe { coll::gather(c, send.as_ref(), &recv, coll::root(c, root)?) })
+        Ok(coll::gather(c, send.as_ref(), &recv, coll::root(c, root)?))
     })
 }
 
@@ -318,14 +311,7 @@ unsafe fn scatter<C: CountArg>(
         true => uniform(&m.elements_at(sendbuf, sendcount, sendtype)?, n),
         false => Vec::new(),
     };
-    let recv = scatter_output(m, &send, recvbuf, recvcount, recvtype)?;
-    // Every block is as long (MPI's rule): each member's own says whether
-    // the root's blocks fit the area (not so for scatterv).
-    let block = recv.as_ref().unwrap_or_else(|| &send[me]).bytes();
-    if let Some(area) = m.area_for(comm, n.saturating_mul(block), mode)? {
-        return m.area_collective(mode, AreaOp::scatter(&area, send, recv, r));
-    }
-    scattered(m, send, recv, root, comm, mode)
+    scattered(m, send, recvbuf, recvcount, recvtype, root, comm, mode)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -352,37 +338,27 @@ unsafe fn scatterv<C: CountArg>(
         true => per_member(m, sendbuf, sendcounts, displs, sendtype, n)?,
         false => Vec::new(),
     };
-    let recv = scatter_output(m, &send, recvbuf, recvcount, recvtype)?;
-    scattered(m, send, recv, root, comm, mode)
+    scattered(m, send, recvbuf, recvcount, recvtype, root, comm, mode)
 }
 
-/// Scatter(v)'s output at this member: `None` for `MPI_IN_PLACE` at the
-/// root (which has the blocks `send`).
-unsafe fn scatter_output<C: CountArg>(
-    m: &Mpi,
-    send: &[Elements],
+/// Scatter(v)'s common part: this member's output, and the run.
+#[allow(clippy::too_many_arguments)]
+unsafe fn scattered<C: CountArg>(
+    m: &mut Mpi,
+    send: Vec<Elements>,
     recvbuf: *mut c_void,
     recvcount: C,
     recvtype: Handle,
-) -> MpiResult<Option<Elements>> {
-    match coll::in_place(recvbuf) && !send.is_empty() {
-        true => Ok(None),
-        false => m.elements_at(recvbuf, recvcount, recvtype).map(Some),
-    }
-}
-
-/// Scatter(v) by messages.
-fn scattered(
-    m: &mut Mpi,
-    send: Vec<Elements>,
-    recv: Option<Elements>,
     root: c_int,
     comm: Handle,
     mode: Mode,
 ) -> MpiResult<()> {
+    let recv = match coll::in_place(recvbuf) && !send.is_empty() {
+        true => None,
+        false => Some(m.elements_at(recvbuf, recvcount, recvtype)?),
+    };
     m.collective(comm, mode, move |c| {
-        // SAFETY: the caller's buffers (MPI's rule).
-        Ok(unsafe { coll::scatter(c, &send, recv.as_ref(), coll::root(c, root)?) })
+        Ok(coll::scatter(c, &send, recv.as_ref(), coll::root(c, root)?))
     })
 }
 
@@ -490,11 +466,6 @@ unsafe fn alltoall<C: CountArg>(
         true => recv.clone(),
         false => uniform(&m.elements_at(sendbuf, sendcount, sendtype)?, n),
     };
-    // Every block is as long (MPI's rule).
-    let part = send.iter().map(Elements::bytes).sum();
-    if let Some(area) = m.area_for(comm, part, mode)? {
-        return m.area_collective(mode, AreaOp::alltoall(&area, send, recv));
-    }
     m.collective(comm, mode, move |c| Ok(coll::alltoall(c, &send, &recv)))
 }
 

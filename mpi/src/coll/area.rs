@@ -1,7 +1,7 @@
 //! Small collectives through the host's collective area: on a
 //! communicator whose members all share this host, barrier, broadcast,
-//! reduce, allreduce, gather, allgather, scatter and alltoall of up to
-//! `FM_COLL_SHM_BYTES` per member move through shared memory ([`fm::coll::HostArea`]): each
+//! reduce, allreduce, gather and allgather of up to `FM_COLL_SHM_BYTES`
+//! per member move through shared memory ([`fm::coll::HostArea`]): each
 //! member writes its part once into its slot and posts the step, and
 //! each member that needs others' parts reads them where they lie once
 //! their step is posted. No message, no matching, no schedule.
@@ -180,20 +180,6 @@ enum Kind {
         send: Option<Elements>,
         recv: Vec<Elements>,
     },
-    /// Scatter: the root writes a block per member, one after another, and
-    /// each member reads its own; `recv` is `None` for `MPI_IN_PLACE` at
-    /// the root, `send` empty elsewhere.
-    Scatter {
-        root: usize,
-        send: Vec<Elements>,
-        recv: Option<Elements>,
-    },
-    /// Alltoall: every member writes a block per member, and reads its
-    /// own from each (blocks of one length).
-    Alltoall {
-        send: Vec<Elements>,
-        recv: Vec<Elements>,
-    },
 }
 
 impl AreaOp {
@@ -240,19 +226,6 @@ impl AreaOp {
         AreaOp::new(area, Kind::Gather { root, send, recv })
     }
 
-    pub fn scatter(
-        area: &Arc<CommArea>,
-        send: Vec<Elements>,
-        recv: Option<Elements>,
-        root: usize,
-    ) -> AreaOp {
-        AreaOp::new(area, Kind::Scatter { root, send, recv })
-    }
-
-    pub fn alltoall(area: &Arc<CommArea>, send: Vec<Elements>, recv: Vec<Elements>) -> AreaOp {
-        AreaOp::new(area, Kind::Alltoall { send, recv })
-    }
-
     fn me(&self) -> usize {
         self.area.area.me()
     }
@@ -260,9 +233,8 @@ impl AreaOp {
     fn shape(&self) -> Shape {
         match &self.kind {
             Kind::Barrier => Shape::Barrier,
-            Kind::Bcast { root, .. } | Kind::Scatter { root, .. } => Shape::Bcast(*root),
+            Kind::Bcast { root, .. } => Shape::Bcast(*root),
             Kind::Reduce { root, .. } | Kind::Gather { root, .. } => Shape::Gather(*root),
-            Kind::Alltoall { .. } => Shape::Gather(None),
         }
     }
 
@@ -333,19 +305,18 @@ impl AreaOp {
     /// # Safety
     /// The elements are the caller's buffers.
     unsafe fn write(&self) -> MpiResult<()> {
-        let one = std::slice::from_ref;
-        let mine: &[Elements] = match &self.kind {
+        let mine = match &self.kind {
             Kind::Barrier => return Ok(()),
-            Kind::Bcast { data, .. } => one(data),
-            Kind::Reduce { send, recv, .. } => one(send.as_ref().unwrap_or(recv)),
+            Kind::Bcast { data, .. } => data,
+            Kind::Reduce { send, recv, .. } => send.as_ref().unwrap_or(recv),
             Kind::Gather { send, recv, .. } => match send {
-                Some(s) => one(s),
-                None => one(&recv[self.me()]),
+                Some(s) => s,
+                None => &recv[self.me()],
             },
-            Kind::Scatter { send, .. } | Kind::Alltoall { send, .. } => send,
         };
         let (a, step, me) = (&self.area.area, self.step, self.me());
-        let len: usize = mine.iter().map(Elements::bytes).sum();
+        let slot = a.slot(me, step);
+        let len = mine.bytes();
         if len > a.slot_bytes() {
             // Callers choose the area by size; a member whose part does
             // not fit passed more than the others.
@@ -355,22 +326,17 @@ impl AreaOp {
                 format!("{len} bytes where the members agreed on at most {}: do all members pass matching counts and types?", a.slot_bytes()),
             );
         }
-        let mut at = a.slot(me, step);
-        for block in mine {
-            let len = block.bytes();
-            match block.contiguous() {
-                // SAFETY: the caller's elements are readable; the blocks
-                // together fit the slot.
-                Some(from) => unsafe { std::ptr::copy_nonoverlapping(from, at, len) },
-                None if len > 0 => {
-                    // SAFETY: as above.
-                    let packed = unsafe { block.pack() };
-                    unsafe { std::ptr::copy_nonoverlapping(packed.as_ptr(), at, len) };
-                    super::pool::give(packed);
-                }
-                None => {}
+        match mine.contiguous() {
+            // SAFETY: the caller's elements are readable; the slot holds
+            // `slot_bytes`.
+            Some(at) => unsafe { std::ptr::copy_nonoverlapping(at, slot, len) },
+            None if len > 0 => {
+                // SAFETY: as above.
+                let packed = unsafe { mine.pack() };
+                unsafe { std::ptr::copy_nonoverlapping(packed.as_ptr(), slot, len) };
+                super::pool::give(packed);
             }
-            at = at.wrapping_add(len);
+            None => {}
         }
         a.slot_len(me, step).store(len as u64, Ordering::Relaxed);
         Ok(())
@@ -390,14 +356,6 @@ impl AreaOp {
         // (≤ slot_bytes) bytes that nobody writes until every member
         // posted the next step, which this one does only after this read.
         Ok(unsafe { std::slice::from_raw_parts(a.slot(member, self.step), len) })
-    }
-
-    /// This member's block of `member`'s part of a block per member, each
-    /// `want` bytes long.
-    fn block(&self, member: usize, want: usize) -> MpiResult<&[u8]> {
-        let n = self.area.area.ranks().len();
-        let me = self.me();
-        Ok(&self.part(member, n * want)?[me * want..(me + 1) * want])
     }
 
     /// What this member keeps from the others' parts.
@@ -453,18 +411,6 @@ impl AreaOp {
                     if m != me || send.is_some() {
                         block.unpack(self.part(m, block.bytes())?);
                     }
-                }
-                Ok(())
-            }
-            Kind::Scatter { root, recv, .. } => {
-                if let Some(r) = recv {
-                    r.unpack(self.block(*root, r.bytes())?);
-                }
-                Ok(())
-            }
-            Kind::Alltoall { recv, .. } => {
-                for (m, r) in recv.iter().enumerate() {
-                    r.unpack(self.block(m, r.bytes())?);
                 }
                 Ok(())
             }

@@ -277,7 +277,7 @@ impl Engine {
     /// under way): the member that posts it rings this process's
     /// doorbell, and the wait looks at it before it sleeps.
     fn wait_for_arrival(&mut self, extra: Option<&Watch>) -> MpiResult<()> {
-        self.wait_watching(extra, || true)
+        self.wait_for_arrival_while_inner(extra, || true)
     }
 
     /// The watches of the collectives under way, and `extra`.
@@ -289,9 +289,11 @@ impl Engine {
         w
     }
 
-    /// Both waits for arrival: ended by `go_on`, by a message, or by a
-    /// watch that became ready (looked at again before FM sleeps).
-    fn wait_watching(&mut self, extra: Option<&Watch>, go_on: impl Fn() -> bool) -> MpiResult<()> {
+    fn wait_for_arrival_while_inner(
+        &mut self,
+        extra: Option<&Watch>,
+        go_on: impl Fn() -> bool,
+    ) -> MpiResult<()> {
         if let Some(r) = self.instead_of_waiting() {
             return r;
         }
@@ -327,7 +329,7 @@ impl Engine {
     /// how a thread waiting under `MPI_THREAD_MULTIPLE` lets another have
     /// the library (`state::Idle`).
     pub fn wait_for_arrival_while(&mut self, go_on: fn() -> bool) -> MpiResult<()> {
-        self.wait_watching(None, go_on)
+        self.wait_for_arrival_while_inner(None, go_on)
     }
 
     /// Make progress until `found` finds something, and return it: polling

@@ -2,7 +2,6 @@
  * that fm's collective area on a host must survive (docs/MPI.md,
  * "Collectives"): thousands in a row with a root that runs ahead, sizes
  * on both sides of the area's limit (FM_COLL_SHM_BYTES, 4096 by default)
- * in broadcasts, reductions, gathers, scatters and all-to-alls
  * interleaved on one communicator, a non-commutative operation (whose
  * result shows the order of combination), non-blocking ones started
  * together and completed in reverse order with a blocking one between,
@@ -171,43 +170,6 @@ static void gathers(MPI_Comm comm)
     }
 }
 
-/* Scatter from a rotating root and alltoall: blocks of 0 to 3 ints, and
- * every fifth round 600 (past the area's limit on 2 or more ranks); every
- * third round in place. */
-static void exchanges(MPI_Comm comm)
-{
-    int me, n;
-    MPI_Comm_rank(comm, &me);
-    MPI_Comm_size(comm, &n);
-    static unsigned in[600 * 64], out[600 * 64];
-    for (int i = 0; i < ROUNDS / 5; i++) {
-        int each = i % 5 == 4 ? 600 : i % 4, root = (i / 2) % n, in_place = i % 3 == 0;
-        for (int r = 0; r < n; r++)
-            for (int k = 0; k < each; k++)
-                in[r * each + k] = val(me, i, r * each + k);
-        memset(out, 0, sizeof out);
-        if (me == root && in_place) {
-            MPI_Scatter(in, each, MPI_UNSIGNED, MPI_IN_PLACE, each, MPI_UNSIGNED, root, comm);
-            memcpy(out, in + me * each, each * sizeof *out);
-        } else {
-            MPI_Scatter(in, each, MPI_UNSIGNED, out, each, MPI_UNSIGNED, root, comm);
-        }
-        for (int k = 0; k < each; k++)
-            CHECK(out[k] == val(root, i, me * each + k), "scatter round %d: [%d] %u", i, k,
-                  out[k]);
-        if (in_place) {
-            MPI_Alltoall(MPI_IN_PLACE, each, MPI_UNSIGNED, in, each, MPI_UNSIGNED, comm);
-            memcpy(out, in, n * each * sizeof *out);
-        } else {
-            MPI_Alltoall(in, each, MPI_UNSIGNED, out, each, MPI_UNSIGNED, comm);
-        }
-        for (int r = 0; r < n; r++)
-            for (int k = 0; k < each; k++)
-                CHECK(out[r * each + k] == val(r, i, me * each + k),
-                      "alltoall round %d: %d's [%d] %u", i, r, k, out[r * each + k]);
-    }
-}
-
 /* Six non-blocking collectives started together, a blocking allreduce
  * after them (which goes only once they went), then completed in reverse. */
 static void nonblocking(MPI_Comm comm)
@@ -322,7 +284,6 @@ int main(int argc, char **argv)
     bcasts(MPI_COMM_WORLD);
     reductions(MPI_COMM_WORLD);
     gathers(MPI_COMM_WORLD);
-    exchanges(MPI_COMM_WORLD);
     nonblocking(MPI_COMM_WORLD);
     two_comms();
     barriers();
